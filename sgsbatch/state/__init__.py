@@ -1,1 +1,1 @@
-"""state."""
+"""The state database: schema, engine and migrations, ingestion."""

@@ -1,0 +1,110 @@
+"""Ending one round and preparing the next: the run's single writer between rounds.
+
+`prepare_round` writes what a round starts from (`inputs.json`: the unsolved targets, the targets
+the Solver samples) before any of its jobs is submitted. `finish_round` records checkpoints and
+train metrics, the headline cumulative solve rate and generations so far, writes TensorBoard
+points (purge_step makes a repeated finish not duplicate them), applies the weight retention
+policy, marks the round completed and prepares the next one, or completes the run. Both are
+idempotent, so a retried or resumed train job can run them again.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import select
+
+from sgsbatch.metrics import write_tensorboard
+from sgsbatch.runs import RunHandle
+from sgsbatch.shards import atomic_write_json
+from sgsbatch.state.db import locked_retry
+from sgsbatch.state.schema import Checkpoint, Metric, Phase, Round, Run, RunState, StoredProof
+from sgsbatch.weights import prune
+
+
+def prepare_round(h: RunHandle, r: int) -> None:
+    """Write round r's inputs from the solved store (never overwritten once written)."""
+    path = h.paths.round_inputs(r)
+    if path.exists():
+        return
+    with h.db.read() as s:
+        counts = dict(s.exec(select(StoredProof.problem_id, func.count()).where(
+            StoredProof.run_id == h.run_id).group_by(StoredProof.problem_id)).all())
+    from sgsbatch.round_data import load_targets
+
+    ids = [t.problem_id for t in load_targets(h.paths)]
+    unsolved = [i for i in ids if not counts.get(i)]
+    if h.cfg.solver.objective == "ei":
+        solve = [i for i in ids if counts.get(i, 0) < h.cfg.solver.store_cap]
+    else:
+        solve = ids
+    atomic_write_json(path, {"round": r, "unsolved": unsolved if h.cfg.conjecturer.enabled else [],
+                             "solve_targets": solve, "solved": len(ids) - len(unsolved)})
+
+
+@locked_retry
+def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str, float]:
+    last = r == h.cfg.run.rounds - 1
+    with h.db.write() as s:
+        for role, res in train.items():
+            exists = s.exec(select(Checkpoint).where(Checkpoint.run_id == h.run_id, Checkpoint.round == r,
+                                                     Checkpoint.role == role)).first()
+            if exists is None:
+                s.add(Checkpoint(run_id=h.run_id, round=r, role=role, path=str(h.paths.checkpoint(r, role)),
+                                 steps=res["steps"], sequences=res["sequences"]))
+        solved = s.exec(select(func.count(func.distinct(StoredProof.problem_id))).where(
+            StoredProof.run_id == h.run_id)).one()
+        run = s.get(Run, h.run_id)
+        assert run is not None
+        prev = s.exec(select(func.sum(Metric.value)).where(Metric.run_id == h.run_id, Metric.round < r,
+                                                           Metric.name == "generations/round")).one() or 0.0
+        this = s.exec(select(Metric.value).where(Metric.run_id == h.run_id, Metric.round == r,
+                                                 Metric.name == "generations/round")).first() or 0.0
+        new: dict[str, float] = {"cumulative_solve_rate": solved / max(run.targets, 1), "solved_targets": solved,
+                                 "generations/total": prev + this}
+        for role, res in train.items():
+            new[f"train/{role}_steps"] = res["steps"]
+            new[f"train/{role}_sequences"] = res["sequences"]
+            new[f"train/{role}_loss"] = res["mean_loss"]
+        for phase in s.exec(select(Phase).where(Phase.run_id == h.run_id, Phase.round == r)).all():
+            if phase.wall_s:
+                new[f"wall_s/{phase.kind}"] = phase.wall_s
+        have = set(s.exec(select(Metric.name).where(Metric.run_id == h.run_id, Metric.round == r)).all())
+        for k, v in new.items():
+            if k not in have:
+                s.add(Metric(run_id=h.run_id, round=r, name=k, value=float(v)))
+        rnd = s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == r)).one()
+        rnd.state, rnd.completed_at, rnd.generations = "completed", time.time(), int(prev + this)
+        s.add(rnd)
+        if last:
+            run.state, run.message = RunState.completed, f"all {h.cfg.run.rounds} rounds completed"
+        elif s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == r + 1)).first() is None:
+            s.add(Round(run_id=h.run_id, index=r + 1, state="pending", unsolved=run.targets - solved))
+            for kind in h.cfg.phases_of_round(r + 1):
+                s.add(Phase(run_id=h.run_id, round=r + 1, kind=kind, shards=h.cfg.shard_count(kind)))
+        run.updated_at = time.time()
+        s.add(run)
+        rows = s.exec(select(Metric).where(Metric.run_id == h.run_id, Metric.round == r)).all()
+        return {m.name: m.value for m in rows}
+
+
+def finish_round(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> None:
+    metrics = _record(h, r, train)
+    write_tensorboard(h.paths.tb, r, metrics, simulated=h.cfg.simulated, smoke=h.cfg.run.smoke)
+    deleted = prune(h.cfg, h.paths, r)
+    if deleted:
+        with h.db.write() as s:
+            for ck in s.exec(select(Checkpoint).where(Checkpoint.run_id == h.run_id)).all():
+                if any(str(d) in ck.path for d in deleted):
+                    ck.deleted = True
+                    s.add(ck)
+    if r + 1 < h.cfg.run.rounds:
+        prepare_round(h, r + 1)
+
+
+def round_completed(h: RunHandle, r: int) -> bool:
+    with h.db.read() as s:
+        rnd = s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == r)).first()
+        return rnd is not None and rnd.state == "completed"

@@ -1,0 +1,216 @@
+"""The `sgsbatch` command: a thin click layer over control.py, status.py and the run store.
+
+Library code raises typed errors (errors.py); here they become one clean line on stderr and
+an exit code (2: bad input, 1: run or scheduler problem). Nothing heavy is imported at module
+level, so `sgsbatch --help` is instant and never loads torch, deepspeed or vllm.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from sgsbatch.errors import SgsError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _clean_errors(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SgsError as e:
+            click.echo(f"Error: {e}", err=True)
+            sys.exit(e.exit_code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+runs_dir_option = click.option("--runs-dir", default="runs", show_default=True, type=click.Path(file_okay=False),
+                               help="Directory holding the run directories.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sgsbatch")
+def main() -> None:
+    """Run SGS (Self-Guided Self-Play) for Lean 4 as chained Slurm jobs with a state database.
+
+    \b
+    Example:
+        sgsbatch launch jobs/tiny.toml --wait
+        sgsbatch status
+        tensorboard --logdir runs/
+    """
+
+
+def _print_status_line(st: dict[str, Any]) -> None:
+    flags = "".join(f" [{x}]" for x in ("simulated", "smoke") if st.get(x))
+    rate = st["metrics"].get("cumulative_solve_rate")
+    rate_s = f" solve rate {rate:.1%}" if rate is not None else ""
+    phase = f" {st['phase']}" if st.get("phase") else ""
+    click.echo(f"{st['name']}: {st['state']} round {st['round']}/{st['rounds']}{phase} "
+               f"({st['rounds_completed']} done){rate_s}{flags}" + (f" - {st['message']}" if st.get("message") else ""))
+
+
+@main.command()
+@click.argument("config", type=click.Path(path_type=Path))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a config key (dotted TOML path); repeatable. Values parse as TOML, else as strings.")
+@click.option("--dry-run", is_flag=True, help="Validate and print the plan; create and submit nothing.")
+@click.option("--wait", "wait_", is_flag=True, help="Wait for the run to end; exit 0 only if it completed.")
+@click.option("--smoke", is_flag=True, help="Run this config's algorithm at tiny scale on CPU (tiny-random models).")
+@_clean_errors
+def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool, smoke: bool) -> None:
+    """Validate CONFIG, record the run and submit its first round.
+
+    \b
+    Examples:
+        sgsbatch launch jobs/tiny.toml --wait
+        sgsbatch launch jobs/sgs.toml --dry-run
+        sgsbatch launch jobs/sgs.toml --set run.name=r2 --set run.rounds=3
+    """
+    from sgsbatch import control
+
+    if dry_run:
+        p, _ = control.plan(config, overrides, smoke)
+        click.echo(p.describe())
+        click.echo("dry run: nothing created, nothing submitted")
+        return
+    h = control.launch(config, overrides, smoke)
+    st_row = h.row()
+    click.echo(f"launched {st_row.name} ({st_row.executor}) in {h.paths.root}"
+               + (" [SIMULATED verifier: not Lean]" if st_row.simulated else ""))
+    if wait_:
+        st = control.wait(h, on_change=_print_status_line)
+        _print_status_line(st)
+        sys.exit(0 if st["state"] == "completed" else 1)
+
+
+@main.command()
+@click.argument("run", required=False)
+@runs_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list without RUN).")
+@click.option("--watch", is_flag=True, help="Refresh every few seconds until interrupted.")
+@click.option("--interval", default=5.0, show_default=True, help="Seconds between refreshes with --watch.")
+@_clean_errors
+def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval: float) -> None:
+    """Show every run at a glance, or RUN in detail.
+
+    \b
+    Examples:
+        sgsbatch status
+        sgsbatch status tiny --json
+        sgsbatch status tiny --watch
+    """
+    from sgsbatch.paths import RunPaths
+    from sgsbatch.runs import list_runs, open_run, open_run_dir
+    from sgsbatch.status import run_status
+
+    while True:
+        if run:
+            st = run_status(open_run(runs_dir, run))
+            if as_json:
+                click.echo(json.dumps(st, sort_keys=True))
+            else:
+                _print_status_line(st)
+                for k in ("executor", "run_dir", "targets"):
+                    click.echo(f"  {k}: {st[k]}")
+                for j in st.get("jobs", []):
+                    click.echo(f"  job {j['job_id']} r{j['round']} {j['phase']}: "
+                               f"{j.get('task_states', {})} restarts={j.get('restarts', '?')}")
+                for k, v in sorted(st["metrics"].items()):
+                    click.echo(f"  {k} = {v:g}")
+        else:
+            rows = [run_status(open_run_dir(RunPaths(p.resolve()))) for p in list_runs(runs_dir)]
+            if as_json:
+                click.echo(json.dumps(rows, sort_keys=True))
+            elif not rows:
+                click.echo(f"no runs in {Path(runs_dir).resolve()}")
+            for st in [] if as_json else rows:
+                _print_status_line(st)
+        if not watch:
+            return
+        time.sleep(interval)
+        click.echo("")
+
+
+@main.command()
+@click.argument("run")
+@runs_dir_option
+@click.option("--force", is_flag=True, help="Resubmit unfinished work even if the run looks alive.")
+@click.option("--wait", "wait_", is_flag=True, help="Wait for the run to end; exit 0 only if it completed.")
+@_clean_errors
+def resume(run: str, runs_dir: str, force: bool, wait_: bool) -> None:
+    """Repair RUN's broken chain and resubmit only its unfinished work.
+
+    \b
+    Example:
+        sgsbatch resume tiny
+    """
+    from sgsbatch import control
+    from sgsbatch.runs import open_run
+
+    h = open_run(runs_dir, run)
+    click.echo(control.resume(h, force=force))
+    if wait_:
+        st = control.wait(h, on_change=_print_status_line)
+        sys.exit(0 if st["state"] == "completed" else 1)
+
+
+@main.command()
+@click.argument("run")
+@runs_dir_option
+@_clean_errors
+def cancel(run: str, runs_dir: str) -> None:
+    """Cancel RUN's Slurm jobs (or local driver) and mark it cancelled; nothing recorded is lost.
+
+    \b
+    Example:
+        sgsbatch cancel tiny      # later: sgsbatch resume tiny
+    """
+    from sgsbatch import control
+    from sgsbatch.runs import open_run
+
+    control.cancel(open_run(runs_dir, run))
+    click.echo(f"cancelled {run}")
+
+
+@main.command()
+@click.argument("run")
+@runs_dir_option
+@click.option("--interval", default=60.0, show_default=True, help="Seconds between checks.")
+@_clean_errors
+def watch(run: str, runs_dir: str, interval: float) -> None:
+    """Drive RUN's chain from outside the cluster's jobs (for sites where jobs may not submit jobs).
+
+    Repairs and resubmits whenever the run is stalled; returns when it completes or is cancelled.
+
+    \b
+    Example:
+        sgsbatch watch tiny --interval 120
+    """
+    from sgsbatch import control
+    from sgsbatch.runs import open_run
+    from sgsbatch.status import run_status
+
+    h = open_run(runs_dir, run)
+    while True:
+        st = run_status(h)
+        _print_status_line(st)
+        if st["state"] in ("completed", "cancelled", "failed"):
+            return
+        if st["state"] == "stalled" and "retries" not in st["message"] and "failed" not in st["message"]:
+            click.echo(control.resume(h))
+        time.sleep(interval)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+"""The run configuration: typed, frozen dataclasses with the SGS reference numbers as defaults.
+
+Every number in SGS-SPEC.md is a key here with the reference default. Loading TOML files,
+`inherit`, `--set` overrides and validation live in `configfile.py`; this module is only the
+schema plus the checks that need more than a type (ranges, choices, cross-key rules).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Executor = Literal["auto", "slurm", "local"]
+PHASES: tuple[str, ...] = ("init", "conjecture", "solve", "verify", "guide", "train")
+ROUND_PHASES: tuple[str, ...] = ("conjecture", "solve", "verify", "guide", "train")
+TINY_RANDOM = "tiny-random"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    name: str = "sgs"
+    rounds: int = 200
+    seed: int = 0
+    executor: Executor = "auto"
+    runs_dir: str = "runs"
+    database_url: str = ""  # "" -> sqlite:///<runs_dir>/<name>/state.db
+    max_task_retries: int = 2  # crashes of one shard task before the run is stalled
+    local_workers: int = 2  # parallel tasks of the local executor
+    smoke: bool = False  # set by `launch --smoke`
+    submit_from_jobs: bool = True  # false: `sgsbatch watch` drives the chain from outside
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    source: str = "LukeBailey181Pub/D_3k"  # HF dataset id, or a path (reference JSON, JSONL, saved HF dataset)
+    format: Literal["auto", "reference_json", "jsonl", "hf"] = "auto"
+    split: str = "train"
+    limit: int = 0  # 0 = all targets
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class TinyModelConfig:
+    """Shape and warm-up of `tiny-random` models (built offline, CPU runs only)."""
+
+    vocab_size: int = 512
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    warmup_examples: int = 96
+    warmup_epochs: int = 6
+    warmup_lr: float = 2e-3
+    warmup_batch_size: int = 8
+
+
+@dataclass(frozen=True)
+class ModelsConfig:
+    solver: str = "deepseek-ai/DeepSeek-Prover-V2-7B"
+    conjecturer: str = "deepseek-ai/DeepSeek-Prover-V2-7B"
+    guide: str = "deepseek-ai/DeepSeek-Prover-V2-7B"
+    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    backend: Literal["vllm", "transformers"] = "vllm"
+    top_p: float = 1.0
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    threads: int = 0  # torch CPU threads for the transformers backend; 0 = the task's cpus
+
+
+@dataclass(frozen=True)
+class SolverConfig:
+    samples: int = 8
+    temperature: float = 1.0
+    max_tokens: int = 8192
+    objective: Literal["reinforce", "cispo", "ei"] = "reinforce"
+    band_low: float = 0.0  # exclusive
+    band_high: float = 0.5
+    band_include_high: bool = True  # hard band 0 < s <= 0.5; CISPO: 0 < s < 1
+    store_cap: int = 16
+    length_penalty_start: float = 0.8
+    zero_try: bool = True  # proofs using the `try` tactic get weight 0
+    lr: float = 3e-6
+    batch_size: int = 32
+    train: bool = True
+    ei_rounds: int = 3  # Expert Iteration trains on stored proofs of the last k rounds
+    cispo_clip_max: float = 4.0
+    cispo_eps: float = 1e-6
+
+
+@dataclass(frozen=True)
+class ConjecturerConfig:
+    enabled: bool = True
+    train: bool = True
+    conditioned: bool = True  # False: the "no problem conditioning" prompt
+    samples_per_target: int = 1
+    temperature: float = 1.0
+    max_tokens: int = 8192
+    band_percentile: float = 0.7
+    length_penalty_start: float = 0.8
+    lr: float = 3e-6
+    batch_size: int = 32
+
+
+@dataclass(frozen=True)
+class GuideConfig:
+    enabled: bool = True  # False: the "no guide" ablation, R_guide = 1
+    temperature: float = 1.0
+    max_tokens: int = 8192
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    betas: tuple[float, float] = (0.9, 0.95)
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    micro_batch_size: int = 1
+    zero_stage: int = 2
+    bf16: bool = True
+    gradient_checkpointing: bool = True
+    epochs: int = 1
+
+
+@dataclass(frozen=True)
+class VerificationConfig:
+    backend: Literal["lean", "simulated"] = "lean"
+    timeout_s: float = 200.0
+    repl_command: tuple[str, ...] = ("lake", "env", "repl/.lake/build/bin/repl")
+    project_dir: str = "lean"
+    memory_limit_mb: int = 16384
+    max_proofs_per_process: int = 200
+    system_error_retries: int = 1
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    keep_last: int = 2  # weights of the last k rounds are kept
+    keep_every: int = 10  # and of every n-th round (0 = none)
+
+
+@dataclass(frozen=True)
+class ShardsConfig:
+    """Array sizes. Verify uses the solve count: verify shard i checks solve shard i (aftercorr)."""
+
+    conjecture: int = 8
+    solve: int = 64
+    guide: int = 8
+
+
+@dataclass(frozen=True)
+class SlurmPhaseConfig:
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    gpus: int = 0  # GPUs per task
+    cpus: int = 1  # CPUs per task
+    mem: str = "8G"
+    time_min: int = 240
+    array_parallelism: int = 64
+    signal_delay_s: int = 120  # SIGUSR2 this long before the time limit
+    extra: dict[str, str] = field(default_factory=dict)  # more sbatch options, e.g. {constraint = "h200"}
+
+
+def _gpu(gpus: int, cpus: int, mem: str, time_min: int) -> SlurmPhaseConfig:
+    return SlurmPhaseConfig(gpus=gpus, cpus=cpus, mem=mem, time_min=time_min)
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    init: SlurmPhaseConfig = field(default_factory=lambda: SlurmPhaseConfig(cpus=4, mem="32G", time_min=60))
+    conjecture: SlurmPhaseConfig = field(default_factory=lambda: _gpu(1, 8, "64G", 240))
+    solve: SlurmPhaseConfig = field(default_factory=lambda: _gpu(1, 8, "64G", 480))
+    verify: SlurmPhaseConfig = field(
+        default_factory=lambda: SlurmPhaseConfig(cpus=33, mem="128G", time_min=480, array_parallelism=128)
+    )
+    guide: SlurmPhaseConfig = field(default_factory=lambda: _gpu(1, 8, "64G", 240))
+    train: SlurmPhaseConfig = field(default_factory=lambda: _gpu(8, 64, "800G", 720))
+    submitit_folder: str = ""  # "" -> <run dir>/slurm
+
+
+@dataclass(frozen=True)
+class Config:
+    run: RunConfig = field(default_factory=RunConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    models: ModelsConfig = field(default_factory=ModelsConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    solver: SolverConfig = field(default_factory=SolverConfig)
+    conjecturer: ConjecturerConfig = field(default_factory=ConjecturerConfig)
+    guide: GuideConfig = field(default_factory=GuideConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    verification: VerificationConfig = field(default_factory=VerificationConfig)
+    checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
+    shards: ShardsConfig = field(default_factory=ShardsConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+
+    @property
+    def simulated(self) -> bool:
+        """True when any simulated component (today: the verifier stand-in) is in use."""
+        return self.verification.backend == "simulated"
+
+    def phase_resources(self, phase: str) -> SlurmPhaseConfig:
+        res: SlurmPhaseConfig = getattr(self.slurm, phase)
+        return res
+
+    def shard_count(self, phase: str) -> int:
+        if phase in ("init", "train"):
+            return 1
+        if phase == "verify":
+            return self.shards.solve
+        count: int = getattr(self.shards, phase)
+        return count
+
+    def phases_of_round(self, round_index: int) -> tuple[str, ...]:
+        """The phases a round runs: no conjecture/guide without a Conjecturer, init only in round 0."""
+        phases = [p for p in ROUND_PHASES if self.conjecturer.enabled or p not in ("conjecture",)]
+        if not (self.conjecturer.enabled and self.conjecturer.train and self.guide.enabled):
+            phases = [p for p in phases if p != "guide"]
+        return (("init",) if round_index == 0 else ()) + tuple(phases)
+
+
+def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
+    """(key, message) for every value that has the right type but is impossible."""
+    errs: list[tuple[str, str]] = []
+
+    def check(ok: bool, key: str, msg: str) -> None:
+        if not ok:
+            errs.append((key, msg))
+
+    check(cfg.run.rounds >= 1, "run.rounds", f"must be a whole number >= 1, got {cfg.run.rounds}")
+    check(bool(cfg.run.name) and "/" not in cfg.run.name and not cfg.run.name.startswith("."),
+          "run.name", f"must be a non-empty name without '/' (it names the run directory), got {cfg.run.name!r}")
+    check(cfg.run.max_task_retries >= 0, "run.max_task_retries", "must be >= 0")
+    check(cfg.run.local_workers >= 1, "run.local_workers", "must be >= 1")
+    check(cfg.data.limit >= 0, "data.limit", "must be >= 0 (0 = all targets)")
+    for role in ("solver", "conjecturer", "guide"):
+        sec = getattr(cfg, role)
+        check(sec.max_tokens >= 1, f"{role}.max_tokens", "must be >= 1")
+        check(sec.temperature >= 0, f"{role}.temperature", "must be >= 0")
+    s = cfg.solver
+    check(s.samples >= 1, "solver.samples", f"must be >= 1, got {s.samples}")
+    for key, val in (("band_low", s.band_low), ("band_high", s.band_high),
+                     ("length_penalty_start", s.length_penalty_start)):
+        check(0.0 <= val <= 1.0, f"solver.{key}", f"must be within [0, 1], got {val}")
+    check(s.band_low <= s.band_high, "solver.band_low", "must be <= solver.band_high")
+    check(s.store_cap >= 1, "solver.store_cap", "must be >= 1")
+    check(s.lr > 0, "solver.lr", "must be > 0")
+    check(s.batch_size >= 1, "solver.batch_size", "must be >= 1")
+    check(s.ei_rounds >= 1, "solver.ei_rounds", "must be >= 1")
+    c = cfg.conjecturer
+    check(0.0 <= c.band_percentile <= 1.0, "conjecturer.band_percentile", f"must be within [0, 1], got {c.band_percentile}")
+    check(0.0 <= c.length_penalty_start <= 1.0, "conjecturer.length_penalty_start", "must be within [0, 1]")
+    check(c.samples_per_target >= 1, "conjecturer.samples_per_target", "must be >= 1")
+    check(c.lr > 0, "conjecturer.lr", "must be > 0")
+    check(c.batch_size >= 1, "conjecturer.batch_size", "must be >= 1")
+    check(not (s.objective == "ei" and c.enabled), "conjecturer.enabled",
+          "must be false when solver.objective = \"ei\" (Expert Iteration uses no conjectures)")
+    t = cfg.train
+    check(all(0.0 <= b < 1.0 for b in t.betas), "train.betas", f"each must be within [0, 1), got {list(t.betas)}")
+    check(t.zero_stage in (0, 1, 2, 3), "train.zero_stage", f"must be one of 0, 1, 2, 3, got {t.zero_stage}")
+    check(t.epochs >= 1, "train.epochs", "must be >= 1")
+    check(t.grad_clip >= 0, "train.grad_clip", "must be >= 0")
+    v = cfg.verification
+    check(v.timeout_s > 0, "verification.timeout_s", "must be > 0")
+    check(len(v.repl_command) >= 1, "verification.repl_command", "must name a program")
+    for phase in ("conjecture", "solve", "guide"):
+        n = getattr(cfg.shards, phase)
+        check(n >= 1, f"shards.{phase}", f"must be >= 1, got {n}")
+    check(cfg.checkpoints.keep_last >= 1, "checkpoints.keep_last", "must be >= 1 (the next round needs the last weights)")
+    check(cfg.checkpoints.keep_every >= 0, "checkpoints.keep_every", "must be >= 0")
+    for phase in PHASES:
+        r = cfg.phase_resources(phase)
+        for key, val in (("gpus", r.gpus), ("cpus", r.cpus), ("time_min", r.time_min),
+                         ("array_parallelism", r.array_parallelism), ("signal_delay_s", r.signal_delay_s)):
+            check(val >= (0 if key in ("gpus", "signal_delay_s") else 1), f"slurm.{phase}.{key}", f"must be >= "
+                  f"{0 if key in ('gpus', 'signal_delay_s') else 1}, got {val}")
+    return errs

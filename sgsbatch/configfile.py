@@ -1,0 +1,240 @@
+"""Reading run configs: TOML files, `inherit`, `--set KEY=VALUE` overrides, validation, freezing.
+
+A jobs file may start with `inherit = "sgs.toml"` (relative to itself); its tables are merged
+over the parent's key by key. Path-valued keys (data.source, models.*, verification.project_dir)
+that start with `.`, `/` or `~` are paths, resolved relative to the file that set them (or to
+the working directory for `--set`); anything else there is a Hugging Face id or `tiny-random`.
+Every problem is a `ConfigError` naming the file and the dotted key. Not covered here: the
+meaning of keys (config.py) and where a run lives on disk (paths.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from sgsbatch.config import TINY_RANDOM, Config, semantic_errors
+from sgsbatch.errors import ConfigError
+
+PATH_KEYS = ("data.source", "models.solver", "models.conjecturer", "models.guide", "verification.project_dir")
+MODEL_KEYS = ("models.solver", "models.conjecturer", "models.guide")
+
+
+def is_path_like(value: str) -> bool:
+    return value.startswith((".", "/", "~"))
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(str(path), "", "no such config file; pass a path such as jobs/sgs.toml")
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(str(path), "", f"not valid TOML: {e}") from e
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _get(raw: dict[str, Any], dotted: str) -> Any:
+    cur: Any = raw
+    for part in dotted.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def _set(raw: dict[str, Any], dotted: str, value: Any, source: str) -> None:
+    parts = dotted.split(".")
+    cur = raw
+    for i, part in enumerate(parts[:-1]):
+        nxt = cur.setdefault(part, {})
+        if not isinstance(nxt, dict):
+            raise ConfigError(source, ".".join(parts[: i + 1]), "is a value, not a table; cannot set a key inside it")
+        cur = nxt
+    cur[parts[-1]] = value
+
+
+def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
+    for key in PATH_KEYS:
+        val = _get(raw, key)
+        if isinstance(val, str) and is_path_like(val):
+            _set(raw, key, str((base / Path(val).expanduser()).resolve()), str(base))
+
+
+def load_raw(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The merged raw table of a jobs file and the files it inherits from, paths resolved."""
+    path = path.resolve()
+    if path in _seen:
+        raise ConfigError(str(path), "inherit", "inheritance cycle: " + " -> ".join(str(p) for p in (*_seen, path)))
+    raw = _read_toml(path)
+    _resolve_paths(raw, path.parent)
+    parent = raw.pop("inherit", None)
+    if parent is None:
+        return raw
+    if not isinstance(parent, str):
+        raise ConfigError(str(path), "inherit", "must be a string: the path of the parent jobs file")
+    return _merge(load_raw(path.parent / parent, (*_seen, path)), raw)
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`run.rounds=3` -> ("run.rounds", 3); a value that is not TOML is taken as a plain string."""
+    if "=" not in text:
+        raise ConfigError("--set", text, "expected KEY=VALUE with a dotted key, e.g. --set run.rounds=3")
+    key, _, value = text.partition("=")
+    key = key.strip()
+    if not key or any(not p for p in key.split(".")):
+        raise ConfigError("--set", text, "expected KEY=VALUE with a dotted key, e.g. --set run.rounds=3")
+    try:
+        return key, tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        return key, value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: typing.Sequence[str], cwd: Path) -> dict[str, Any]:
+    raw = _merge(raw, {})
+    for text in overrides:
+        key, value = parse_override(text)
+        if key in PATH_KEYS and isinstance(value, str) and is_path_like(value):
+            value = str((cwd / Path(value).expanduser()).resolve())
+        _set(raw, key, value, "--set")
+    return raw
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (tuple, list):
+        return "an array"
+    if origin is dict:
+        return "a table of strings"
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
+
+
+def _convert(value: Any, tp: Any, source: str, key: str) -> Any:
+    origin = typing.get_origin(tp)
+    bad = ConfigError(source, key, f"must be {_type_name(tp)}, got {value!r}")
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(source, key, f"must be a table ([{key}]), got {value!r}")
+        return build(tp, value, source, key)  # type: ignore[arg-type]
+    if origin is typing.Literal:
+        if value not in typing.get_args(tp):
+            raise bad
+        return value
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise bad
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(v, args[0], source, f"{key}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise ConfigError(source, key, f"must be an array of {len(args)} values, got {value!r}")
+        return tuple(_convert(v, a, source, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True)))
+    if origin is dict:
+        if not isinstance(value, dict) or not all(isinstance(v, str | int) for v in value.values()):
+            raise bad
+        return {str(k): str(v) for k, v in value.items()}
+    if isinstance(tp, types.UnionType):
+        raise AssertionError(f"union types are not supported in config: {key}")
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise bad
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise bad
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise bad
+        return value
+    raise AssertionError(f"unsupported config type {tp} for {key}")
+
+
+def build(cls: type, raw: dict[str, Any], source: str, prefix: str = "") -> Any:
+    """A frozen dataclass from a raw table; unknown keys and wrong types raise ConfigError."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    for k in raw:
+        if k not in names:
+            where = f"{prefix}.{k}" if prefix else k
+            raise ConfigError(source, where, "unknown key; valid keys here: " + ", ".join(names))
+    kwargs = {k: _convert(v, hints[k], source, f"{prefix}.{k}" if prefix else k) for k, v in raw.items()}
+    return cls(**kwargs)
+
+
+def _check_models(cfg: Config, source: str) -> None:
+    for key in MODEL_KEYS:
+        val = _get(dataclasses.asdict(cfg), key)
+        if val == TINY_RANDOM:
+            continue
+        if is_path_like(val):
+            if not Path(val).is_dir():
+                raise ConfigError(source, key, f"model path {val} does not exist; give an existing directory "
+                                  f"with Hugging Face weights, a hub id (org/name) or {TINY_RANDOM!r}")
+        elif val.count("/") != 1:
+            raise ConfigError(source, key, f"{val!r} is neither a hub id (org/name), a path (starting with ./, ../ "
+                              f"or /) nor {TINY_RANDOM!r}")
+
+
+def validate(raw: dict[str, Any], source: str) -> Config:
+    cfg: Config = build(Config, raw, source)
+    errs = semantic_errors(cfg)
+    if errs:
+        key, msg = errs[0]
+        more = f" (and {len(errs) - 1} more: " + ", ".join(k for k, _ in errs[1:]) + ")" if len(errs) > 1 else ""
+        raise ConfigError(source, key, msg + more)
+    _check_models(cfg, source)
+    src = cfg.data.source
+    if is_path_like(src) and not Path(src).exists():
+        raise ConfigError(source, "data.source", f"no such file or directory: {src}")
+    return cfg
+
+
+def load_config(path: Path, overrides: typing.Sequence[str] = (), cwd: Path | None = None) -> Config:
+    """Load, merge, override and validate a jobs file. Raises ConfigError; has no side effects."""
+    raw = apply_overrides(load_raw(path), overrides, cwd or Path.cwd())
+    return validate(raw, str(path))
+
+
+def to_dict(cfg: Config) -> dict[str, Any]:
+    def clean(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, tuple | list):
+            return [clean(x) for x in v]
+        return v
+
+    out: dict[str, Any] = clean(dataclasses.asdict(cfg))
+    return out
+
+
+def to_toml(cfg: Config) -> str:
+    return tomli_w.dumps(to_dict(cfg))
+
+
+def from_toml_text(text: str, source: str) -> Config:
+    """The frozen config of a run (runs/<name>/config.toml): already resolved and checked at launch."""
+    cfg: Config = build(Config, tomllib.loads(text), source)
+    return cfg

@@ -1,0 +1,245 @@
+"""Strict extraction of Solver proofs and Conjecturer statements from model replies.
+
+Covered: the spec's extraction rules, the Lean file a Solver sample is checked as
+(`solver_file`), and the small Lean-lexing helpers these rules need (comment stripping, word
+matching). Not covered: deduplicating conjectures, or checking anything in Lean.
+
+Decisions beyond the spec's wording, applied to both roles:
+
+- Line ends are normalised first (CRLF and lone CR become LF) and a leading byte-order mark is
+  dropped; every other character, unicode included, is kept as is.
+- Declaration keywords (`theorem`, `lemma`, `def`) are counted as Lean words outside comments:
+  a keyword preceded by an identifier character, a dot or a quote (`my_theorem_1`, `Foo.lemma`)
+  or followed by anything but whitespace (`theorem_1`) is not a declaration, and neither is the
+  word `theorem` in a `--` or `/- -/` comment. `sorry` is counted the same way.
+- `:= by` is matched as that exact text (the dataset statements all end with it).
+
+Solver (`extract_proof`): the reply, stripped, opens with a line that is exactly ```` ```lean4 ````,
+ends with ```` ``` ````, and holds exactly two fences (counted as occurrences of ```` ``` ````
+anywhere). The block holds exactly one declaration; the proof is the text after the first `:= by`
+with trailing whitespace dropped; it must not be blank.
+
+Conjecturer (`extract_conjecture`): the last ```` ```lean4 ```` block of the reply (a reply cut off
+inside that block is rejected). It holds exactly one `:= by`, at most one `sorry`, ends in `sorry`
+or `:= by`, and the text before `:= by` holds exactly one declaration (a conjecture with none or
+two could never pass the Solver's extraction, so it is dropped before costing 8 samples). Leading
+`import` lines are dropped (the conjecture inherits its target's header, and an `import` after
+the header is a Lean error). The conjecture is the block's text up to and including `:= by`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+FENCE = "```"
+LEAN_FENCE = "```lean4"
+BY = ":= by"
+
+EMPTY_REPLY = "empty_reply"
+NO_FENCE = "no_fence"
+TEXT_OUTSIDE_FENCE = "text_outside_fence"
+WRONG_LANGUAGE = "wrong_language"
+FENCE_COUNT = "fence_count"
+UNCLOSED_FENCE = "unclosed_fence"
+NO_DECLARATION = "no_declaration"
+SEVERAL_DECLARATIONS = "several_declarations"
+NO_BY = "no_by"
+SEVERAL_BY = "several_by"
+SEVERAL_SORRY = "several_sorry"
+BAD_ENDING = "bad_ending"
+EMPTY_PROOF = "empty_proof"
+
+REASONS: frozenset[str] = frozenset(
+    {
+        EMPTY_REPLY,
+        NO_FENCE,
+        TEXT_OUTSIDE_FENCE,
+        WRONG_LANGUAGE,
+        FENCE_COUNT,
+        UNCLOSED_FENCE,
+        NO_DECLARATION,
+        SEVERAL_DECLARATIONS,
+        NO_BY,
+        SEVERAL_BY,
+        SEVERAL_SORRY,
+        BAD_ENDING,
+        EMPTY_PROOF,
+    }
+)
+
+# Characters that may sit right before a keyword inside a longer Lean name: identifier
+# characters (unicode letters, digits, subscripts, `_`), `.` of a qualified name, `'`, `!`, `?`.
+_NAME_BEFORE = r"(?<![\w.'!?])"
+_DECLARATION_RE = re.compile(_NAME_BEFORE + r"(?:theorem|lemma|def)(?=\s)")
+_SORRY_RE = re.compile(_NAME_BEFORE + r"sorry(?![\w'!?])")
+_ENDS_IN_SORRY_RE = re.compile(_NAME_BEFORE + r"sorry\Z")
+_IMPORT_LINE_RE = re.compile(r"\A(?:[ \t]*(?:import[ \t][^\n]*)?\n)+")
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The outcome of an extraction: `value` when `ok`, else a `reason` code from `REASONS`."""
+
+    ok: bool
+    value: str | None
+    reason: str | None
+
+    def __post_init__(self) -> None:
+        assert self.ok == (self.value is not None), "an Extraction has a value iff it is ok"
+        assert self.ok == (self.reason is None), "an Extraction has a reason iff it failed"
+        assert self.reason is None or self.reason in REASONS, f"unknown reason {self.reason!r}"
+
+
+def _good(value: str) -> Extraction:
+    return Extraction(ok=True, value=value, reason=None)
+
+
+def _bad(reason: str) -> Extraction:
+    return Extraction(ok=False, value=None, reason=reason)
+
+
+def normalise_newlines(text: str) -> str:
+    """CRLF and lone CR become LF; a leading byte-order mark is dropped."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").removeprefix("\ufeff")
+
+
+def strip_lean_comments(code: str) -> str:
+    """`code` with `--` line comments and (nested) `/- ... -/` block comments replaced by a space.
+
+    A lexer-free approximation: comment markers inside string literals are treated as comments.
+    An unclosed block comment runs to the end of the text.
+    """
+    out: list[str] = []
+    i, n, depth = 0, len(code), 0
+    while i < n:
+        two = code[i : i + 2]
+        if depth:
+            if two == "/-":
+                depth, i = depth + 1, i + 2
+            elif two == "-/":
+                depth, i = depth - 1, i + 2
+                if not depth:
+                    out.append(" ")
+            else:
+                i += 1
+        elif two == "/-":
+            depth, i = 1, i + 2
+        elif two == "--":
+            end = code.find("\n", i)
+            out.append(" ")
+            i = n if end < 0 else end
+        else:
+            out.append(code[i])
+            i += 1
+    return "".join(out)
+
+
+def count_declarations(code: str) -> int:
+    """Declaration keywords (`theorem`, `lemma`, `def`) in `code`, as words outside comments."""
+    return len(_DECLARATION_RE.findall(strip_lean_comments(code)))
+
+
+def count_sorry(code: str) -> int:
+    """`sorry` as a word outside comments."""
+    return len(_SORRY_RE.findall(strip_lean_comments(code)))
+
+
+def extract_proof(reply: str) -> Extraction:
+    """The Solver's proof: the text after the first `:= by` of its single ```lean4 block."""
+    text = normalise_newlines(reply).strip()
+    if not text:
+        return _bad(EMPTY_REPLY)
+    fences = text.count(FENCE)
+    if fences == 0:
+        return _bad(NO_FENCE)
+    if not text.startswith(FENCE):
+        return _bad(TEXT_OUTSIDE_FENCE)
+    first_line, _, rest = text.partition("\n")
+    if first_line.rstrip() != LEAN_FENCE:
+        return _bad(WRONG_LANGUAGE)
+    if fences == 1:
+        return _bad(UNCLOSED_FENCE)
+    if fences > 2:
+        return _bad(FENCE_COUNT)
+    if not text.endswith(FENCE):
+        return _bad(TEXT_OUTSIDE_FENCE)
+    code = rest[: -len(FENCE)]
+    declarations = count_declarations(code)
+    if declarations == 0:
+        return _bad(NO_DECLARATION)
+    if declarations > 1:
+        return _bad(SEVERAL_DECLARATIONS)
+    if BY not in code:
+        return _bad(NO_BY)
+    proof = code.split(BY, 1)[1].rstrip()
+    if not proof.strip():
+        return _bad(EMPTY_PROOF)
+    return _good(proof)
+
+
+def _last_lean_block(text: str) -> tuple[str | None, bool]:
+    """(code of the last ```lean4 block, whether it was closed); (None, False) if there is none.
+
+    Fences pair up in order: an opening fence is ``` plus an info string up to the end of the
+    line, the next ``` closes it.
+    """
+    last: str | None = None
+    closed = False
+    pos = 0
+    while True:
+        start = text.find(FENCE, pos)
+        if start < 0:
+            return last, closed
+        line_end = text.find("\n", start)
+        if line_end < 0:  # a fence on the very last line opens nothing
+            return last, closed
+        info = text[start + len(FENCE) : line_end].strip()
+        end = text.find(FENCE, line_end)
+        if info == "lean4":
+            last = text[line_end + 1 : end] if end >= 0 else text[line_end + 1 :]
+            closed = end >= 0
+        if end < 0:
+            return last, closed
+        pos = end + len(FENCE)
+
+
+def extract_conjecture(reply: str) -> Extraction:
+    """The Conjecturer's statement: the last ```lean4 block's text up to and including `:= by`."""
+    text = normalise_newlines(reply).strip()
+    if not text:
+        return _bad(EMPTY_REPLY)
+    block, closed = _last_lean_block(text)
+    if block is None:
+        return _bad(NO_FENCE)
+    if not closed:
+        return _bad(UNCLOSED_FENCE)
+    code = _IMPORT_LINE_RE.sub("", block).strip()
+    by_count = code.count(BY)
+    if by_count == 0:
+        return _bad(NO_BY)
+    if by_count > 1:
+        return _bad(SEVERAL_BY)
+    if count_sorry(code) > 1:
+        return _bad(SEVERAL_SORRY)
+    code_only = strip_lean_comments(code).rstrip()
+    if not (code_only.endswith(BY) or _ENDS_IN_SORRY_RE.search(code_only) is not None):
+        return _bad(BAD_ENDING)
+    statement = code.split(BY, 1)[0] + BY
+    declarations = count_declarations(statement)
+    if declarations == 0:
+        return _bad(NO_DECLARATION)
+    if declarations > 1:
+        return _bad(SEVERAL_DECLARATIONS)
+    return _good(statement)
+
+
+def solver_file(header: str, theorem: str, proof: str) -> str:
+    """The Lean file checked for a Solver sample: dataset header + dataset statement + proof.
+
+    The statement always comes from the dataset (or the round's conjecture), never from the
+    model's reply. A header that does not end in a newline gets one.
+    """
+    if header and not header.endswith("\n"):
+        header += "\n"
+    return header + theorem + proof

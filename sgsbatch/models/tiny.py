@@ -1,0 +1,179 @@
+"""The `tiny-random` model: a small random Llama-style causal LM plus tokenizer, built offline.
+
+Covered: training a byte-level BPE tokenizer (`tokenizers`) on a given corpus, so any unicode
+in Lean statements (ℝ, ∧, ≤, ...) round-trips exactly; wrapping it as a
+`PreTrainedTokenizerFast` with bos/eos/pad tokens and a small jinja chat template
+(`<|user|>` / `<|assistant|>` turns, generation prompt supported, eos ends an assistant turn);
+a random `LlamaForCausalLM` initialised from the seed; and writing both into a directory
+atomically (staging directory + rename, marker file last). The same seed, corpus and sizes
+give byte-identical files. Also the small atomic-directory helpers reused by the trainer.
+
+Not covered: anything that needs the model hub (nothing is downloaded), real model quality.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+MARKER = "SGSBATCH_COMPLETE"
+
+BOS = "<|bos|>"
+EOS = "<|eos|>"
+PAD = "<|pad|>"
+ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>")
+
+CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "{{ '<|' + message['role'] + '|>\n' + message['content'] }}"
+    "{% if message['role'] == 'assistant' %}{{ eos_token }}{% endif %}"
+    "{{ '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
+)
+
+
+def staging_dir(out_dir: Path) -> Path:
+    """A fresh, empty sibling directory of `out_dir` to write into before `publish_dir`."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    return tmp
+
+
+def is_complete(out_dir: Path) -> bool:
+    """True when `out_dir` was published by `publish_dir` (its marker file exists)."""
+    return (out_dir / MARKER).is_file()
+
+
+def read_marker(out_dir: Path) -> dict[str, Any]:
+    """The JSON stored in the marker file of a published directory."""
+    data = json.loads((out_dir / MARKER).read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def publish_dir(tmp: Path, out_dir: Path, marker: dict[str, Any]) -> bool:
+    """Write the marker into `tmp` and rename it to `out_dir`.
+
+    Returns False (and removes `tmp`) when a complete `out_dir` already exists, e.g. when
+    another process won the race; raises FileExistsError if `out_dir` exists but is not ours.
+    """
+    (tmp / MARKER).write_text(json.dumps(marker, sort_keys=True, indent=1) + "\n")
+    try:
+        os.rename(tmp, out_dir)
+        return True
+    except OSError:
+        if is_complete(out_dir):
+            shutil.rmtree(tmp, ignore_errors=True)
+            return False
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise FileExistsError(f"{out_dir} exists and is not a completed sgsbatch directory") from None
+
+
+def _corpus_digest(corpus: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for text in corpus:
+        b = text.encode("utf-8")
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def build_tokenizer(corpus: Sequence[str], vocab_size: int = 512) -> Any:
+    """A byte-level BPE `PreTrainedTokenizerFast` trained on `corpus` (deterministic)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = [BOS, EOS, PAD, *ROLE_TOKENS]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(list(corpus), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        additional_special_tokens=list(ROLE_TOKENS),
+        model_max_length=1_000_000,
+        clean_up_tokenization_spaces=False,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_tiny_random(
+    out_dir: Path,
+    seed: int,
+    corpus: Sequence[str],
+    *,
+    vocab_size: int = 512,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    max_positions: int = 1024,
+) -> None:
+    """Build the tiny random model + tokenizer into `out_dir` (atomic; a no-op if already built).
+
+    Raises ValueError if `out_dir` holds a tiny model built from different arguments.
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    out_dir = Path(out_dir)
+    marker = {
+        "kind": "tiny-random",
+        "seed": seed,
+        "corpus_sha256": _corpus_digest(corpus),
+        "vocab_size": vocab_size,
+        "hidden_size": hidden_size,
+        "num_layers": num_layers,
+        "num_heads": num_heads,
+        "max_positions": max_positions,
+    }
+    if is_complete(out_dir):
+        if read_marker(out_dir) != marker:
+            raise ValueError(f"{out_dir} holds a tiny-random model built from other arguments")
+        return
+    tokenizer = build_tokenizer(corpus, vocab_size)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 4,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_heads,
+        max_position_embeddings=max_positions,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+        initializer_range=0.02,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config).to(torch.float32)
+    tmp = staging_dir(out_dir)
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if not publish_dir(tmp, out_dir, marker) and read_marker(out_dir) != marker:
+        raise ValueError(f"{out_dir} holds a tiny-random model built from other arguments")

@@ -1,0 +1,37 @@
+"""Conjecture phase: one Conjecturer sample per unsolved target, extracted strictly.
+
+Deduplication needs the whole round, so it happens where the conjectures are read back
+(round_data.round_conjectures). Not covered: checking conjectures in Lean (they count as valid
+only once a Solver proof of them verifies).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sgsbatch.backends.generation import Generator
+from sgsbatch.extraction import extract_conjecture
+from sgsbatch.phases.models import generator_for, sample_record
+from sgsbatch.phases.task import Task, run_items
+from sgsbatch.prompts import conjecturer_messages
+from sgsbatch.round_data import Problem, load_targets, round_inputs
+
+
+def run(task: Task) -> None:
+    cfg = task.cfg.conjecturer
+    by_id = {t.problem_id: t for t in load_targets(task.paths)}
+    items = [by_id[i] for i in round_inputs(task.paths, task.round)["unsolved"]]
+    gen: list[Generator] = []
+
+    def process(target: Problem) -> dict[str, Any]:
+        msgs = conjecturer_messages(target.header, target.theorem, conditioned=cfg.conditioned)
+        (out,) = gen[0].generate([msgs], cfg.samples_per_target, seed=task.seed(target.problem_id),
+                                 max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+                                 top_p=task.cfg.generation.top_p)
+        samples = []
+        for s in out.samples:
+            ex = extract_conjecture(s.text)
+            samples.append({**sample_record(s), "ok": ex.ok, "statement": ex.value, "reason": ex.reason})
+        return {"target_id": target.problem_id, "prompt_ids": out.prompt_ids, "samples": samples}
+
+    run_items(task, items, lambda t: t.problem_id, process, lambda: gen.append(generator_for(task, "conjecturer")))

@@ -1,0 +1,81 @@
+"""What every phase task shares: its context, its slice of the items, resumable item loops.
+
+A task is one shard of one phase of one round. It reads the frozen config and the files of
+earlier phases, never the database (train is the exception: it is the round's single writer).
+Item i of a phase belongs to shard i % shards. Every item gets a seed derived from the run
+seed, the round, the phase and the item's key, so results do not depend on sharding, batch
+composition or on where a requeued task resumed. Not covered: the phases' own logic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sgsbatch.config import Config
+from sgsbatch.paths import RunPaths
+from sgsbatch.shards import Shard
+
+T = TypeVar("T")
+
+
+class Interrupted(Exception):
+    """The task was asked to stop (SIGUSR2: preemption or time limit); its files are consistent."""
+
+
+@dataclass
+class Task:
+    cfg: Config
+    paths: RunPaths
+    round: int
+    phase: str
+    shard: Shard
+    should_stop: Callable[[], bool]
+
+    @property
+    def shards(self) -> int:
+        return self.cfg.shard_count(self.phase)
+
+    def mine(self, items: Sequence[T]) -> list[T]:
+        return [it for i, it in enumerate(items) if i % self.shards == self.shard.index]
+
+    def seed(self, key: str) -> int:
+        text = f"{self.cfg.run.seed}:{self.round}:{self.phase}:{key}"
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") & 0x7FFFFFFF
+
+    def threads(self) -> int:
+        return self.cfg.generation.threads or self.cfg.phase_resources(self.phase).cpus
+
+    def check_stop(self) -> None:
+        if self.should_stop():
+            raise Interrupted(f"round {self.round} {self.phase} shard {self.shard.index}: stop requested")
+
+
+def run_items(
+    task: Task,
+    items: Sequence[T],
+    key: Callable[[T], str],
+    process: Callable[[T], dict[str, Any]],
+    setup: Callable[[], None] = lambda: None,
+) -> None:
+    """Process this shard's items in order, skipping ones an earlier attempt finished.
+
+    `setup` (e.g. loading a model) runs only if some item is left. Each finished item is
+    appended to the shard's item log at once; the shard's output and marker come last.
+    """
+    if task.shard.is_done():
+        return
+    mine = task.mine(items)
+    done = task.shard.done_items()
+    todo = [it for it in mine if key(it) not in done]
+    if todo:
+        setup()
+    for it in todo:
+        task.check_stop()
+        rec = process(it)
+        rec["key"] = key(it)
+        task.shard.append_item(rec)
+        done[rec["key"]] = rec
+    task.shard.finish([done[key(it)] for it in mine], {"items": len(mine)})

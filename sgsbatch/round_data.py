@@ -1,0 +1,126 @@
+"""Reading a round's results back from its shard files, the same way in every phase.
+
+Later phases (solve needs the conjectures, guide and train need solve rates) and ingestion
+all derive what they need from the finished shard files with these functions, so the
+derivation (deduplication, ids, solve rates) is written once and is deterministic.
+Not covered: selection thresholds and rewards (selection.py, rewards.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sgsbatch.config import Config
+from sgsbatch.paths import RunPaths
+from sgsbatch.shards import read_json, read_phase
+
+
+@dataclass(frozen=True)
+class Problem:
+    problem_id: str
+    header: str
+    theorem: str
+    is_target: bool
+    target_id: str  # the target itself, or the target a conjecture was made for
+
+
+@dataclass
+class ProblemResult:
+    problem: Problem
+    prompt_ids: list[int]
+    samples: list[dict[str, Any]]  # solve sample + its verdict under "verdict"
+    verified: int = 0
+    rate: float = 0.0
+
+
+@dataclass
+class ConjectureFunnel:
+    generated: int = 0
+    well_formed: int = 0
+    unique: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+
+
+def load_targets(paths: RunPaths) -> list[Problem]:
+    out = []
+    with paths.targets.open(encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            out.append(Problem(row["id"], row["header"], row["theorem"], True, row["id"]))
+    return out
+
+
+def round_inputs(paths: RunPaths, r: int) -> dict[str, Any]:
+    data: dict[str, Any] = read_json(paths.round_inputs(r))
+    return data
+
+
+def conjecture_id(r: int, statement: str) -> str:
+    return f"c{r}-" + hashlib.sha256(statement.encode()).hexdigest()[:12]
+
+
+def _normal(statement: str) -> str:
+    return " ".join(statement.split())
+
+
+def round_conjectures(
+    cfg: Config, paths: RunPaths, r: int, targets: list[Problem]
+) -> tuple[list[Problem], list[dict[str, Any]], ConjectureFunnel]:
+    """(unique conjectures as problems, one status row per conjecture sample, funnel counts).
+
+    Exact duplicates are dropped against every target and every earlier conjecture of the
+    round, in target order then sample order. A conjecture inherits its target's header.
+    """
+    funnel = ConjectureFunnel()
+    if "conjecture" not in cfg.phases_of_round(r):
+        return [], [], funnel
+    by_id = {t.problem_id: t for t in targets}
+    seen = {_normal(t.theorem) for t in targets}
+    problems: list[Problem] = []
+    rows: list[dict[str, Any]] = []
+    for item in read_phase(paths.phase_dir(r, "conjecture"), cfg.shard_count("conjecture")):
+        target = by_id[item["target_id"]]
+        for k, s in enumerate(item["samples"]):
+            funnel.generated += 1
+            row = {"target_id": target.problem_id, "sample": k, "statement": s.get("statement"),
+                   "tokens": len(s["token_ids"]), "conjecture_id": None}
+            if not s["ok"]:
+                funnel.rejected[s["reason"]] = funnel.rejected.get(s["reason"], 0) + 1
+                rows.append({**row, "status": "malformed", "reason": s["reason"]})
+                continue
+            funnel.well_formed += 1
+            norm = _normal(s["statement"])
+            if norm in seen:
+                rows.append({**row, "status": "duplicate", "reason": "duplicate"})
+                continue
+            seen.add(norm)
+            funnel.unique += 1
+            cid = conjecture_id(r, s["statement"])
+            problems.append(Problem(cid, target.header, s["statement"], False, target.problem_id))
+            rows.append({**row, "status": "ok", "reason": None, "conjecture_id": cid})
+    return problems, rows, funnel
+
+
+def solve_problems(cfg: Config, paths: RunPaths, r: int) -> list[Problem]:
+    """Every problem the Solver samples this round: the round's targets, then its conjectures."""
+    targets = load_targets(paths)
+    wanted = set(round_inputs(paths, r)["solve_targets"])
+    conjectures, _, _ = round_conjectures(cfg, paths, r, targets)
+    return [t for t in targets if t.problem_id in wanted] + conjectures
+
+
+def round_results(cfg: Config, paths: RunPaths, r: int) -> dict[str, ProblemResult]:
+    """Solve samples joined with their verdicts, with verified counts and solve rates."""
+    problems = {p.problem_id: p for p in solve_problems(cfg, paths, r)}
+    n = cfg.shard_count("solve")
+    verdicts = {v["key"]: v["verdicts"] for v in read_phase(paths.phase_dir(r, "verify"), n)}
+    out: dict[str, ProblemResult] = {}
+    for item in read_phase(paths.phase_dir(r, "solve"), n):
+        samples = [{**s, **v} for s, v in zip(item["samples"], verdicts[item["key"]], strict=True)]
+        verified = sum(1 for s in samples if s["verdict"] == "verified")
+        out[item["key"]] = ProblemResult(problems[item["key"]], item["prompt_ids"], samples, verified,
+                                         verified / len(samples) if samples else 0.0)
+    return out

@@ -1,0 +1,186 @@
+"""Submitting a round's phases to Slurm through submitit, and asking Slurm what became of them.
+
+A round is a chain of job arrays: [init ->] conjecture -> solve -> verify (aftercorr: verify
+task i starts when solve task i succeeded) -> guide -> train; each afterok on the one before.
+Array task k runs the shard named in the SlurmJob row's `shards` list (a resubmission after
+`resume` covers only unfinished shards, so task k need not be shard k). Every job is
+`--requeue`able and gets SIGUSR2 `signal_delay_s` before its time limit. Submission is
+idempotent per (round, phase): an active job already recorded is reused, so a retried train job
+does not submit the next round twice. SLURM_* variables of the submitting job are scrubbed so
+a round submitted from inside a job does not inherit that job's resources.
+
+Slurm state comes from `squeue` (live jobs) and `sacct` (finished ones, restarts); when `sacct`
+is unavailable, status works from squeue and the shard files alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from sqlmodel import select
+
+from sgsbatch.errors import SchedulerError
+from sgsbatch.runs import RunHandle
+from sgsbatch.shards import Shard
+from sgsbatch.state.schema import SlurmJob
+
+LIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "COMPLETING",
+               "SUSPENDED", "RESIZING", "SIGNALING", "STAGE_OUT", "PREEMPTED", "RESV_DEL_HOLD"}
+
+
+def available(timeout: float = 10.0) -> bool:
+    """True when a Slurm controller answers (`sinfo`)."""
+    if shutil.which("sbatch") is None:
+        return False
+    try:
+        return subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, timeout=timeout).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def job_name(run: str, r: int, phase: str) -> str:
+    return f"sgs.{run}.r{r:04d}.{phase}"
+
+
+@contextmanager
+def _clean_env() -> Iterator[None]:
+    saved = {k: v for k, v in os.environ.items() if k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
+    for k in saved:
+        del os.environ[k]
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+def _active_job(h: RunHandle, r: int, phase: str) -> SlurmJob | None:
+    with h.db.read() as s:
+        job = s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.round == r,
+                                            SlurmJob.phase == phase, SlurmJob.active)).first()
+        if job is not None:
+            s.expunge(job)
+        return job
+
+
+def _parameters(h: RunHandle, r: int, phase: str, n: int, dependency: str | None) -> dict[str, object]:
+    res = h.cfg.phase_resources(phase)
+    extra: dict[str, object] = {"requeue": True, **res.extra}
+    if dependency:
+        extra["dependency"] = dependency
+    params: dict[str, object] = {
+        "job_name": job_name(h.cfg.run.name, r, phase), "time": res.time_min, "cpus_per_task": res.cpus,
+        "mem": res.mem, "signal_delay_s": res.signal_delay_s, "array_parallelism": min(res.array_parallelism, n),
+        "additional_parameters": extra, "stderr_to_stdout": True,
+    }
+    if res.gpus:
+        params["gpus_per_node"] = res.gpus
+    for key in ("partition", "account", "qos"):
+        if getattr(res, key):
+            params[key] = getattr(res, key)
+    return params
+
+
+def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], dependency: str | None) -> str:
+    """Submit one phase (an array over `shards`); returns the Slurm (array) job id."""
+    import submitit
+
+    from sgsbatch.scheduling.supervisor import slurm_task
+
+    folder = h.paths.slurm / f"r{r:04d}" / phase / "%j"
+    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
+    ex.update_parameters(**_parameters(h, r, phase, len(shards), dependency))
+    k = len(shards)
+    gpus = h.cfg.phase_resources(phase).gpus
+    try:
+        with _clean_env():
+            jobs = ex.map_array(slurm_task, [str(h.paths.root)] * k, [r] * k, [phase] * k, list(shards),
+                                [h.cfg.run.max_task_retries] * k, [gpus] * k)
+    except Exception as e:  # submitit raises FailedJobError / CalledProcessError with sbatch's message
+        raise SchedulerError(f"sbatch refused round {r} {phase}: {e}") from e
+    job_id = jobs[0].job_id.split("_")[0]
+    with h.db.write() as s:
+        s.add(SlurmJob(run_id=h.run_id, round=r, phase=phase, job_id=job_id, shards=json.dumps(list(shards)),
+                       submitted_at=time.time(), active=True))
+    return job_id
+
+
+def submit_round(h: RunHandle, r: int, only_unfinished: bool = False) -> list[str]:
+    """Submit round r's phases chained by dependencies; phases already active or done are skipped."""
+    ids = []
+    prev: tuple[str, str, bool] | None = None  # (job id, phase, covers all shards)
+    for phase in h.cfg.phases_of_round(r):
+        n = h.cfg.shard_count(phase)
+        todo = [i for i in range(n) if not Shard(h.paths.phase_dir(r, phase), i).is_done()] if only_unfinished \
+            else list(range(n))
+        if not todo:
+            prev = None
+            continue
+        active = _active_job(h, r, phase)
+        if active is not None:
+            prev = (active.job_id, phase, len(json.loads(active.shards)) == n)
+            continue
+        dep = None
+        if prev is not None:
+            corr = phase == "verify" and prev[1] == "solve" and prev[2] and len(todo) == n and n > 1
+            dep = f"{'aftercorr' if corr else 'afterok'}:{prev[0]}"
+        job_id = submit_phase(h, r, phase, todo, dep)
+        ids.append(job_id)
+        prev = (job_id, phase, len(todo) == n)
+    return ids
+
+
+@dataclass
+class TaskState:
+    job_id: str  # "123" or "123_4"
+    state: str
+    reason: str = ""
+
+
+def _run(cmd: list[str]) -> str | None:
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p.stdout if p.returncode == 0 else None
+
+
+def squeue(job_ids: Sequence[str]) -> list[TaskState] | None:
+    """Live tasks of these jobs (arrays expanded); None when squeue does not answer."""
+    if not job_ids:
+        return []
+    out = _run(["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", "%i|%T|%r"])
+    if out is None:
+        # squeue fails for a list holding only unknown (long-finished) ids: ask one by one
+        if _run(["squeue", "-h", "-o", "%i"]) is None:
+            return None
+        out = "".join(_run(["squeue", "-h", "-r", "-j", j, "-o", "%i|%T|%r"]) or "" for j in job_ids)
+    return [TaskState(*line.split("|", 2)) for line in out.splitlines() if line.count("|") == 2]
+
+
+def sacct(job_ids: Sequence[str]) -> dict[str, tuple[str, int]] | None:
+    """Latest state and restart count (requeued instances) per task id; None when accounting is unavailable."""
+    if not job_ids:
+        return {}
+    out = _run(["sacct", "-n", "-P", "-X", "-D", "-j", ",".join(job_ids), "-o", "JobID,State"])
+    if out is None:
+        return None
+    seen: dict[str, tuple[str, int]] = {}
+    for line in out.splitlines():  # with -D, every requeued instance of a task is one more line
+        if "|" not in line:
+            continue
+        jid, state = line.split("|", 1)
+        lines = seen[jid][1] + 1 if jid in seen else 0
+        seen[jid] = ((state.split() or [""])[0], lines)
+    return seen
+
+
+def cancel(job_ids: Sequence[str]) -> None:
+    if job_ids:
+        subprocess.run(["scancel", *job_ids], capture_output=True, timeout=60)

@@ -1,0 +1,148 @@
+"""Shard files: how array tasks hand results on without touching the database.
+
+A task for shard i of a phase appends each finished item to `shard_0000i.partial.jsonl`
+(one line per item, fsynced), so a requeued task skips what it already did. When all items
+are done it writes `shard_0000i.jsonl` atomically (temp file + rename) and then the completion
+marker `shard_0000i.done`, always last. A torn last line of the item log (the task was killed
+mid-write) is ignored. Crashes are counted in `.failures` (survives requeue); a task that ran out
+of retries leaves a `.failed` marker holding the reason. Not covered: what the items mean.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with tmp.open("w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """All complete JSON lines; a torn last line (no newline, or not JSON) is skipped."""
+    if not path.exists():
+        return []
+    out: list[dict[str, Any]] = []
+    with path.open("r", encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+    return out
+
+
+class Shard:
+    """The files of one shard (one array task) of one phase of one round."""
+
+    def __init__(self, phase_dir: Path, index: int) -> None:
+        self.dir = phase_dir
+        self.index = index
+        stem = f"shard_{index:05d}"
+        self.output = phase_dir / f"{stem}.jsonl"
+        self.marker = phase_dir / f"{stem}.done"
+        self.partial = phase_dir / f"{stem}.partial.jsonl"
+        self.failures = phase_dir / f"{stem}.failures"
+        self.failed_marker = phase_dir / f"{stem}.failed"
+        self.pid_file = phase_dir / f"{stem}.pid"
+
+    def is_done(self) -> bool:
+        return self.marker.exists()
+
+    def done_items(self) -> dict[str, dict[str, Any]]:
+        """Items already finished by an earlier attempt of this task, by key."""
+        return {rec["key"]: rec for rec in read_jsonl(self.partial)}
+
+    def append_item(self, record: dict[str, Any]) -> None:
+        assert "key" in record, "item records carry a 'key'"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        line = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+        fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self._repair_tail(fd)
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _repair_tail(self, fd: int) -> None:
+        """Cut a torn last line left by a killed writer, so the next line starts clean."""
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return
+        with self.partial.open("rb") as f:
+            f.seek(max(0, size - 1))
+            if f.read(1) == b"\n":
+                return
+            data = self.partial.read_bytes()
+        os.ftruncate(fd, data.rfind(b"\n") + 1)
+
+    def finish(self, records: Iterable[dict[str, Any]], meta: dict[str, Any] | None = None) -> None:
+        body = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
+        atomic_write_text(self.output, body)
+        atomic_write_json(self.marker, {"time": time.time(), **(meta or {})})
+
+    def read(self) -> list[dict[str, Any]]:
+        assert self.is_done(), f"{self.output} read before its completion marker"
+        return read_jsonl(self.output)
+
+    def meta(self) -> dict[str, Any]:
+        out: dict[str, Any] = read_json(self.marker)
+        return out
+
+    def failure_count(self) -> int:
+        return len(self.failures.read_text().splitlines()) if self.failures.exists() else 0
+
+    def record_failure(self, reason: str) -> int:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with self.failures.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"time": time.time(), "reason": reason[-2000:]}) + "\n")
+        return self.failure_count()
+
+    def mark_failed(self, reason: str) -> None:
+        atomic_write_json(self.failed_marker, {"time": time.time(), "reason": reason[-4000:]})
+
+    def failed_reason(self) -> str | None:
+        if not self.failed_marker.exists():
+            return None
+        reason: str = read_json(self.failed_marker)["reason"]
+        return reason
+
+    def clear_failures(self) -> None:
+        for p in (self.failures, self.failed_marker):
+            p.unlink(missing_ok=True)
+
+
+def shards(phase_dir: Path, count: int) -> list[Shard]:
+    return [Shard(phase_dir, i) for i in range(count)]
+
+
+def phase_done(phase_dir: Path, count: int) -> bool:
+    return all(s.is_done() for s in shards(phase_dir, count))
+
+
+def read_phase(phase_dir: Path, count: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for s in shards(phase_dir, count):
+        out.extend(s.read())
+    return out

@@ -1,0 +1,116 @@
+"""What each role trains on after a round: selection bands, rewards, and trainer examples.
+
+Solver: REINFORCE-1/2 on verified samples of problems in the band (weights from rewards.py),
+CISPO on whole groups of the 0 < s < 1 band with advantages, or Expert Iteration on stored
+proofs of the last `solver.ei_rounds` rounds. Conjecturer: REINFORCE-1/2 with
+`R_guide * (1 - s)` min-max normalised over the in-band conjectures. Training sequences are
+the chat-templated prompt ids plus the sampled token ids, never re-tokenised text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sgsbatch.backends.trainer import Example
+from sgsbatch.config import Config
+from sgsbatch.paths import RunPaths
+from sgsbatch.review import Review, fill_failed
+from sgsbatch.rewards import conjecturer_rewards, group_advantages, group_rewards, solver_weight
+from sgsbatch.round_data import ProblemResult, conjecture_id
+from sgsbatch.selection import conjecturer_band, solver_band
+from sgsbatch.shards import read_phase
+
+
+def conjecture_band(cfg: Config, results: dict[str, ProblemResult]) -> set[str]:
+    rates = {k: r.rate for k, r in results.items() if not r.problem.is_target}
+    return conjecturer_band(rates, cfg.conjecturer.band_percentile)
+
+
+def solver_selection(cfg: Config, results: dict[str, ProblemResult]) -> set[str]:
+    s = cfg.solver
+    rates = {k: r.rate for k, r in results.items()}
+    if s.objective == "cispo":
+        return solver_band(rates, low=s.band_low, high=1.0, include_high=False)
+    return solver_band(rates, low=s.band_low, high=s.band_high, include_high=s.band_include_high)
+
+
+def _reinforce(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -> list[Example]:
+    s = cfg.solver
+    out = []
+    for key in sorted(band):
+        res = results[key]
+        for smp in res.samples:
+            w = solver_weight(smp.get("proof") or "", smp["verdict"] == "verified", True, len(smp["token_ids"]),
+                              max_tokens=s.max_tokens, length_penalty_start=s.length_penalty_start,
+                              zero_try=s.zero_try)
+            if w:
+                out.append(Example(res.prompt_ids, smp["token_ids"], w))
+    return out
+
+
+def _cispo(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -> list[Example]:
+    s = cfg.solver
+    groups = {}
+    for key in sorted(band):
+        smps = results[key].samples
+        groups[key] = group_rewards([x["verdict"] == "verified" for x in smps], [len(x["token_ids"]) for x in smps],
+                                    [x.get("proof") or "" for x in smps], max_tokens=s.max_tokens,
+                                    length_penalty_start=s.length_penalty_start, zero_try=s.zero_try)
+    out = []
+    for gid, (key, adv) in enumerate(sorted(group_advantages(groups, s.cispo_eps).items())):
+        res = results[key]
+        for smp, a in zip(res.samples, adv, strict=True):
+            out.append(Example(res.prompt_ids, smp["token_ids"], a, group=gid, sampler_logprobs=smp["logprobs"]))
+    return out
+
+
+def _expert_iteration(cfg: Config, paths: RunPaths, stored: Iterable[tuple[int, str, int]]) -> list[Example]:
+    """Stored proofs (round, problem id, sample) of the last `ei_rounds` rounds, weight 1."""
+    items: dict[int, dict[str, dict[str, Any]]] = {}
+    out = []
+    for rnd, pid, sample in sorted(stored):
+        if rnd not in items:
+            items[rnd] = {it["key"]: it for it in read_phase(paths.phase_dir(rnd, "solve"), cfg.shard_count("solve"))}
+        it = items[rnd][pid]
+        out.append(Example(it["prompt_ids"], it["samples"][sample]["token_ids"], 1.0))
+    return out
+
+
+def solver_examples(cfg: Config, paths: RunPaths, results: dict[str, ProblemResult],
+                    stored: Iterable[tuple[int, str, int]] = ()) -> list[Example]:
+    if cfg.solver.objective == "ei":
+        return _expert_iteration(cfg, paths, stored)
+    band = solver_selection(cfg, results)
+    return _cispo(cfg, results, band) if cfg.solver.objective == "cispo" else _reinforce(cfg, results, band)
+
+
+def guide_reviews(cfg: Config, paths: RunPaths, r: int) -> dict[str, dict[str, Any]]:
+    """Guide rows by conjecture id, failed parses filled with the round's mean (score under 'score')."""
+    if "guide" not in cfg.phases_of_round(r):
+        return {}
+    rows = read_phase(paths.phase_dir(r, "guide"), cfg.shard_count("guide"))
+    parsed = [Review(x["relevance"], x["redundant"], x["complexity"], x["ok"], x["reason"]) for x in rows]
+    filled = fill_failed(parsed)
+    return {x["conjecture_id"]: {**x, "score": f.score, "relevance": f.relevance, "redundant": f.redundant,
+                                 "complexity": f.complexity, "filled": f.filled} for x, f in zip(rows, filled, strict=True)}
+
+
+def conjecturer_examples(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemResult]) -> list[Example]:
+    c = cfg.conjecturer
+    if not (c.enabled and c.train):
+        return []
+    band = conjecture_band(cfg, results)
+    reviews = guide_reviews(cfg, paths, r)
+    items = {it["key"]: it for it in read_phase(paths.phase_dir(r, "conjecture"), cfg.shard_count("conjecture"))}
+    source: dict[str, tuple[list[int], list[int]]] = {}
+    for item in items.values():
+        for smp in item["samples"]:
+            if smp["ok"]:
+                source.setdefault(conjecture_id(r, smp["statement"]), (item["prompt_ids"], smp["token_ids"]))
+    rates = {k: results[k].rate for k in band}
+    lengths = {k: len(source[k][1]) for k in band}
+    rewards = conjecturer_rewards(sorted(band), rates, {k: reviews[k]["score"] for k in band if k in reviews},
+                                  lengths, use_guide=cfg.guide.enabled, max_tokens=c.max_tokens,
+                                  length_penalty_start=c.length_penalty_start)
+    return [Example(source[k][0], source[k][1], w) for k, w in sorted(rewards.items()) if w]

@@ -1,0 +1,74 @@
+"""`python -m sgsbatch.worker RUN_DIR ROUND PHASE SHARD`: one attempt at one shard task.
+
+Run by the task supervisor (scheduling/supervisor.py) as a child process, so that a crash, a
+`kill -9` or an exception ends only this attempt and the supervisor can count it and retry.
+SIGUSR2 (preemption or time limit) asks the task to stop after the current item (or optimizer
+step); it then exits with REQUEUE_EXIT and its files are consistent for the next attempt.
+
+Test aid: `SGSBATCH_FAULT_INJECT="phase:shard:mode:times"` (mode raise | kill9 | hang) makes the
+first `times` attempts of that shard fail that way, counted by the shard's failure log.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from sgsbatch.configfile import from_toml_text
+from sgsbatch.paths import RunPaths
+from sgsbatch.phases.task import Interrupted, Task
+from sgsbatch.shards import Shard
+
+REQUEUE_EXIT = 75  # EX_TEMPFAIL: "stopped on request, run me again"
+FAULT_ENV = "SGSBATCH_FAULT_INJECT"
+_stop = {"requested": False}
+
+
+def _on_usr2(_sig: int, _frame: FrameType | None) -> None:
+    _stop["requested"] = True
+
+
+def _inject_fault(phase: str, shard: Shard) -> None:
+    spec = os.environ.get(FAULT_ENV, "")
+    if not spec:
+        return
+    f_phase, f_shard, mode, times = spec.split(":")
+    if f_phase != phase or int(f_shard) != shard.index or shard.failure_count() >= int(times):
+        return
+    if mode == "raise":
+        raise RuntimeError(f"injected fault ({FAULT_ENV}={spec})")
+    if mode == "kill9":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "hang":
+        time.sleep(10**6)
+
+
+def run_shard(run_dir: Path, r: int, phase: str, index: int) -> None:
+    paths = RunPaths(run_dir)
+    cfg = from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config))
+    shard = Shard(paths.phase_dir(r, phase), index)
+    _inject_fault(phase, shard)
+    module = importlib.import_module(f"sgsbatch.phases.{phase}")
+    module.run(Task(cfg, paths, r, phase, shard, lambda: _stop["requested"]))
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGUSR2, _on_usr2)
+    run_dir, r, phase, index = Path(argv[0]), int(argv[1]), argv[2], int(argv[3])
+    try:
+        run_shard(run_dir, r, phase, index)
+    except Interrupted as e:
+        print(f"sgsbatch worker: {e}; exiting for requeue", file=sys.stderr)
+        return REQUEUE_EXIT
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
