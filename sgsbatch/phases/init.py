@@ -9,7 +9,8 @@ are (nothing to do here; vLLM and transformers load them directly in the phases)
 from __future__ import annotations
 
 from sgsbatch.config import TINY_RANDOM
-from sgsbatch.phases.task import Task
+from sgsbatch.backends.trainer import TrainingInterrupted
+from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round_data import load_targets
 from sgsbatch.weights import ROLES
 
@@ -34,7 +35,12 @@ def run(task: Task) -> None:
         out = paths.checkpoint(None, role)
         task.check_stop()
         examples = warmup_examples(role, targets, tiny.warmup_examples, cfg.run.seed + i)
-        warm_up(base, out, examples, epochs=tiny.warmup_epochs, lr=tiny.warmup_lr, batch_size=tiny.warmup_batch_size,
-                seed=cfg.run.seed + i, state_dir=paths.phase_dir(0, "init") / role)
+        try:
+                warm_up(base, out, examples, epochs=tiny.warmup_epochs, lr=tiny.warmup_lr,
+                    batch_size=tiny.warmup_batch_size,
+                    seed=cfg.run.seed + i, state_dir=paths.phase_dir(0, "init") / role, threads=task.threads(),
+                    should_stop=task.should_stop)
+        except TrainingInterrupted as e:
+            raise Interrupted(str(e)) from e
         built.append(role)
     task.shard.finish([{"key": role, "role": role} for role in built])

@@ -127,7 +127,11 @@ def test_array_aftercorr(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     assert sorted(states) == [f"{consume}_{i}" for i in range(n)]
     for i in range(n):
         assert (tmp_path / f"b_{i}.txt").read_text().strip() == str(i)
-    wait_until(lambda: len(sacct_records(consume)) == n, 60, "sacct to see the consumer tasks")
+
+    def all_recorded() -> bool:
+        return all([r["State"] for r in sacct_records(a)] == ["COMPLETED"] * n for a in (produce, consume))
+
+    wait_until(all_recorded, 60, "sacct to record every task of both arrays COMPLETED")
     produced = {r["JobID"]: r for r in sacct_records(produce)}
     for row in sacct_records(consume):
         task = row["JobID"].split("_")[1]
