@@ -24,6 +24,12 @@ from sgsbatch.errors import ConfigError
 
 PATH_KEYS = ("data.source", "models.solver", "models.conjecturer", "models.guide", "verification.project_dir")
 MODEL_KEYS = ("models.solver", "models.conjecturer", "models.guide")
+REQUIRED_KEYS = {
+    "run.name": 'name = "my-run" under [run]',
+    "run.rounds": "rounds = 200 under [run]",
+    "data.source": 'source = "LukeBailey181Pub/D_3k" (or a path) under [data]',
+    "models.solver": 'solver = "deepseek-ai/DeepSeek-Prover-V2-7B" (or a path, or "tiny-random") under [models]',
+}
 
 
 def is_path_like(value: str) -> bool:
@@ -199,6 +205,9 @@ def _check_models(cfg: Config, source: str) -> None:
 
 
 def validate(raw: dict[str, Any], source: str) -> Config:
+    for key, example in REQUIRED_KEYS.items():
+        if _get(raw, key) is None:
+            raise ConfigError(source, key, f"is required; add {example}")
     cfg: Config = build(Config, raw, source)
     errs = semantic_errors(cfg)
     if errs:

@@ -100,8 +100,14 @@ def launch(config_path: Path, overrides: Sequence[str], smoke: bool = False) -> 
     if not targets:
         from sgsbatch.data import load_targets
 
-        targets = list(load_targets(p.cfg.data.source, fmt=p.cfg.data.format, strict=p.cfg.data.strict,
-                                    limit=p.cfg.data.limit or None).targets)
+        c = p.cfg.data
+        try:
+            targets = list(load_targets(c.source, fmt=c.format, strict=c.strict, limit=c.limit or None).targets)
+        except Exception as e:  # the hub or the datasets library: any failure is a data problem here
+            raise ConfigError(str(config_path), "data.source", f"could not load {c.source!r}: {e}; give a "
+                              f"reachable dataset id or a local path") from e
+        if not targets:
+            raise ConfigError(str(config_path), "data.source", f"{c.source} holds no usable targets")
     h = create_run(p.cfg, targets, p.executor)
     prepare_round(h, 0)
     start(h)

@@ -162,7 +162,7 @@ start_munge() {
 
 # ---------------------------------------------------------------------------- mariadb
 
-mysql_root() { mariadb --protocol=socket --socket="$MYSQL_SOCKET" -uroot "$@"; }
+mysql_root() { mariadb --protocol=socket --socket="$MYSQL_SOCKET" -uroot; }
 mariadb_answers() { mariadb-admin --protocol=socket --socket="$MYSQL_SOCKET" -uroot ping; }
 
 start_mariadb() {
@@ -249,7 +249,7 @@ real_memory_mb() {
     echo "${SGSBATCH_SLURM_MEM_MB:-$mem}"
 }
 
-# Sets CONFIG_CHANGED=1 when slurm.conf changed.
+# Sets CONFIG_CHANGED=1 when slurm.conf changed, DBD_CONFIG_CHANGED=1 for slurmdbd.conf.
 write_configs() {
     local host cpus mem pw
     host=$(hostname -s)
@@ -321,7 +321,8 @@ NodeName=$host CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=batch Nodes=$host Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=$GRACE_TIME DefMemPerCPU=$((mem / cpus))
 PartitionName=urgent Nodes=$host MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF DefMemPerCPU=$((mem / cpus))
 EOF
-    write_if_changed "$SLURMDBD_CONF_FILE" 0600 <<EOF || true
+    DBD_CONFIG_CHANGED=0
+    if write_if_changed "$SLURMDBD_CONF_FILE" 0600 <<EOF; then DBD_CONFIG_CHANGED=1; fi
 $MARKER -- edits are overwritten by \`slurm/cluster.sh up\`.
 AuthType=auth/munge
 DbdHost=localhost
@@ -342,6 +343,10 @@ EOF
 # ---------------------------------------------------------------------------- slurm daemons
 
 start_slurmdbd() {
+    if pid_alive "$SLURMDBD_PID" slurmdbd && ((DBD_CONFIG_CHANGED)); then
+        log "slurmdbd.conf changed: restarting slurmdbd"
+        stop_pid "$SLURMDBD_PID" slurmdbd
+    fi
     if ! pid_alive "$SLURMDBD_PID" slurmdbd; then
         log "starting slurmdbd"
         /usr/sbin/slurmdbd || die "slurmdbd failed to start (see $LOG_DIR/slurmdbd.log)"

@@ -139,7 +139,7 @@ class TransformersGenerator:
         for r in range(n):
             ids = tokens[r]
             body = ids[:-1] if done[r] else ids
-            text = self.tokenizer.decode(body, skip_special_tokens=True)
+            text = str(self.tokenizer.decode(body, skip_special_tokens=True))
             samples.append(Sample(text, ids, logps[r], "stop" if done[r] else "length"))
         return samples
 

@@ -21,6 +21,7 @@ Not covered: LR schedules, KL/entropy terms (the spec has none), multi-node test
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -169,8 +170,6 @@ def batch_loss(model: Any, examples: Sequence[Example], objective: str, clip_max
 
 def fingerprint(model_dir: Path, examples: Sequence[Example], settings: TrainSettings) -> str:
     """Identifies a training call, so a checkpoint is only resumed by the same call."""
-    import hashlib
-
     h = hashlib.sha256()
     h.update(str(Path(model_dir).resolve()).encode())
     h.update(json.dumps(asdict(settings), sort_keys=True).encode())
@@ -183,6 +182,7 @@ def fingerprint(model_dir: Path, examples: Sequence[Example], settings: TrainSet
 
 
 def free_port() -> int:
+    """A TCP port free right now on 127.0.0.1 (two trainings may share a node)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -194,6 +194,10 @@ def _init_distributed(on_gpu: bool) -> None:
 
     if dist.is_initialized():
         return
+    if on_gpu:
+        import torch
+
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if "WORLD_SIZE" not in os.environ:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ["MASTER_PORT"] = str(free_port())
@@ -257,15 +261,13 @@ def train(
         result = TrainResult(steps=0, sequences=0, target_tokens=0, mean_loss=0.0)
         _copy_weights(model_dir, out_dir, result)
         return result
-    for ex in examples:
-        if not ex.prompt_ids or not ex.completion_ids:
-            raise ValueError("every example needs a non-empty prompt and completion")
-
+    if any(not ex.prompt_ids or not ex.completion_ids for ex in examples):
+        raise ValueError("every example needs a non-empty prompt and completion")
     import torch
 
     on_gpu = torch.cuda.is_available()
     if not on_gpu:
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")  # before the first `import deepspeed`
     if settings.threads is not None:
         torch.set_num_threads(settings.threads)
     import deepspeed
@@ -293,17 +295,17 @@ def train(
         if progress.get("fingerprint") == fp:
             engine.load_checkpoint(str(state_dir), tag=progress["tag"])
             done_steps, loss_sum = int(progress["steps"]), float(progress["loss_sum"])
+        else:  # a checkpoint of some other call (other data, settings or weights): start afresh
+            _clear_state(state_dir)
 
     for step_no in range(done_steps, len(steps)):
         loss_sum += _optimizer_step(engine, examples, steps[step_no], settings, rank, world)
         finished = step_no + 1
-        if finished < len(steps) and _agree_stop(should_stop(), on_gpu):
+        if finished < len(steps) and _agree_stop(should_stop(), engine.device):
             _save_progress(engine, state_dir, fp, finished, loss_sum, rank)
             raise TrainingInterrupted(f"stopped after optimizer step {finished}/{len(steps)}")
 
-    result = TrainResult(
-        steps=len(steps), sequences=len(examples), target_tokens=target_tokens, mean_loss=loss_sum / len(steps)
-    )
+    result = TrainResult(len(steps), len(examples), target_tokens, mean_loss=loss_sum / len(steps))
     if rank == 0:
         tmp = staging_dir(out_dir)
         engine.module.save_pretrained(tmp)
@@ -350,19 +352,20 @@ def _optimizer_step(
         # ZeRO averages gradients over ranks: scale by world so the result is the global sum.
         engine.backward(loss * world, scale_wrt_gas=False)
         engine.step()
-    total = torch.tensor([local_loss], dtype=torch.float64)
+    total = torch.tensor([local_loss], dtype=torch.float64, device=engine.device)
     if world > 1:
         dist.all_reduce(total)
     return float(total[0])
 
 
-def _agree_stop(flag: bool, on_gpu: bool) -> bool:
+def _agree_stop(flag: bool, device: Any) -> bool:
+    """True on every rank when any rank's `should_stop()` said so."""
     import torch
     import torch.distributed as dist
 
     if dist.get_world_size() == 1:
         return flag
-    t = torch.tensor([1 if flag else 0], device="cuda" if on_gpu else "cpu")
+    t = torch.tensor([1 if flag else 0], device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item())
 

@@ -167,7 +167,8 @@ def build_tiny_random(
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(config).to(torch.float32)
+        model = LlamaForCausalLM(config)
+        model.float()
     tmp = staging_dir(out_dir)
     try:
         model.save_pretrained(tmp)

@@ -175,10 +175,14 @@ def warm_up(
     lr: float = 2e-3,
     batch_size: int = 8,
     seed: int = 0,
-    threads: int | None = None,
+    threads: int | None = 1,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> TrainResult:
-    """SFT `model_dir` on `examples` for `epochs` passes (one trainer epoch over the repeats)."""
+    """SFT `model_dir` on `examples` for `epochs` passes (one trainer epoch over the repeats).
+
+    One torch thread by default: the tiny model's ops are too small to gain from more, and extra
+    threads slow it down badly on a shared, oversubscribed node.
+    """
     tokenized = tokenize_pairs(model_dir, examples)
     settings = TrainSettings(
         lr=lr, batch_size=batch_size, zero_stage=0, seed=seed, objective="reinforce", threads=threads

@@ -1,0 +1,98 @@
+"""TransformersGenerator determinism, batch independence, logprobs; lazy vllm import; factory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sgsbatch.backends.generation import TransformersGenerator, derive_seed, make_generator
+
+M1 = [{"role": "user", "content": "Prove: theorem t (x : ℝ) : x ^ 2 ≥ 0 := by"}]
+M2 = [{"role": "user", "content": "Propose a lemma about ℕ."}]
+M3 = [{"role": "user", "content": "Rate the conjecture."}]
+
+
+@pytest.fixture(scope="module")
+def gen(tiny_dir: Path) -> TransformersGenerator:
+    return TransformersGenerator(tiny_dir, threads=1)
+
+
+def test_deterministic_and_batch_independent(gen: TransformersGenerator) -> None:
+    a = gen.generate([M1, M2], 3, seed=5, max_tokens=40, temperature=1.0)
+    gen.generate([M3], 2, seed=9, max_tokens=10, temperature=0.5)  # unrelated call in between
+    b = gen.generate([M1, M3], 3, seed=5, max_tokens=40, temperature=1.0)
+    assert a[0] == b[0]  # prompt 0 does not depend on the other prompts of the call
+    assert a[1].prompt_ids != b[1].prompt_ids
+    c = gen.generate([M1, M2], 3, seed=6, max_tokens=40, temperature=1.0)
+    assert [s.token_ids for s in c[0].samples] != [s.token_ids for s in a[0].samples]
+    texts = {s.text for s in a[0].samples}
+    assert len(texts) > 1  # the n samples differ
+
+
+def test_sample_shapes(gen: TransformersGenerator) -> None:
+    out = gen.generate([M1], 4, seed=1, max_tokens=30, temperature=1.0, top_p=0.9)
+    assert len(out) == 1 and len(out[0].samples) == 4
+    tok = gen.tokenizer
+    prompt_text = tok.decode(out[0].prompt_ids)
+    assert prompt_text.startswith("<|bos|><|user|>\n") and prompt_text.endswith("<|assistant|>\n")
+    for s in out[0].samples:
+        assert len(s.token_ids) == len(s.logprobs) >= 1
+        assert all(lp <= 0.0 for lp in s.logprobs)
+        if s.finish_reason == "stop":
+            assert s.token_ids[-1] == tok.eos_token_id and tok.eos_token_id not in s.token_ids[:-1]
+        else:
+            assert s.finish_reason == "length" and len(s.token_ids) == 30
+            assert tok.eos_token_id not in s.token_ids
+        assert s.text == tok.decode([t for t in s.token_ids if t != tok.eos_token_id], skip_special_tokens=True)
+
+
+def test_logprobs_match_the_model(gen: TransformersGenerator) -> None:
+    import torch
+
+    out = gen.generate([M2], 1, seed=3, max_tokens=12, temperature=0.7)
+    s = out[0].samples[0]
+    ids = torch.tensor([out[0].prompt_ids + s.token_ids])
+    with torch.no_grad():
+        logits = gen.model(input_ids=ids).logits[0, len(out[0].prompt_ids) - 1 : -1] / 0.7
+    expect = torch.log_softmax(logits, -1).gather(1, ids[0, len(out[0].prompt_ids) :, None])[:, 0]
+    assert torch.allclose(expect, torch.tensor(s.logprobs), atol=1e-4)
+
+
+def test_greedy_is_seed_independent(gen: TransformersGenerator) -> None:
+    a = gen.generate([M1], 2, seed=1, max_tokens=15, temperature=0.0)
+    b = gen.generate([M1], 2, seed=2, max_tokens=15, temperature=0.0)
+    assert a[0].samples[0].token_ids == b[0].samples[1].token_ids
+
+
+def test_derive_seed() -> None:
+    assert derive_seed(1, 0) == derive_seed(1, 0)
+    assert len({derive_seed(s, i) for s in range(5) for i in range(5)}) == 25
+    assert 0 <= derive_seed(123, 456) < 2**31
+
+
+def test_make_generator_rejects_unknown(tiny_dir: Path) -> None:
+    with pytest.raises(ValueError, match="transformers, vllm"):
+        make_generator("tgi", tiny_dir)
+
+
+def test_imports_are_lazy() -> None:
+    code = (
+        "import sys; import sgsbatch.backends.generation, sgsbatch.backends.trainer, "
+        "sgsbatch.models.tiny, sgsbatch.models.warmup; "
+        "heavy = [m for m in ('torch', 'transformers', 'deepspeed', 'vllm') if m in sys.modules]; "
+        "print(heavy); assert not heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_vllm_backend_needs_vllm(tiny_dir: Path) -> None:
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError):
+            make_generator("vllm", tiny_dir)
+    else:
+        pytest.skip("vllm is installed: the vllm backend is exercised by the gpu tier")

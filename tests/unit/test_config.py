@@ -1,0 +1,119 @@
+"""Config loading: defaults, inheritance, overrides, and every kind of bad config."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sgsbatch.config import Config
+from sgsbatch.configfile import from_toml_text, load_config, parse_override, to_toml
+from sgsbatch.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+JOBS = REPO / "jobs"
+
+
+def test_reference_defaults_match_the_spec() -> None:
+    c = Config()
+    assert (c.solver.samples, c.solver.band_low, c.solver.band_high, c.solver.store_cap) == (8, 0.0, 0.5, 16)
+    assert (c.solver.lr, c.solver.batch_size, c.solver.max_tokens, c.solver.length_penalty_start) == (3e-6, 32, 8192, 0.8)
+    assert (c.conjecturer.band_percentile, c.guide.temperature, c.guide.max_tokens) == (0.7, 1.0, 8192)
+    assert (c.train.betas, c.train.weight_decay, c.train.grad_clip) == ((0.9, 0.95), 0.0, 1.0)
+    assert (c.verification.timeout_s, c.verification.backend) == (200.0, "lean")
+    assert (c.solver.cispo_clip_max, c.solver.ei_rounds) == (4.0, 3)
+
+
+def test_tiny_inherits_sgs_and_overrides() -> None:
+    tiny = load_config(JOBS / "tiny.toml")
+    sgs = load_config(JOBS / "sgs.toml")
+    assert tiny.run.name == "tiny" and tiny.run.rounds == 3
+    assert tiny.verification.backend == "simulated" and tiny.simulated
+    assert not sgs.simulated
+    assert tiny.shards.solve == 2 and sgs.shards.solve == 64
+    assert Path(tiny.data.source).is_absolute() and Path(tiny.data.source).exists()
+
+
+def test_overrides_are_toml_values_or_strings(tmp_path: Path) -> None:
+    assert parse_override("run.rounds=3") == ("run.rounds", 3)
+    assert parse_override("run.smoke=true") == ("run.smoke", True)
+    assert parse_override('x.y=["a", "b"]') == ("x.y", ["a", "b"])
+    assert parse_override("run.name=r2") == ("run.name", "r2")
+    cfg = load_config(JOBS / "tiny.toml", ["run.name=r2", "run.rounds=5", "run.executor=local"])
+    assert (cfg.run.name, cfg.run.rounds, cfg.run.executor) == ("r2", 5, "local")
+
+
+def test_frozen_config_round_trips() -> None:
+    cfg = load_config(JOBS / "tiny.toml")
+    again = from_toml_text(to_toml(cfg), "config.toml")
+    assert again == cfg
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.run.rounds = 9  # type: ignore[misc]
+
+
+BAD = [
+    # (file text, overrides, key expected in the message, words expected)
+    ('inherit = "{tiny}"\n[run]\nroundz = 3\n', [], "run.roundz", "unknown key"),
+    ('inherit = "{tiny}"\n[bogus]\nx = 1\n', [], "bogus", "unknown key"),
+    ('inherit = "{tiny}"\n[run]\nrounds = "three"\n', [], "run.rounds", "integer"),
+    ('inherit = "{tiny}"\n[run]\nrounds = -3\n', [], "run.rounds", ">= 1"),
+    ('inherit = "{tiny}"\n[solver]\nband_high = 1.5\n', [], "solver.band_high", "[0, 1]"),
+    ('inherit = "{tiny}"\n[conjecturer]\nband_percentile = -0.1\n', [], "conjecturer.band_percentile", "[0, 1]"),
+    ('inherit = "{tiny}"\n[models]\nsolver = "./no/such/model"\n', [], "models.solver", "does not exist"),
+    ('inherit = "{tiny}"\n[run]\nexecutor = "kubernetes"\n', [], "run.executor", "one of"),
+    ('inherit = "{tiny}"\n[data]\nsource = "./missing.jsonl"\n', [], "data.source", "no such file"),
+    ('[run]\nname = "x"\nrounds = 3\n[models]\nsolver = "tiny-random"\n', [], "data.source", "required"),
+    ('inherit = "{tiny}"\n[run\n', [], "", "not valid TOML"),
+    ('inherit = "{tiny}"\n', ["run.rounds=0"], "run.rounds", ">= 1"),
+    ('inherit = "{tiny}"\n', ["run.nope=1"], "run.nope", "unknown key"),
+    ('inherit = "{tiny}"\n', ["run.rounds"], "run.rounds", "KEY=VALUE"),
+]
+
+
+@pytest.mark.parametrize(("text", "overrides", "key", "words"), BAD)
+def test_bad_config_raises_naming_file_and_key(tmp_path: Path, text: str, overrides: list[str], key: str,
+                                               words: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text.replace("{tiny}", str(JOBS / "tiny.toml")))
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides)
+    msg = str(info.value)
+    assert key in msg and words in msg
+    assert "--set" in msg or str(path) in msg
+
+
+@pytest.mark.parametrize(("text", "overrides", "key", "words"), BAD)
+def test_bad_config_launch_exits_2_and_creates_nothing(tmp_path: Path, text: str, overrides: list[str], key: str,
+                                                       words: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text.replace("{tiny}", str(JOBS / "tiny.toml")))
+    runs = tmp_path / "runs"
+    args = [sys.executable, "-m", "sgsbatch.cli", "launch", str(path), "--set", f"run.runs_dir={runs}",
+            "--set", "run.name=badrun"]
+    args += [x for o in overrides for x in ("--set", o)]
+    before = _queued_names()
+    proc = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert key in proc.stderr and words in proc.stderr
+    assert proc.stderr.startswith("Error: ") and "Traceback" not in proc.stderr
+    assert not runs.exists()
+    assert _queued_names() == before
+
+
+def test_inherit_cycle_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "a.toml").write_text('inherit = "b.toml"\n')
+    (tmp_path / "b.toml").write_text('inherit = "a.toml"\n')
+    with pytest.raises(ConfigError, match="cycle"):
+        load_config(tmp_path / "a.toml")
+
+
+def _queued_names() -> list[str]:
+    """Names of this cluster's queued jobs, or [] without Slurm: a bad config must add none."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return sorted(x for x in out.stdout.split() if "badrun" in x)

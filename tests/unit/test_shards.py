@@ -1,0 +1,38 @@
+"""Shard files: item logs survive a torn write, the marker comes last, failures are counted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sgsbatch.shards import Shard, phase_done, read_phase
+
+
+def test_item_log_skips_a_torn_last_line_and_repairs_it(tmp_path: Path) -> None:
+    sh = Shard(tmp_path, 3)
+    sh.append_item({"key": "a", "v": 1})
+    with sh.partial.open("a") as f:
+        f.write('{"key": "b", "v"')  # killed mid-write
+    assert list(sh.done_items()) == ["a"]
+    sh.append_item({"key": "b", "v": 2})
+    assert sh.done_items() == {"a": {"key": "a", "v": 1}, "b": {"key": "b", "v": 2}}
+
+
+def test_marker_is_written_after_the_output(tmp_path: Path) -> None:
+    sh = Shard(tmp_path, 0)
+    assert not sh.is_done() and not phase_done(tmp_path, 1)
+    sh.finish([{"key": "x"}], {"items": 1})
+    assert sh.is_done() and sh.output.exists()
+    assert sh.marker.stat().st_mtime_ns >= sh.output.stat().st_mtime_ns
+    assert read_phase(tmp_path, 1) == [{"key": "x"}]
+    assert sh.meta()["items"] == 1
+
+
+def test_failures_are_counted_and_cleared(tmp_path: Path) -> None:
+    sh = Shard(tmp_path, 1)
+    assert sh.failure_count() == 0
+    assert sh.record_failure("boom") == 1
+    assert sh.record_failure("boom again") == 2
+    sh.mark_failed("gave up")
+    assert sh.failed_reason() == "gave up"
+    sh.clear_failures()
+    assert sh.failure_count() == 0 and sh.failed_reason() is None
