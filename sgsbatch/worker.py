@@ -5,7 +5,7 @@ Run by the task supervisor (scheduling/supervisor.py) as a child process, so tha
 SIGUSR2 (preemption or time limit) asks the task to stop after the current item (or optimizer
 step); it then exits with REQUEUE_EXIT and its files are consistent for the next attempt.
 
-Test aid: `SGSBATCH_FAULT_INJECT="phase:shard:mode:times"` (mode raise | kill9 | hang) makes the
+Test aid: `SGSBATCH_FAULT_INJECT="phase:shard:mode:times[,...]"` (mode raise | kill9 | hang) makes the
 first `times` attempts of that shard fail that way, counted by the shard's failure log.
 """
 
@@ -35,12 +35,13 @@ def _on_usr2(_sig: int, _frame: FrameType | None) -> None:
 
 
 def _inject_fault(phase: str, shard: Shard) -> None:
-    spec = os.environ.get(FAULT_ENV, "")
-    if not spec:
-        return
-    f_phase, f_shard, mode, times = spec.split(":")
-    if f_phase != phase or int(f_shard) != shard.index or shard.failure_count() >= int(times):
-        return
+    for spec in filter(None, os.environ.get(FAULT_ENV, "").split(",")):
+        f_phase, f_shard, mode, times = spec.split(":")
+        if f_phase == phase and int(f_shard) == shard.index and shard.failure_count() < int(times):
+            _fault(mode, spec)
+
+
+def _fault(mode: str, spec: str) -> None:
     if mode == "raise":
         raise RuntimeError(f"injected fault ({FAULT_ENV}={spec})")
     if mode == "kill9":

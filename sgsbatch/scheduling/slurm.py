@@ -91,7 +91,7 @@ def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], depend
     """Submit one phase (an array over `shards`); returns the Slurm (array) job id."""
     import submitit
 
-    from sgsbatch.scheduling.supervisor import slurm_task
+    from sgsbatch.scheduling.supervisor import SlurmTask
 
     folder = h.paths.slurm / f"r{r:04d}" / phase / "%j"
     ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
@@ -100,7 +100,7 @@ def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], depend
     gpus = h.cfg.phase_resources(phase).gpus
     try:
         with _clean_env():
-            jobs = ex.map_array(slurm_task, [str(h.paths.root)] * k, [r] * k, [phase] * k, list(shards),
+            jobs = ex.map_array(SlurmTask(), [str(h.paths.root)] * k, [r] * k, [phase] * k, list(shards),
                                 [h.cfg.run.max_task_retries] * k, [gpus] * k)
     except Exception as e:  # submitit raises FailedJobError / CalledProcessError with sbatch's message
         raise SchedulerError(f"sbatch refused round {r} {phase}: {e}") from e

@@ -107,11 +107,23 @@ def requeue_self() -> None:
     raise SystemExit(REQUEUE_EXIT)
 
 
-def slurm_task(run_dir: str, r: int, phase: str, shard_index: int, max_retries: int, gpus: int) -> str:
-    """The function submitit runs in each Slurm (array) task."""
-    result = run_supervised(Path(run_dir), r, phase, shard_index, max_retries=max_retries, gpus=gpus,
-                            on_slurm=True, install_signals=True)
-    if result == FAILED:
-        reason = Shard(RunPaths(Path(run_dir)).phase_dir(r, phase), shard_index).failed_reason()
-        raise TaskFailed(reason or "failed")
-    return result
+class SlurmTask:
+    """What submitit runs in each Slurm (array) task.
+
+    Checkpointable in submitit's sense: if SIGUSR2 arrives before `run_supervised` installed its
+    own handlers, submitit calls `checkpoint` and requeues the same task, which then resumes
+    from its files.
+    """
+
+    def __call__(self, run_dir: str, r: int, phase: str, shard_index: int, max_retries: int, gpus: int) -> str:
+        result = run_supervised(Path(run_dir), r, phase, shard_index, max_retries=max_retries, gpus=gpus,
+                                on_slurm=True, install_signals=True)
+        if result == FAILED:
+            reason = Shard(RunPaths(Path(run_dir)).phase_dir(r, phase), shard_index).failed_reason()
+            raise TaskFailed(reason or "failed")
+        return result
+
+    def checkpoint(self, *args: object, **kwargs: object) -> object:
+        from submitit.helpers import DelayedSubmission
+
+        return DelayedSubmission(self, *args, **kwargs)

@@ -1,0 +1,37 @@
+"""A whole tiny run on the local executor (no Slurm needed), and local stall/resume."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from runlib import launch_args, outcome, sgsbatch, status  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def test_tiny_run_completes_locally(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    proc = sgsbatch(*launch_args(tmp_path, "loc", "run.executor=local"), "--wait", env=cli_env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    st = status(tmp_path, "loc")
+    assert st["state"] == "completed" and st["rounds_completed"] == 3 and st["executor"] == "local"
+    assert st["simulated"] is True
+    out = outcome(tmp_path / "loc")
+    assert {"verified", "failed"} <= {a[3] for a in out["attempts"]}
+    assert len({a[0] for a in out["attempts"]}) == 3
+    assert set(st["metrics"]) >= {"cumulative_solve_rate", "pass@8", "pass@1", "generations/total"}
+
+
+def test_local_crash_stalls_then_resume_completes(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    env = {**cli_env, "SGSBATCH_FAULT_INJECT": "solve:0:raise:99"}
+    proc = sgsbatch(*launch_args(tmp_path, "lc", "run.executor=local", "run.rounds=1", "run.max_task_retries=1"),
+                    "--wait", env=env)
+    assert proc.returncode == 1
+    st = status(tmp_path, "lc")
+    assert st["state"] == "stalled" and "failed 2 times" in st["message"], st
+    res = sgsbatch("resume", "lc", "--runs-dir", str(tmp_path), "--wait", env=cli_env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert status(tmp_path, "lc")["state"] == "completed"

@@ -1,0 +1,54 @@
+"""Helpers for tests that run whole tiny runs: launching, and reading a run's outcome back."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "jobs" / "tiny.toml"
+
+
+def sgsbatch(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+             timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    full_env = dict(os.environ if env is None else env)
+    return subprocess.run([sys.executable, "-m", "sgsbatch.cli", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd, timeout=timeout)
+
+
+def launch_args(runs_dir: Path, name: str, *overrides: str) -> list[str]:
+    args = ["launch", str(TINY), "--set", f"run.runs_dir={runs_dir}", "--set", f"run.name={name}"]
+    for o in overrides:
+        args += ["--set", o]
+    return args
+
+
+def status(runs_dir: Path, name: str) -> dict[str, Any]:
+    proc = sgsbatch("status", name, "--runs-dir", str(runs_dir), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out: dict[str, Any] = json.loads(proc.stdout)
+    return out
+
+
+def outcome(run_dir: Path) -> dict[str, Any]:
+    """What a run produced: attempts with verdicts, solved set, conjectures, reviews, trained steps."""
+    con = sqlite3.connect(run_dir / "state.db")
+    try:
+        q = con.execute
+        return {
+            "attempts": q("SELECT round, problem_id, sample, verdict, proof FROM attempts "
+                          "ORDER BY round, problem_id, sample").fetchall(),
+            "solved": q("SELECT DISTINCT problem_id FROM stored_proofs ORDER BY problem_id").fetchall(),
+            "store": q("SELECT problem_id, slot, round, sample FROM stored_proofs ORDER BY problem_id, slot").fetchall(),
+            "conjectures": q("SELECT round, target_id, sample, status, statement FROM conjectures "
+                             "ORDER BY round, target_id, sample").fetchall(),
+            "reviews": q("SELECT round, conjecture_id, score FROM reviews ORDER BY round, conjecture_id").fetchall(),
+            "steps": q("SELECT round, role, steps, sequences FROM checkpoints ORDER BY round, role").fetchall(),
+        }
+    finally:
+        con.close()

@@ -1,0 +1,178 @@
+"""Whole tiny runs on the real local Slurm: completion, preemption, stalls, crashes, repair.
+
+Every run here is `jobs/tiny.toml` (tiny-random models, transformers backend, DeepSpeed on
+CPU, the SIMULATED verifier). Waiting is by polling; nothing here measures time.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runlib import launch_args, outcome, sgsbatch, status
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="session")
+def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("slurm-runs")
+
+
+@pytest.fixture(scope="session")
+def reference(slurm_cluster: object, runs_root: Path) -> dict[str, Any]:
+    """An uninterrupted tiny run on Slurm (seed 0)."""
+    proc = sgsbatch(*launch_args(runs_root, "ref", "run.executor=slurm"), "--wait")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return outcome(runs_root / "ref")
+
+
+def test_tiny_run_completes_on_slurm_with_every_phase_working(reference: dict[str, Any], runs_root: Path) -> None:
+    st = status(runs_root, "ref")
+    assert st["state"] == "completed" and st["rounds_completed"] == st["rounds"] == 3
+    assert st["simulated"] is True and st["executor"] == "slurm"
+    assert 0.0 < st["metrics"]["cumulative_solve_rate"] <= 1.0
+    verdicts = {a[3] for a in reference["attempts"]}
+    assert {"verified", "failed"} <= verdicts  # some verify and some fail
+    assert any(c[3] == "ok" for c in reference["conjectures"])  # conjectures produced and parsed
+    assert reference["reviews"], "the guide scored in-band conjectures"
+    steps = {(r, role): s for r, role, s, _ in reference["steps"]}
+    assert any(s > 0 for (_, role), s in steps.items() if role == "solver")
+    assert any(s > 0 for (_, role), s in steps.items() if role == "conjecturer")
+    assert (runs_root / "ref" / "tb").is_dir() and list((runs_root / "ref" / "tb").glob("events.out.tfevents.*"))
+
+
+def _jobs(run: str) -> list[tuple[str, str, str, float]]:
+    """(job id, phase, state, seconds running) of this run's jobs in the queue."""
+    out = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%j|%T|%M"], capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        jid, name, state, elapsed = line.split("|")
+        if name.startswith(f"sgs.{run}."):
+            parts = [int(x) for x in elapsed.replace("-", ":").split(":")]
+            secs = sum(v * 60**i for i, v in enumerate(reversed(parts)))
+            rows.append((jid, name.rsplit(".", 1)[1], state, float(secs)))
+    return rows
+
+
+class Chaos(threading.Thread):
+    """Preempts running phase jobs at random moments, cycling through three ways, until stopped."""
+
+    ACTIONS = ("requeue", "usr2", "preempt")
+
+    def __init__(self, run: str, seed: int = 1) -> None:
+        super().__init__(daemon=True)
+        self.run_name, self.rng, self.stop = run, random.Random(seed), threading.Event()
+        self.hits: list[tuple[str, str, str]] = []
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            self.stop.wait(self.rng.uniform(1.0, 4.0))
+            hit_phases = {p for p, _, _ in self.hits}
+            # a worker needs a moment to install its signal handlers: only hit jobs running >= 2 s
+            running = [j for j in _jobs(self.run_name) if j[2] == "RUNNING" and j[3] >= 2]
+            fresh = [j for j in running if j[1] not in hit_phases] or running
+            if not fresh:
+                continue
+            jid, phase, _, _ = self.rng.choice(fresh)
+            action = self.ACTIONS[n % 3]
+            n += 1
+            if action == "requeue":
+                subprocess.run(["scontrol", "requeue", jid], capture_output=True)
+            elif action == "usr2":
+                subprocess.run(["scancel", "--signal=USR2", jid], capture_output=True)
+            else:
+                subprocess.run(["sbatch", "-p", "urgent", "-n", "1", "-c", "2", "--mem=500M", "-J", "preemptor",
+                                "--wrap", "sleep 3"], capture_output=True)
+            self.hits.append((phase, action, jid))
+
+
+def test_preempted_run_ends_exactly_like_an_uninterrupted_one(reference: dict[str, Any], runs_root: Path) -> None:
+    launch = sgsbatch(*launch_args(runs_root, "chaos", "run.executor=slurm"))
+    assert launch.returncode == 0, launch.stderr
+    chaos = Chaos("chaos")
+    chaos.start()
+    try:
+        st = _wait(runs_root, "chaos")
+    finally:
+        chaos.stop.set()
+        chaos.join()
+    assert st["state"] == "completed", st
+    got = outcome(runs_root / "chaos")
+    for key in ("attempts", "solved", "store", "conjectures", "reviews", "steps"):
+        assert got[key] == reference[key], key
+    kinds = {p for p, _, _ in chaos.hits}
+    assert {"conjecture", "solve", "verify", "train"} <= kinds, chaos.hits
+    assert {a for _, a, _ in chaos.hits} == set(Chaos.ACTIONS)
+    restarts = sacct_restarts([jid for _, _, jid in chaos.hits])
+    assert restarts > 0
+
+
+def sacct_restarts(job_ids: list[str]) -> int:
+    out = subprocess.run(["sacct", "-n", "-P", "-X", "-D", "-j", ",".join(job_ids), "-o", "JobID,State"],
+                         capture_output=True, text=True).stdout
+    return sum(1 for line in out.splitlines() if line.split("|")[1].startswith(("REQUEUED", "PREEMPTED")))
+
+
+def _wait(runs_root: Path, name: str, until: tuple[str, ...] = ("completed", "failed", "cancelled"),
+          limit_s: float = 1800) -> dict[str, Any]:
+    """Poll status until it reaches one of `until` (a generous safety limit, not a measurement)."""
+    deadline = time.time() + limit_s
+    while True:
+        st = status(runs_root, name)
+        if st["state"] in until or time.time() > deadline:
+            return st
+        time.sleep(3)
+
+
+def test_cancelled_pending_job_stalls_the_run_and_resume_completes_it(slurm_cluster: object, runs_root: Path) -> None:
+    name = "stall"
+    launch = sgsbatch(*launch_args(runs_root, name, "run.executor=slurm", "run.rounds=1"))
+    assert launch.returncode == 0, launch.stderr
+    victim = None
+    deadline = time.time() + 600
+    while victim is None and time.time() < deadline:
+        victim = next((j for j in _jobs(name) if j[1] == "train" and j[2] == "PENDING"), None)
+        time.sleep(0.5)
+    assert victim is not None
+    subprocess.run(["scancel", victim[0]], check=True)
+    st = _wait(runs_root, name, until=("stalled", "completed"))
+    assert st["state"] == "stalled", st
+    assert "resume" in st["message"]
+    res = sgsbatch("resume", name, "--runs-dir", str(runs_root), "--wait")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert status(runs_root, name)["state"] == "completed"
+
+
+def test_crashing_task_is_retried_then_stalls_and_resume_repairs(slurm_cluster: object, runs_root: Path,
+                                                                 cli_env: dict[str, str]) -> None:
+    name = "crash"
+    env = {**cli_env, "SGSBATCH_FAULT_INJECT": "conjecture:0:kill9:1,solve:1:raise:99"}
+    launch = sgsbatch(*launch_args(runs_root, name, "run.executor=slurm", "run.rounds=1",
+                                   "run.max_task_retries=1"), env=env)
+    assert launch.returncode == 0, launch.stderr
+    st = _wait(runs_root, name, until=("stalled", "completed"))
+    assert st["state"] == "stalled", st
+    assert "solve shard 1 failed 2 times" in st["message"] and "injected fault" in st["message"]
+    phase_dir = runs_root / name / "rounds" / "r0000"
+    assert (phase_dir / "conjecture" / "shard_00000.failures").read_text().count("signal 9") == 1
+    assert (phase_dir / "conjecture" / "shard_00000.done").exists()  # the kill -9 was retried and finished
+    assert len((phase_dir / "solve" / "shard_00001.failures").read_text().splitlines()) == 2
+    res = sgsbatch("resume", name, "--runs-dir", str(runs_root), "--wait", env=cli_env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert status(runs_root, name)["state"] == "completed"
+
+
+def test_local_executor_gives_the_same_run(reference: dict[str, Any], runs_root: Path) -> None:
+    """The local executor runs the same DAG: same seed, same attempts, verdicts and steps as Slurm."""
+    proc = sgsbatch(*launch_args(runs_root, "local-twin", "run.executor=local"), "--wait")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = outcome(runs_root / "local-twin")
+    for key in ("attempts", "solved", "conjectures", "reviews", "steps"):
+        assert got[key] == reference[key], key
