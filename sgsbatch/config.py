@@ -47,9 +47,9 @@ class TinyModelConfig:
     hidden_size: int = 64
     num_layers: int = 2
     num_heads: int = 4
-    warmup_examples: int = 96
-    warmup_epochs: int = 6
-    warmup_lr: float = 2e-3
+    warmup_examples: int = 128
+    warmup_epochs: int = 8
+    warmup_lr: float = 3e-3
     warmup_batch_size: int = 8
 
 
