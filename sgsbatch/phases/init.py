@@ -8,8 +8,8 @@ are (nothing to do here; vLLM and transformers load them directly in the phases)
 
 from __future__ import annotations
 
-from sgsbatch.config import TINY_RANDOM
 from sgsbatch.backends.trainer import TrainingInterrupted
+from sgsbatch.config import TINY_RANDOM
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round_data import load_targets
 from sgsbatch.weights import ROLES

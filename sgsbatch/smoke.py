@@ -1,0 +1,54 @@
+"""Smoke mode (`launch CONFIG --smoke`): any config's algorithm at tiny scale on CPU.
+
+Keeps every algorithm key of the config (objective, bands, samples, conditioning, guide on or
+off, ...) and replaces only scale and hardware: `tiny-random` models, the transformers backend,
+a handful of targets, 2 rounds and the local executor unless `--set` says otherwise, one CPU per
+task, short generations, and the real Lean verifier where `lake` is installed, else the
+SIMULATED one (said loudly in the log, status and TensorBoard). The run name gets `-smoke`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from sgsbatch.config import TINY_RANDOM, Config, SlurmConfig, SlurmPhaseConfig
+from sgsbatch.configfile import is_path_like, parse_override
+
+log = logging.getLogger(__name__)
+EMBEDDED_TARGETS = Path(__file__).resolve().parents[1] / "jobs" / "data" / "tiny_targets.jsonl"
+SMOKE_TARGETS = 8
+SMOKE_MAX_TOKENS = 96
+
+
+def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Config:
+    explicit = {parse_override(o)[0] for o in overrides}
+
+    r = dataclasses.replace
+    source = cfg.data.source
+    if not (is_path_like(source) and Path(source).exists()):
+        source = str(EMBEDDED_TARGETS)  # a hub dataset cannot be assumed reachable from a smoke test
+    verifier = cfg.verification.backend
+    if verifier == "lean" and shutil.which("lake") is None:
+        log.warning("smoke: no `lake` on PATH, using the SIMULATED verifier (not Lean)")
+        verifier = "simulated"
+    phase = SlurmPhaseConfig(cpus=1, mem="3G", time_min=30)
+    return r(
+        cfg,
+        run=r(cfg.run, name=cfg.run.name if "run.name" in explicit else cfg.run.name + "-smoke",
+              rounds=cfg.run.rounds if "run.rounds" in explicit else 2,
+              executor=cfg.run.executor if "run.executor" in explicit else "local", smoke=True),
+        data=r(cfg.data, source=source, format="auto", limit=SMOKE_TARGETS),
+        models=r(cfg.models, solver=TINY_RANDOM, conjecturer=TINY_RANDOM, guide=TINY_RANDOM),
+        generation=r(cfg.generation, backend="transformers", threads=1),
+        solver=r(cfg.solver, max_tokens=SMOKE_MAX_TOKENS, batch_size=min(cfg.solver.batch_size, 8)),
+        conjecturer=r(cfg.conjecturer, max_tokens=SMOKE_MAX_TOKENS, batch_size=min(cfg.conjecturer.batch_size, 8)),
+        guide=r(cfg.guide, max_tokens=48),
+        train=r(cfg.train, bf16=False, gradient_checkpointing=False, zero_stage=0),
+        verification=r(cfg.verification, backend=verifier),
+        shards=r(cfg.shards, conjecture=2, solve=2, guide=1),
+        slurm=SlurmConfig(init=phase, conjecture=phase, solve=phase, verify=phase, guide=phase, train=phase),
+    )
