@@ -10,6 +10,7 @@ idempotent, so a retried or resumed train job can run them again.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -20,7 +21,7 @@ from sgsbatch.metrics import write_tensorboard
 from sgsbatch.runs import RunHandle
 from sgsbatch.shards import atomic_write_json
 from sgsbatch.state.db import locked_retry
-from sgsbatch.state.schema import Checkpoint, Metric, Phase, Round, Run, RunState, StoredProof
+from sgsbatch.state.schema import Checkpoint, Metric, Phase, Round, Run, RunState, SlurmJob, StoredProof
 from sgsbatch.weights import prune
 
 
@@ -90,7 +91,29 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
         return {m.name: m.value for m in rows}
 
 
+def record_slurm_jobs(h: RunHandle, r: int) -> None:
+    """Store the round's Slurm task states and restart counts (sacct), when accounting answers."""
+    from sgsbatch.scheduling.slurm import sacct
+
+    with h.db.read() as s:
+        jobs = s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.round == r)).all()
+        ids = [j.job_id for j in jobs]
+    acct = sacct(ids) if ids else None
+    if not acct:
+        return
+    with h.db.write() as s:
+        for job in s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.round == r)).all():
+            tasks = {k: v for k, v in acct.items() if k == job.job_id or k.startswith(job.job_id + "_")}
+            job.task_states = json.dumps({k: v[0] for k, v in sorted(tasks.items())})
+            job.restarts = sum(v[1] for v in tasks.values())
+            states = {v[0] for v in tasks.values()}
+            job.state = states.pop() if len(states) == 1 else "MIXED"
+            s.add(job)
+
+
 def finish_round(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> None:
+    if h.row().executor == "slurm":
+        record_slurm_jobs(h, r)
     metrics = _record(h, r, train)
     write_tensorboard(h.paths.tb, r, metrics, simulated=h.cfg.simulated, smoke=h.cfg.run.smoke)
     deleted = prune(h.cfg, h.paths, r)
