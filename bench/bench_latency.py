@@ -127,6 +127,38 @@ def ctld_events(log: Path, since: float) -> dict[str, dict[str, float]]:
     return out
 
 
+def sacct_intervals(since: float) -> list[tuple[str, str, float, float, str]]:
+    """(job id, name, start, end, state) of every job (instance) since `since`; 1-s resolution."""
+    try:
+        out = sh(["sacct", "-a", "-X", "-D", "-n", "-P", "-S", time.strftime("%Y-%m-%dT%H:%M:%S",
+                                                                            time.localtime(since - 60)),
+                  "-o", "JobID,JobName,Start,End,State"])
+    except (RuntimeError, subprocess.TimeoutExpired):
+        return []
+    rows = []
+    for line in out.splitlines():
+        parts = line.split("|")
+        if len(parts) != 5 or parts[2] in ("", "Unknown", "None"):
+            continue
+        start = datetime.strptime(parts[2], "%Y-%m-%dT%H:%M:%S").timestamp()
+        end = time.time() if parts[3] in ("", "Unknown", "None") else \
+            datetime.strptime(parts[3], "%Y-%m-%dT%H:%M:%S").timestamp()
+        rows.append((parts[0], parts[1], start, end, parts[4]))
+    return rows
+
+
+def others_during(rows: list[tuple[str, str, float, float, str]], mine: str, a: float, b: float) -> list[str]:
+    """Jobs not named `mine`* that ran at some point in [a, b] (one-second slack on both sides)."""
+    lo, hi = a - 1.0, b + 1.0
+    return sorted({f"{jid} {name}" for jid, name, st, en, _ in rows
+                   if not name.startswith(mine) and st <= hi and en >= lo})
+
+
+def requeues(rows: list[tuple[str, str, float, float, str]], mine: str) -> list[str]:
+    return sorted({f"{jid} {name}" for jid, name, _, _, state in rows if name.startswith(mine)
+                   and state.startswith(("REQUEUED", "PREEMPTED", "NODE_FAIL"))})
+
+
 # --- python start-up --------------------------------------------------------------------------
 
 
@@ -134,7 +166,7 @@ def import_times(repeats: int) -> dict[str, float | None]:
     probes = {"python -c pass": "pass", "import submitit": "import submitit",
               "import sgsbatch.scheduling.supervisor": "import sgsbatch.scheduling.supervisor",
               "import sgsbatch.worker": "import sgsbatch.worker",
-              "import sgsbatch.phases.solve": "import sgsbatch.phases.solve",
+              "import torch": "import torch", "import torch, transformers": "import torch, transformers",
               "import sgsbatch.phases.train": "import sgsbatch.phases.train"}
     res: dict[str, float | None] = {}
     for name, code in probes.items():
@@ -180,15 +212,20 @@ def bare_chain(tmp: Path, k: int, timeout: float, log: Path, t_begin: float) -> 
     start = [float((d / f"start.{i}").read_text()) for i in range(k)]
     end = [float((d / f"end.{i}").read_text()) for i in range(k)]
     ev = ctld_events(log, t_begin)
+    acct = sacct_intervals(t_begin)
     hand = []
     for i in range(k - 1):
         a, b = ev.get(ids[i], {}), ev.get(ids[i + 1], {})
         hand.append({"from": ids[i], "to": ids[i + 1], "latency_s": start[i + 1] - end[i],
+                     "others": others_during(acct, "benchlat.bare.", end[i], start[i + 1]),
                      "slurm_s": b["start"] - a["done"] if "done" in a and "start" in b else None,
                      "end_to_done_s": a["done"] - end[i] if "done" in a else None,
                      "alloc_to_start_s": start[i + 1] - b["start"] if "start" in b else None})
     lat = [h["latency_s"] for h in hand]
+    quiet = [h["latency_s"] for h in hand if not h["others"]]
     return {"k": k, "job_ids": ids, "other_jobs_at_release": others, "handovers": hand, "latency_s": lat,
+            "median_uncontended_s": median(quiet), "uncontended": len(quiet),
+            "requeued": requeues(acct, "benchlat.bare."),
             "median_s": median(lat), "min_s": min(lat), "max_s": max(lat),
             "slurm_median_s": median([h["slurm_s"] for h in hand if h["slurm_s"] is not None])}
 
@@ -212,16 +249,17 @@ def submitit_times(folder: Path) -> tuple[float | None, float | None]:
     return first, last
 
 
-def sgs_chain(tmp: Path, rounds: int, timeout: float, log: Path, t_begin: float, extra: list[str]) -> dict[str, Any]:
+def sgs_chain(tmp: Path, rounds: int, timeout: float, log: Path, t_begin: float, extra: list[str],
+              name: str = "benchlat", env: dict[str, str] | None = None) -> dict[str, Any]:
     runs_dir = tmp / "runs"
-    name = "benchlat"
     sets = [f"run.rounds={rounds}", f"run.name={name}", f"run.runs_dir={runs_dir}", "run.executor=slurm",
             "shards.solve=1", "shards.conjecture=1", "solver.samples=2", *extra]
     cmd = [SGSBATCH, "launch", "jobs/tiny.toml", *[x for s in sets for x in ("--set", s)], "--wait"]
     print("  $ " + " ".join(cmd), flush=True)
     t0 = time.time()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout,
+                           env={**os.environ, **(env or {})})
     except subprocess.TimeoutExpired:
         _cancel_run(runs_dir, name)
         raise
@@ -242,6 +280,8 @@ def sgs_chain(tmp: Path, rounds: int, timeout: float, log: Path, t_begin: float,
         jobs = {(j.round, j.phase): j.job_id for j in s.exec(select(SlurmJob).where(SlurmJob.active)).all()}
     h.db.close()
     ev = ctld_events(log, t_begin)
+    acct = sacct_intervals(t_begin)
+    mine = f"sgs.{name}."
     phases: list[dict[str, Any]] = []
     for r in range(rounds):
         for ph in h.cfg.phases_of_round(r):
@@ -264,6 +304,7 @@ def sgs_chain(tmp: Path, rounds: int, timeout: float, log: Path, t_begin: float,
             "from": f"r{a['round']}.{a['phase']}", "to": f"r{b['round']}.{b['phase']}",
             "dependency": a["round"] == b["round"],
             "latency_s": b["pid_first"] - a["done_last"],
+            "others": others_during(acct, mine, a["done_last"], b["pid_first"]),
             "done_to_exit_s": diff(a["done_last"], a["submitit_done"]),
             "exit_to_end_s": diff(a["submitit_done"], a["ctld_done"]),
             "slurm_s": diff(a["ctld_done"], b["ctld_start"]),
@@ -275,8 +316,10 @@ def sgs_chain(tmp: Path, rounds: int, timeout: float, log: Path, t_begin: float,
     def col(key: str) -> float | None:
         return median([x[key] for x in hand if x["dependency"] and x[key] is not None])
 
+    quiet = [x["latency_s"] for x in hand if x["dependency"] and not x["others"]]
     return {"command": cmd, "launch_wall_s": wall, "launch_stdout": p.stdout[-4000:], "phases": phases,
-            "handovers": hand, "median_s": median(dep), "min_s": min(dep) if dep else None,
+            "handovers": hand, "median_s": median(dep), "median_uncontended_s": median(quiet),
+            "uncontended": len(quiet), "requeued": requeues(acct, mine), "min_s": min(dep) if dep else None,
             "max_s": max(dep) if dep else None,
             "breakdown_median_s": {k: col(k) for k in ("done_to_exit_s", "exit_to_end_s", "slurm_s", "launch_s",
                                                         "unpickle_spawn_s")}}
@@ -303,6 +346,9 @@ def main() -> int:
     ap.add_argument("--skip-bare", action="store_true")
     ap.add_argument("--skip-sgs", action="store_true")
     ap.add_argument("--skip-imports", action="store_true")
+    ap.add_argument("--what-if-fast-exit", action="store_true",
+                    help="also run the tiny chain with bench/whatif/sitecustomize.py: workers skip interpreter "
+                         "teardown (os._exit after success); shows what that change would save")
     ap.add_argument("--idle-timeout", type=float, default=300, help="seconds to wait for an empty squeue first")
     ap.add_argument("--timeout", type=float, default=900, help="seconds allowed for each chain")
     ap.add_argument("--slurmctld-log", type=Path, default=Path("/var/lib/sgsbatch-slurm/log/slurmctld.log"))
@@ -335,9 +381,18 @@ def main() -> int:
             print(f"  median {fmt(result['bare']['median_s'])} (slurm part {fmt(result['bare']['slurm_median_s'])})")
         if not args.skip_sgs:
             print(f"(b) sgsbatch chain: jobs/tiny.toml, {args.rounds} rounds", flush=True)
-            result["sgs_other_jobs_at_start"] = other_jobs(set())
+            result["sgs_other_jobs_at_start"] = wait_idle(args.idle_timeout)
             result["sgs"] = sgs_chain(tmp, args.rounds, args.timeout, args.slurmctld_log, t_begin, args.extra)
             print(f"  median {fmt(result['sgs']['median_s'])} ({result['sgs']['launch_wall_s']:.0f} s run)")
+        if args.what_if_fast_exit:
+            print("(b') what-if: the same chain, workers leaving with os._exit after success", flush=True)
+            result["sgs_fast_exit_other_jobs_at_start"] = wait_idle(args.idle_timeout)
+            env = {"PYTHONPATH": os.pathsep.join(x for x in (str(REPO / "bench" / "whatif"),
+                                                             os.environ.get("PYTHONPATH", "")) if x),
+                   "SGSBENCH_FAST_EXIT": "1"}
+            result["sgs_fast_exit"] = sgs_chain(tmp, args.rounds, args.timeout, args.slurmctld_log, t_begin,
+                                                args.extra, name="benchlatfx", env=env)
+            print(f"  median {fmt(result['sgs_fast_exit']['median_s'])}")
         if not args.skip_imports:
             print("python start-up (median of 3)", flush=True)
             result["imports_s"] = import_times(3)
@@ -348,6 +403,8 @@ def main() -> int:
             shutil.rmtree(tmp, ignore_errors=True)
     if "bare" in result and "sgs" in result and result["bare"]["median_s"] and result["sgs"]["median_s"] is not None:
         result["ratio"] = result["sgs"]["median_s"] / result["bare"]["median_s"]
+        if "sgs_fast_exit" in result and result["sgs_fast_exit"]["median_s"] is not None:
+            result["ratio_fast_exit"] = result["sgs_fast_exit"]["median_s"] / result["bare"]["median_s"]
     out_dir = REPO / "bench" / "out"
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"bench_latency-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -363,21 +420,31 @@ def report(res: dict[str, Any]) -> None:
         b = res["bare"]
         print(f"bare chain ({b['k']} jobs): hand-over median {fmt(b['median_s'])} "
               f"(min {fmt(b['min_s'])}, max {fmt(b['max_s'])}); slurmctld done->start median {fmt(b['slurm_median_s'])}")
-    if "sgs" in res:
-        s = res["sgs"]
+        print(f"  hand-overs with another job on the cluster: {len(b['handovers']) - b['uncontended']} of "
+              f"{len(b['handovers'])}; median of the others {fmt(b['median_uncontended_s'])}"
+              + (f"; REQUEUED: {b['requeued']}" if b["requeued"] else ""))
+    for key, title in (("sgs", "sgsbatch hand-overs"),
+                       ("sgs_fast_exit", "what-if (NOT the shipped code): workers exit with os._exit")):
+        if key not in res:
+            continue
+        s = res[key]
         cols = ("latency_s", "done_to_exit_s", "exit_to_end_s", "slurm_s", "launch_s", "unpickle_spawn_s")
         heads = ("hand-over", "done->exit", "exit->end", "slurm", "launch", "unpickle+spawn")
-        print("\nsgsbatch hand-overs (seconds; dependency hand-overs in the median, * = next round, no dependency)")
-        print(f"{'from -> to':<30}" + "".join(f"{h:>15}" for h in heads) + f"{'prev work':>12}")
+        print(f"\n{title} (seconds; dependency hand-overs in the median, * = next round, no dependency)")
+        print(f"{'from -> to':<30}" + "".join(f"{h:>15}" for h in heads) + f"{'prev work':>12}{'others':>8}")
         for x in s["handovers"]:
             label = f"{x['from']} -> {x['to']}" + ("" if x["dependency"] else " *")
             print(f"{label:<30}" + "".join(f"{'-' if x[c] is None else format(x[c], '.3f'):>15}" for c in cols)
-                  + f"{x['work_prev_s']:>12.2f}")
+                  + f"{x['work_prev_s']:>12.2f}{len(x['others']):>8}")
         bd = s["breakdown_median_s"]
         print(f"{'median (dependency)':<30}{fmt(s['median_s'], ''):>15}" + "".join(
             f"{fmt(bd[c], ''):>15}" for c in cols[1:]))
+        print(f"  dependency hand-overs with no other job on the cluster: {s['uncontended']}, median "
+              f"{fmt(s['median_uncontended_s'])}" + (f"; REQUEUED/PREEMPTED: {s['requeued']}" if s["requeued"] else ""))
     if "ratio" in res:
         print(f"\nsgsbatch / bare median ratio: {res['ratio']:.2f}x (target <= 1.5x)")
+    if "ratio_fast_exit" in res:
+        print(f"what-if fast exit / bare median ratio: {res['ratio_fast_exit']:.2f}x")
     if "imports_s" in res:
         print("\npython start-up: " + ", ".join(f"{k} {v:.2f} s" for k, v in res["imports_s"].items() if v))
 

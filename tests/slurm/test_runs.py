@@ -73,10 +73,12 @@ class Chaos(threading.Thread):
     def run(self) -> None:
         n = 0
         while not self.stop.is_set():
-            self.stop.wait(self.rng.uniform(1.0, 4.0))
+            self.stop.wait(self.rng.uniform(2.0, 6.0))
             hit_phases = {p for p, _, _ in self.hits}
-            # a worker needs a moment to install its signal handlers: only hit jobs running >= 2 s
-            running = [j for j in _jobs(self.run_name) if j[2] == "RUNNING" and j[3] >= 2]
+            hit_jobs = {j for _, _, j in self.hits}
+            # each job (array task) is hit at most once, so the run always makes progress; a worker
+            # needs a moment to install its signal handlers: only hit jobs running for >= 3 s
+            running = [j for j in _jobs(self.run_name) if j[2] == "RUNNING" and j[3] >= 3 and j[0] not in hit_jobs]
             fresh = [j for j in running if j[1] not in hit_phases] or running
             if not fresh:
                 continue

@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
@@ -80,3 +81,24 @@ def test_write_waits_for_a_lock_held_by_another_writer(tmp_path: Path) -> None:
     threading.Thread(target=release).start()
     assert ingest_rows(h.db, h.run_id, 0, _rows(1), store_cap=16)
     assert released and time.time() >= released[0]
+
+
+def test_an_older_database_is_migrated_not_recreated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy import text
+
+    from sgsbatch.state import db as dbmod
+
+    h = _run(tmp_path)
+    assert ingest_rows(h.db, h.run_id, 0, _rows(2), store_cap=16)
+    h.db.close()
+
+    def add_note_column(conn: object) -> None:
+        conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN note TEXT DEFAULT ''")  # type: ignore[attr-defined]
+
+    monkeypatch.setitem(dbmod.MIGRATIONS, dbmod.SCHEMA_VERSION + 1, add_note_column)
+    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", dbmod.SCHEMA_VERSION + 1)
+    again = open_db(h.db.url)
+    assert again.version() == dbmod.SCHEMA_VERSION
+    with again.read() as s:
+        assert s.exec(text("SELECT count(*) FROM attempts")).one()[0] == 60  # type: ignore[call-overload]
+        assert s.exec(text("SELECT note FROM runs")).one()[0] == ""  # type: ignore[call-overload]
