@@ -67,8 +67,9 @@ def _print_status_line(st: dict[str, Any]) -> None:
 @click.option("--dry-run", is_flag=True, help="Validate and print the plan; create and submit nothing.")
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the run to end; exit 0 only if it completed.")
 @click.option("--smoke", is_flag=True, help="Run this config's algorithm at tiny scale on CPU (tiny-random models).")
+@click.option("--strict", is_flag=True, help="Refuse data with malformed rows instead of skipping them (data.strict).")
 @_clean_errors
-def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool, smoke: bool) -> None:
+def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool, smoke: bool, strict: bool) -> None:
     """Validate CONFIG, record the run and submit its first round.
 
     \b
@@ -79,6 +80,8 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
     """
     from sgsbatch import control
 
+    if strict:
+        overrides = (*overrides, "data.strict=true")
     if dry_run:
         p, _ = control.plan(config, overrides, smoke)
         click.echo(p.describe())
