@@ -1,39 +1,62 @@
 """Verify phase (CPU array): shard i checks the proofs of solve shard i (aftercorr dependency).
 
-An unextracted sample gets the verdict `unextracted` without reaching the verifier. A requeued
-task resumes at the first problem it has not finished. Per-shard throughput and the timeout and
-error counts are derived from the verdicts at ingestion.
+All remaining proofs of the shard go to the verifier at once (a pool of one REPL per allotted
+core stays busy); a problem's record is appended to the item log as soon as its last sample has
+a verdict, so a requeued task resumes with the problems it has not finished. An unextracted
+sample gets the verdict `unextracted` without reaching the verifier.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from sgsbatch.phases.task import Task, run_items
+from sgsbatch.phases.task import Task
 from sgsbatch.round_data import solve_problems
 from sgsbatch.shards import Shard
-from sgsbatch.verification.backends import Verifier, make_verifier
+from sgsbatch.verification.backends import ProofJob, make_verifier
+
+
+def _unextracted(reason: str) -> dict[str, Any]:
+    return {"verdict": "unextracted", "verify_reason": reason, "messages": [], "time_s": 0.0}
 
 
 def run(task: Task) -> None:
-    problems = {p.problem_id: p for p in solve_problems(task.cfg, task.paths, task.round)}
-    solved = Shard(task.paths.phase_dir(task.round, "solve"), task.shard.index).read()
-    by_key = {it["key"]: it for it in solved}
-    verifier: list[Verifier] = []
+    if task.shard.is_done():
+        return
+    problems = task.mine(solve_problems(task.cfg, task.paths, task.round))
+    solved = {it["key"]: it for it in Shard(task.paths.phase_dir(task.round, "solve"), task.shard.index).read()}
+    assert [p.problem_id for p in problems] == list(solved), "verify shard i must see solve shard i's problems"
+    done = task.shard.done_items()
+    pending: dict[str, list[dict[str, Any] | None]] = {}
+    jobs = []
+    for p in problems:
+        if p.problem_id in done:
+            continue
+        samples = solved[p.problem_id]["samples"]
+        pending[p.problem_id] = [None if s["ok"] else _unextracted(s["reason"]) for s in samples]
+        jobs += [ProofJob(f"{p.problem_id}\t{k}", p.header, p.theorem, s["proof"])
+                 for k, s in enumerate(samples) if s["ok"]]
+    for pid, verdicts in list(pending.items()):
+        if all(v is not None for v in verdicts):  # nothing to check: record at once
+            _record(task, done, pid, verdicts)
+            del pending[pid]
+    if jobs:
+        verifier = make_verifier(task.cfg, processes=task.threads())
+        try:
+            for job, v, secs in verifier.verify_stream(jobs):
+                pid, k = job.key.split("\t")
+                pending[pid][int(k)] = {"verdict": v.verdict, "verify_reason": v.reason, "messages": v.messages,
+                                        "time_s": round(secs, 4)}
+                if all(x is not None for x in pending[pid]):
+                    _record(task, done, pid, pending.pop(pid))
+                task.check_stop()
+        finally:
+            verifier.close()
+    assert not pending, "every proof gets a verdict"
+    task.shard.finish([done[p.problem_id] for p in problems], {"items": len(problems)})
 
-    def process(p: Any) -> dict[str, Any]:
-        verdicts = []
-        for s in by_key[p.problem_id]["samples"]:
-            if not s["ok"]:
-                verdicts.append({"verdict": "unextracted", "verify_reason": s["reason"], "messages": [], "time_s": 0.0})
-                continue
-            t0 = time.time()
-            v = verifier[0].verify(p.header, p.theorem, s["proof"])
-            verdicts.append({"verdict": v.verdict, "verify_reason": v.reason, "messages": v.messages,
-                             "time_s": round(time.time() - t0, 4)})
-        return {"problem_id": p.problem_id, "verdicts": verdicts}
 
-    # The full problem list, sliced by the same modulo as solve: shard i gets solve shard i's problems.
-    run_items(task, list(problems.values()), lambda p: p.problem_id, process,
-              lambda: verifier.append(make_verifier(task.cfg)))
+def _record(task: Task, done: dict[str, dict[str, Any]], pid: str, verdicts: list[Any]) -> None:
+    rec = {"key": pid, "problem_id": pid, "verdicts": verdicts}
+    task.shard.append_item(rec)
+    done[pid] = rec
