@@ -19,9 +19,19 @@ from sqlmodel import select
 
 from sgsbatch.metrics import write_tensorboard
 from sgsbatch.runs import RunHandle
-from sgsbatch.shards import atomic_write_json
+from sgsbatch.shards import atomic_write_json, phase_wall_s
 from sgsbatch.state.db import locked_retry
-from sgsbatch.state.schema import Checkpoint, Metric, Phase, Round, Run, RunState, SlurmJob, StoredProof
+from sgsbatch.state.schema import (
+    Checkpoint,
+    Metric,
+    Phase,
+    PhaseStatus,
+    Round,
+    Run,
+    RunState,
+    SlurmJob,
+    StoredProof,
+)
 from sgsbatch.weights import prune
 
 
@@ -69,9 +79,9 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
             new[f"train/{role}_steps"] = res["steps"]
             new[f"train/{role}_sequences"] = res["sequences"]
             new[f"train/{role}_loss"] = res["mean_loss"]
-        for phase in s.exec(select(Phase).where(Phase.run_id == h.run_id, Phase.round == r)).all():
-            if phase.wall_s:
-                new[f"wall_s/{phase.kind}"] = phase.wall_s
+        train_wall = phase_wall_s(h.paths.phase_dir(r, "train"), 1, end=time.time())
+        if train_wall is not None:
+            new["wall_s/train"] = train_wall
         have = set(s.exec(select(Metric.name).where(Metric.run_id == h.run_id, Metric.round == r)).all())
         for k, v in new.items():
             if k not in have:
@@ -87,8 +97,13 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
                 s.add(Phase(run_id=h.run_id, round=r + 1, kind=kind, shards=h.cfg.shard_count(kind)))
         run.updated_at = time.time()
         s.add(run)
+        s.flush()
         rows = s.exec(select(Metric).where(Metric.run_id == h.run_id, Metric.round == r)).all()
-        return {m.name: m.value for m in rows}
+        metrics = {m.name: m.value for m in rows}
+        for phase in s.exec(select(Phase).where(Phase.run_id == h.run_id, Phase.round == r)).all():
+            phase.status, phase.wall_s = PhaseStatus.completed, metrics.get(f"wall_s/{phase.kind}", 0.0)
+            s.add(phase)
+        return metrics
 
 
 def record_slurm_jobs(h: RunHandle, r: int) -> None:

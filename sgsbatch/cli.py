@@ -215,5 +215,49 @@ def watch(run: str, runs_dir: str, interval: float) -> None:
         time.sleep(interval)
 
 
+@main.command()
+@click.argument("input_path", metavar="INPUT.jsonl", type=click.Path(path_type=Path))
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Verdicts JSONL (appended to; ids already there are skipped).")
+@click.option("--config", "config", type=click.Path(path_type=Path), default=None,
+              help="Jobs file for the [verification] settings (default: the package defaults).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a config key (dotted TOML path); repeatable. Values parse as TOML, else as strings.")
+@click.option("--processes", default=1, show_default=True, type=click.IntRange(min=1),
+              help="REPL processes (one per core).")
+@click.option("--quiet", is_flag=True, help="No progress counter on stderr.")
+@_clean_errors
+def verify(input_path: Path, out_path: Path, config: Path | None, overrides: tuple[str, ...], processes: int,
+           quiet: bool) -> None:
+    """Check INPUT.jsonl ({id, header, theorem, proof} or {id, code} rows) and write one verdict per row.
+
+    Verdict rows: {id, verdict, reason, messages, time_s}; verdict is verified, failed, timeout
+    or error. The same verifier as the verify phase: static checks, then a pool of Lean REPLs.
+
+    \b
+    Example:
+        sgsbatch verify proofs.jsonl --out verdicts.jsonl --processes 8
+        sgsbatch verify proofs.jsonl --out v.jsonl --config jobs/sgs.toml --set verification.timeout_s=60
+    """
+    from sgsbatch.config import Config, semantic_errors
+    from sgsbatch.configfile import apply_overrides, build, load_config
+    from sgsbatch.errors import ConfigError
+    from sgsbatch.verification.command import verify_file
+
+    if config is not None:
+        cfg = load_config(config, overrides)
+    else:
+        raw = apply_overrides({}, overrides, Path.cwd())
+        cfg = build(Config, raw, "--set")
+        errs = semantic_errors(cfg)
+        if errs:
+            raise ConfigError("--set", errs[0][0], errs[0][1])
+    try:
+        counts = verify_file(input_path, out_path, cfg, progress=not quiet, processes=processes)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from e
+    click.echo(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "nothing to check")
+
+
 if __name__ == "__main__":
     main()

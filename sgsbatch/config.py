@@ -127,11 +127,14 @@ class TrainConfig:
 class VerificationConfig:
     backend: Literal["lean", "simulated"] = "lean"
     timeout_s: float = 200.0
-    repl_command: tuple[str, ...] = ("lake", "env", "repl/.lake/build/bin/repl")
+    # The REPL that lean/install.sh builds (a dependency of lean/lakefile.toml), run through `lake env`
+    # so Mathlib is on its path. A relative project_dir is resolved against the repository root.
+    repl_command: tuple[str, ...] = ("lake", "env", ".lake/packages/REPL/.lake/build/bin/repl")
     project_dir: str = "lean"
-    memory_limit_mb: int = 16384
+    memory_limit_mb: int = 16384  # RLIMIT_AS per REPL process; 0 = no limit
     max_proofs_per_process: int = 200
     system_error_retries: int = 1
+    header_timeout_s: float = 600.0  # elaborating a header (`import Mathlib`) once per process
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,10 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     v = cfg.verification
     check(v.timeout_s > 0, "verification.timeout_s", "must be > 0")
     check(len(v.repl_command) >= 1, "verification.repl_command", "must name a program")
+    check(v.memory_limit_mb >= 0, "verification.memory_limit_mb", "must be >= 0 (0 = no limit)")
+    check(v.max_proofs_per_process >= 1, "verification.max_proofs_per_process", "must be >= 1")
+    check(v.system_error_retries >= 0, "verification.system_error_retries", "must be >= 0")
+    check(v.header_timeout_s > 0, "verification.header_timeout_s", "must be > 0")
     for phase in ("conjecture", "solve", "guide"):
         n = getattr(cfg.shards, phase)
         check(n >= 1, f"shards.{phase}", f"must be >= 1, got {n}")

@@ -65,6 +65,15 @@ class Shard:
         self.failures = phase_dir / f"{stem}.failures"
         self.failed_marker = phase_dir / f"{stem}.failed"
         self.pid_file = phase_dir / f"{stem}.pid"
+        self.started_file = phase_dir / f"{stem}.started"
+
+    def mark_started(self) -> None:
+        """Record when the task first started (kept across retries and requeues)."""
+        if not self.started_file.exists():
+            atomic_write_json(self.started_file, {"time": time.time()})
+
+    def started(self) -> float | None:
+        return float(read_json(self.started_file)["time"]) if self.started_file.exists() else None
 
     def is_done(self) -> bool:
         return self.marker.exists()
@@ -139,6 +148,14 @@ def shards(phase_dir: Path, count: int) -> list[Shard]:
 
 def phase_done(phase_dir: Path, count: int) -> bool:
     return all(s.is_done() for s in shards(phase_dir, count))
+
+
+def phase_wall_s(phase_dir: Path, count: int, end: float | None = None) -> float | None:
+    """Seconds from the phase's first task start to its last completion marker (or `end`)."""
+    ss = shards(phase_dir, count)
+    starts = [t for t in (s.started() for s in ss) if t is not None]
+    ends = [s.meta()["time"] for s in ss if s.is_done()] if end is None else [end]
+    return max(ends) - min(starts) if starts and ends else None
 
 
 def read_phase(phase_dir: Path, count: int) -> list[dict[str, Any]]:

@@ -53,6 +53,7 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
     paths = RunPaths(run_dir)
     shard = Shard(paths.phase_dir(r, phase), shard_index)
     shard.dir.mkdir(parents=True, exist_ok=True)
+    shard.mark_started()
     child: list[subprocess.Popen[bytes]] = []
     stop = {"usr2": False}
 

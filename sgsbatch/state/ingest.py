@@ -20,6 +20,7 @@ from sqlmodel import select
 from sgsbatch.config import Config
 from sgsbatch.paths import RunPaths
 from sgsbatch.round_data import load_targets, round_conjectures, round_results
+from sgsbatch.shards import phase_wall_s
 from sgsbatch.state.db import Database, locked_retry
 from sgsbatch.state.schema import Attempt, Conjecture, Ingestion, Metric, Problem, Review, StoredProof
 from sgsbatch.training_data import conjecture_band, guide_reviews
@@ -86,6 +87,10 @@ def round_rows(cfg: Config, paths: RunPaths, r: int) -> RoundRows:
         for key in ("score", "relevance", "redundant", "complexity"):
             m[f"guide/{key}_mean"] = sum(float(x[key]) for x in out.reviews) / len(out.reviews)
         m["guide/failed_reviews"] = sum(1 for x in out.reviews if not x["parsed"])
+    for phase in cfg.phases_of_round(r):
+        wall = phase_wall_s(paths.phase_dir(r, phase), cfg.shard_count(phase)) if phase != "train" else None
+        if wall is not None:
+            m[f"wall_s/{phase}"] = wall
     m["generations/round"] = funnel.generated + n_attempts + len(out.reviews)
     m["tokens/round"] = (sum(a["tokens"] for a in out.attempts) + sum(c["tokens"] for c in conj_rows)
                          + sum(x["tokens"] for x in out.reviews))

@@ -73,17 +73,22 @@ class Chaos(threading.Thread):
     def run(self) -> None:
         n = 0
         while not self.stop.is_set():
-            self.stop.wait(self.rng.uniform(2.0, 6.0))
+            jobs = _jobs(self.run_name)
             hit_phases = {p for p, _, _ in self.hits}
             hit_jobs = {j for _, _, j in self.hits}
-            # each job (array task) is hit at most once, so the run always makes progress; a worker
-            # needs a moment to install its signal handlers: only hit jobs running for >= 3 s
-            running = [j for j in _jobs(self.run_name) if j[2] == "RUNNING" and j[3] >= 3 and j[0] not in hit_jobs]
+            eager = any(j[2] == "RUNNING" and j[1] not in hit_phases for j in jobs)
+            self.stop.wait(self.rng.uniform(0.3, 1.0) if eager else self.rng.uniform(2.0, 6.0))
+            action = self.ACTIONS[n % 3]
+            # each job (array task) is hit at most once, so the run always makes progress. A manual
+            # SIGUSR2 needs the task's handlers installed (>= 3 s running); a requeue or a
+            # preemption is absorbed at any moment (Slurm requeues the job itself).
+            min_s = 3 if action == "usr2" else 1
+            running = [j for j in _jobs(self.run_name)
+                       if j[2] == "RUNNING" and j[3] >= min_s and j[0] not in hit_jobs]
             fresh = [j for j in running if j[1] not in hit_phases] or running
             if not fresh:
                 continue
             jid, phase, _, _ = self.rng.choice(fresh)
-            action = self.ACTIONS[n % 3]
             n += 1
             if action == "requeue":
                 subprocess.run(["scontrol", "requeue", jid], capture_output=True)

@@ -1,0 +1,150 @@
+"""`sgsbatch verify`: check a JSONL of proofs with the configured verifier, write a JSONL of verdicts.
+
+Input rows: `{"id", "header", "theorem", "proof"}` (Lean sees header + theorem + proof, as in
+the verify phase) or `{"id", "code"}` (a whole file: leading `import`/`open`/`set_option`/comment
+lines are the header, the text up to the first `:= by` the statement, the rest the proof). A
+malformed row gets an `error` verdict with the reason `malformed_row` and never stops the file.
+Output rows: `{"id", "verdict", "reason", "messages", "time_s"}`, appended and flushed one by
+one, so an interrupted run resumes: ids already in the output are skipped. Covered: reading,
+splitting, resuming, progress on stderr. Not covered: the checks themselves (lean.py, pool.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from sgsbatch.config import Config
+from sgsbatch.verification.backends import ProofJob, make_verifier
+from sgsbatch.verification.verdict import ERROR, Verdict
+
+MALFORMED = "malformed_row"
+BY = ":= by"
+_HEADER_LINE = re.compile(r"\s*(?:$|--|import\s|open\s|set_option\s)")
+
+
+def split_code(code: str) -> tuple[str, str, str]:
+    """(header, theorem, proof) of a whole Lean file; ValueError if it has no `:= by`."""
+    lines = code.replace("\r\n", "\n").split("\n")
+    k = 0
+    while k < len(lines) and _HEADER_LINE.match(lines[k]) and not lines[k].lstrip().startswith("/-"):
+        k += 1
+    header, body = "\n".join(lines[:k]), "\n".join(lines[k:])
+    if BY not in body:
+        raise ValueError("`code` has no `:= by` after its header")
+    statement, proof = body.split(BY, 1)
+    return header, statement + BY, proof
+
+
+def parse_row(line: str, number: int) -> tuple[str, ProofJob | str]:
+    """(id, job) for a good row, (id, why) for a malformed one (id is `line-N` if missing)."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        return f"line-{number}", f"not JSON: {e}"
+    if not isinstance(row, dict):
+        return f"line-{number}", "not a JSON object"
+    rid = row.get("id")
+    if not isinstance(rid, str | int) or isinstance(rid, bool):
+        return f"line-{number}", "missing `id` (a string or an integer)"
+    rid = str(rid)
+    if isinstance(row.get("code"), str):
+        try:
+            header, theorem, proof = split_code(row["code"])
+        except ValueError as e:
+            return rid, str(e)
+        return rid, ProofJob(rid, header, theorem, proof)
+    fields = [row.get(k) for k in ("header", "theorem", "proof")]
+    if not all(isinstance(f, str) for f in fields):
+        return rid, "needs string fields `header`, `theorem`, `proof` (or one string `code`)"
+    header, theorem, proof = (str(f) for f in fields)
+    return rid, ProofJob(rid, header, theorem, proof)
+
+
+def done_ids(out_path: Path) -> set[str]:
+    """Ids already written to `out_path` (a torn last line is ignored and rewritten)."""
+    if not out_path.exists():
+        return set()
+    ids: set[str] = set()
+    for line in out_path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and "id" in row:
+            ids.add(str(row["id"]))
+    return ids
+
+
+def _write(out: IO[str], rid: str, verdict: Verdict, secs: float) -> None:
+    row: dict[str, Any] = {"id": rid, "verdict": verdict.verdict, "reason": verdict.reason,
+                           "messages": verdict.messages, "time_s": round(secs, 4)}
+    out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    out.flush()
+
+
+def verify_file(input_path: Path, out_path: Path, cfg: Config, progress: bool, processes: int = 1) -> dict[str, int]:
+    """Check every row of `input_path` not yet in `out_path`; returns counts per verdict."""
+    if not input_path.is_file():
+        raise ValueError(f"no such input file: {input_path}")
+    done = done_ids(out_path)
+    jobs: list[ProofJob] = []
+    bad: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for number, line in enumerate(input_path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        rid, parsed = parse_row(line, number)
+        if rid in done:
+            continue
+        if rid in seen:
+            parsed = f"duplicate id {rid!r}"
+            rid = f"{rid}#line-{number}"
+        seen.add(rid)
+        if isinstance(parsed, str):
+            bad.append((rid, parsed))
+        else:
+            jobs.append(parsed)
+    counts: dict[str, int] = {}
+    total, finished, t0 = len(jobs) + len(bad), 0, time.monotonic()
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    if done and out_path.stat().st_size and not out_path.read_bytes().endswith(b"\n"):
+        with out_path.open("a", encoding="utf-8") as f:  # a torn last line from a killed run
+            f.write("\n")
+
+    def tick(verdict: Verdict) -> None:
+        nonlocal finished
+        finished += 1
+        counts[verdict.verdict] = counts.get(verdict.verdict, 0) + 1
+        if progress and (finished == total or finished % max(1, total // 100) == 0):
+            rate = finished / max(time.monotonic() - t0, 1e-9)
+            summary = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+            sys.stderr.write(f"\rverify: {finished}/{total} ({rate:.1f}/s) {summary}  ")
+            if finished == total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+    with out_path.open("a", encoding="utf-8") as out:
+        for rid, why in bad:
+            verdict = Verdict(ERROR, MALFORMED, [why])
+            _write(out, rid, verdict, 0.0)
+            tick(verdict)
+        if jobs:
+            verifier = make_verifier(cfg, processes=processes)
+            try:
+                for job, verdict, secs in verifier.verify_stream(jobs):
+                    _write(out, job.key, verdict, secs)
+                    tick(verdict)
+            finally:
+                verifier.close()
+    if progress and skipped_message(len(done)):
+        sys.stderr.write(skipped_message(len(done)) + "\n")
+    return counts
+
+
+def skipped_message(n: int) -> str:
+    return f"verify: {n} ids already in the output were skipped" if n else ""

@@ -1,0 +1,87 @@
+"""The Lean verifier: static checks first, then a pool of leanprover-community REPL processes.
+
+`LeanVerifier(vcfg, processes)` is what `backends.make_verifier` builds for `backend = "lean"`.
+A proof or statement refused by checks.py gets `failed` with the check's reason code and never
+reaches Lean; everything else goes through pool.py (header once per process, per-proof timeout,
+memory limit, restarts, retries, axiom audit). Covered: wiring and path resolution. Not covered:
+installing Lean (lean/install.sh) or the rules themselves (checks.py, verdicts.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from sgsbatch.config import VerificationConfig
+from sgsbatch.verification.backends import ProofJob
+from sgsbatch.verification.checks import check_proof, check_statement
+from sgsbatch.verification.pool import PoolSettings, ReplPool
+from sgsbatch.verification.verdict import FAILED, Verdict
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def resolve_project_dir(value: str) -> Path:
+    """An absolute path as is; a relative one (the default `lean`) against the repository root.
+
+    Config files give `./lean`-style paths already resolved against the file (configfile.py).
+    """
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else (REPO_ROOT / path).resolve()
+
+
+def _preflight(command: Sequence[str], project_dir: Path) -> None:
+    """A clear ValueError now, rather than an `error` verdict per proof, when the REPL cannot start."""
+    if not command:
+        raise ValueError("verification.repl_command is empty: give the REPL program and its arguments")
+    if not project_dir.is_dir():
+        raise ValueError(f"verification.project_dir {project_dir} does not exist: install Lean with "
+                         "`./setup.sh --lean` (lean/install.sh) or point the key at your Lean project")
+    program = command[0]
+    found = (project_dir / program).exists() if "/" in program else shutil.which(program) is not None
+    if not found:
+        raise ValueError(f"the REPL program {program!r} (verification.repl_command) was not found"
+                         + ("" if "/" in program else " on PATH")
+                         + ": install Lean with `./setup.sh --lean` or set verification.repl_command")
+
+
+def static_verdict(job: ProofJob) -> Verdict | None:
+    """`failed` with the reason code if the statement or the proof may not reach Lean, else None."""
+    rejection = check_statement(job.theorem) or check_proof(job.proof)
+    if rejection is None:
+        return None
+    return Verdict(FAILED, rejection.reason, [f"static check (not sent to Lean): {rejection.detail}"])
+
+
+class LeanVerifier:
+    """The `Verifier` for real Lean: `verify_stream` yields every job exactly once, as it completes."""
+
+    def __init__(self, vcfg: VerificationConfig, processes: int) -> None:
+        if processes < 1:
+            raise ValueError(f"LeanVerifier needs at least 1 process, got {processes}")
+        self.settings = PoolSettings(
+            command=tuple(vcfg.repl_command),
+            project_dir=resolve_project_dir(vcfg.project_dir),
+            processes=processes,
+            timeout_s=vcfg.timeout_s,
+            header_timeout_s=vcfg.header_timeout_s,
+            memory_limit_mb=vcfg.memory_limit_mb,
+            max_proofs=vcfg.max_proofs_per_process,
+            retries=vcfg.system_error_retries,
+        )
+        _preflight(self.settings.command, self.settings.project_dir)
+        self.pool = ReplPool(self.settings)
+
+    def verify_stream(self, jobs: Sequence[ProofJob]) -> Iterator[tuple[ProofJob, Verdict, float]]:
+        to_lean: list[ProofJob] = []
+        for job in jobs:
+            verdict = static_verdict(job)
+            if verdict is None:
+                to_lean.append(job)
+            else:
+                yield job, verdict, 0.0
+        yield from self.pool.run(to_lean)
+
+    def close(self) -> None:
+        self.pool.close()

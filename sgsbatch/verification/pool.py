@@ -1,0 +1,245 @@
+"""A pool of REPL processes for one verify task: every proof gets exactly one verdict.
+
+Covered: N processes (one thread each); each elaborates a header once (`{"cmd": header}` -> env
+H) and checks every later proof with that header in env H, then audits it (verdicts.py); jobs
+are queued per header and a process keeps taking jobs of its current header, so it re-imports
+only when its header's jobs run out. A process is killed and replaced after a proof timeout,
+a crash, garbage or a cut-off reply, the memory limit (RLIMIT_AS), or `max_proofs` proofs (the
+REPL keeps every env, so its memory grows). A system error sends the job back to the front of
+its queue for a fresh process, at most `retries` times, then it gets the verdict `error`; a
+timeout is a verdict (`timeout`), not retried. A header whose elaboration reports errors makes
+every job with it an `error` (reason `header_error`) without asking again. The pool signals
+only the process groups its own clients started (repl.py).
+
+Not covered: static checks (checks.py, run before the pool by lean.py) and the verdict rules.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sgsbatch.verification.backends import ProofJob
+from sgsbatch.verification.checks import statement_name
+from sgsbatch.verification.repl import START, ReplProcess, ReplSystemError, ReplTimeout
+from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, Verdict
+from sgsbatch.verification.verdicts import (
+    AUDIT_TEMPLATE,
+    REFERENCE_TEMPLATE,
+    judge,
+    kept_messages,
+    proof_failure,
+    reference_type,
+)
+
+log = logging.getLogger(__name__)
+
+HEADER_ERROR = "header_error"
+HEADER_TIMEOUT = "header_timeout"
+INTERNAL = "internal_error"
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    command: tuple[str, ...]
+    project_dir: Path
+    processes: int = 1
+    timeout_s: float = 200.0
+    header_timeout_s: float = 600.0
+    memory_limit_mb: int = 0
+    max_proofs: int = 200
+    retries: int = 1
+
+    def __post_init__(self) -> None:
+        if self.processes < 1:
+            raise ValueError(f"a REPL pool needs at least 1 process, got {self.processes}")
+        if self.timeout_s <= 0 or self.header_timeout_s <= 0:
+            raise ValueError("REPL timeouts must be > 0")
+
+
+@dataclass
+class _Item:
+    index: int
+    job: ProofJob
+    attempts: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class _JobQueue:
+    """Jobs by header; `take(h)` prefers header `h`, else the header with the most jobs left."""
+
+    def __init__(self, items: Sequence[_Item]) -> None:
+        self._lock = threading.Lock()
+        self._by_header: dict[str, deque[_Item]] = {}
+        for it in items:
+            self._by_header.setdefault(it.job.header, deque()).append(it)
+
+    def take(self, prefer: str | None) -> _Item | None:
+        with self._lock:
+            q = self._by_header.get(prefer) if prefer is not None else None
+            if not q:
+                live = [d for d in self._by_header.values() if d]
+                if not live:
+                    return None
+                q = max(live, key=len)
+            return q.popleft()
+
+    def put_front(self, item: _Item) -> None:
+        with self._lock:
+            self._by_header.setdefault(item.job.header, deque()).appendleft(item)
+
+
+@dataclass
+class _Slot:
+    """One process place in the pool; `repl` is None until started, and after a kill."""
+
+    repl: ReplProcess | None = None
+    header: str | None = None
+    header_env: int | None = None
+    proofs: int = 0
+    references: dict[str, str | None] = field(default_factory=dict)
+    pids: list[int] = field(default_factory=list)
+
+    def reset(self) -> None:
+        if self.repl is not None:
+            self.repl.kill()
+        self.repl, self.header, self.header_env, self.proofs = None, None, None, 0
+        self.references = {}
+
+
+class ReplPool:
+    """`run(jobs)` yields (job, verdict, seconds) for every job exactly once, in completion order."""
+
+    def __init__(self, settings: PoolSettings) -> None:
+        self.settings = settings
+        self._slots = [_Slot() for _ in range(settings.processes)]
+        self._bad_headers: dict[str, Verdict] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    @property
+    def started_pids(self) -> list[int]:
+        """Every process id this pool has started (for tests and logs)."""
+        return [pid for s in self._slots for pid in s.pids]
+
+    def run(self, jobs: Sequence[ProofJob]) -> Iterator[tuple[ProofJob, Verdict, float]]:
+        if not jobs:
+            return
+        self._stop.clear()
+        items = [_Item(i, job) for i, job in enumerate(jobs)]
+        work = _JobQueue(items)
+        results: queue.Queue[tuple[_Item, Verdict, float]] = queue.Queue()
+        threads = [threading.Thread(target=self._worker, args=(slot, work, results), daemon=True,
+                                    name=f"repl-pool-{k}") for k, slot in enumerate(self._slots[: len(items)])]
+        for t in threads:
+            t.start()
+        seen: set[int] = set()
+        try:
+            while len(seen) < len(items):
+                item, verdict, secs = results.get()
+                assert item.index not in seen, f"job {item.job.key!r} got two verdicts"
+                seen.add(item.index)
+                yield item.job, verdict, secs
+        finally:
+            if len(seen) < len(items):  # the caller stopped early: stop the workers and their processes
+                self._stop.set()
+                for slot in self._slots:
+                    if slot.repl is not None:
+                        slot.repl.kill()
+            for t in threads:
+                t.join(timeout=30)
+
+    def close(self) -> None:
+        self._stop.set()
+        for slot in self._slots:
+            if slot.repl is not None:
+                slot.repl.close()
+            slot.reset()
+
+    # ------------------------------------------------------------------ one worker thread per slot
+    def _worker(self, slot: _Slot, work: _JobQueue, results: queue.Queue[tuple[_Item, Verdict, float]]) -> None:
+        while not self._stop.is_set():
+            item = work.take(slot.header)
+            if item is None:
+                return
+            t0 = time.perf_counter()
+            try:
+                verdict = self._check(slot, item)
+            except ReplSystemError as e:
+                slot.reset()
+                item.attempts += 1
+                item.errors.append(str(e))
+                if self._stop.is_set():
+                    verdict = Verdict(ERROR, "stopped", item.errors[-3:])
+                elif e.kind == START:  # the program cannot start: retrying cannot help
+                    verdict = Verdict(ERROR, e.kind, item.errors[-3:])
+                elif item.attempts <= self.settings.retries:
+                    log.warning("REPL system error on %s (attempt %d, retrying on a fresh process): %s",
+                                item.job.key, item.attempts, e)
+                    work.put_front(item)
+                    continue
+                else:
+                    verdict = Verdict(ERROR, e.kind, item.errors[-3:])
+            except Exception as e:  # a bug here must not lose the job
+                log.exception("internal error while checking %s", item.job.key)
+                slot.reset()
+                verdict = Verdict(ERROR, INTERNAL, [f"{type(e).__name__}: {e}"])
+            results.put((item, verdict, time.perf_counter() - t0))
+
+    def _start(self, slot: _Slot, header: str) -> Verdict | None:
+        """Make `slot` hold a live process with `header` elaborated; a Verdict if the header is bad."""
+        bad = self._bad_headers.get(header)
+        if bad is not None:
+            return bad
+        if slot.repl is not None and slot.header == header:
+            return None
+        slot.reset()
+        s = self.settings
+        slot.repl = ReplProcess(s.command, s.project_dir, s.memory_limit_mb)
+        slot.pids.append(slot.repl.pid)
+        try:
+            reply = slot.repl.command(header, None, s.header_timeout_s)
+        except ReplTimeout as e:
+            slot.reset()
+            raise ReplSystemError(HEADER_TIMEOUT, f"elaborating the header: {e}") from e
+        if any(m.get("severity") == "error" for m in reply.get("messages") or [] if isinstance(m, dict)):
+            verdict = Verdict(ERROR, HEADER_ERROR, kept_messages([reply]))
+            with self._lock:
+                self._bad_headers[header] = verdict
+            slot.reset()
+            return verdict
+        slot.header, slot.header_env = header, int(reply["env"])
+        return None
+
+    def _check(self, slot: _Slot, item: _Item) -> Verdict:
+        job, s = item.job, self.settings
+        name = statement_name(job.theorem)
+        if name is None:
+            return Verdict(FAILED, "bad_statement", ["the statement must be a single named theorem or lemma"])
+        bad = self._start(slot, job.header)
+        if bad is not None:
+            return bad
+        repl, env = slot.repl, slot.header_env
+        assert repl is not None and env is not None
+        try:
+            if job.theorem not in slot.references:
+                ref = repl.command(REFERENCE_TEMPLATE.format(theorem=job.theorem, name=name), env, s.timeout_s)
+                slot.references[job.theorem] = reference_type(ref)
+            reference = slot.references[job.theorem]
+            reply = repl.command(job.theorem + job.proof, env, s.timeout_s)
+            audit = None
+            if proof_failure(reply) is None:
+                audit = repl.command(AUDIT_TEMPLATE.format(name=name), int(reply["env"]), s.timeout_s)
+        except ReplTimeout as e:
+            slot.reset()
+            return Verdict(TIMEOUT, "timeout", [f"{e} (verification.timeout_s)"])
+        slot.proofs += 1
+        if slot.proofs >= s.max_proofs:
+            slot.reset()
+        return judge(reply, audit, reference)

@@ -1,0 +1,208 @@
+"""A client for one leanprover-community/repl process (JSON commands and replies, blank-line separated).
+
+Covered: starting the process in its own session (so its whole process group can be killed
+without touching anything else) under an RLIMIT_AS memory limit; sending `{"cmd": ..., "env": N}`;
+reading one reply with a wall-clock timeout (select on the pipe, no reader thread); telling apart
+the ways a reply can fail: the process hangs (`ReplTimeout`), dies, prints garbage or a reply
+cut off mid-JSON, or hits the memory limit (`ReplSystemError` with a `kind`); and killing only
+the process group this client started, before the process is reaped (so its id cannot have
+been reused). Not covered: what a reply means for a proof (verdicts.py), or pooling (pool.py).
+
+Protocol (REPL v4.15.0): the REPL reads lines until a blank one, parses them as one JSON
+command and prints one JSON reply (pretty-printed over several lines, never containing a blank
+line) followed by a blank line. A reply is either a command result (`env`, `messages`,
+`sorries`) or an error object `{"message": "Unknown environment."}`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import select
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+CRASH = "crash"
+GARBAGE = "garbage"
+CUT_OFF = "cut_off"
+MEMORY = "memory_limit"
+REPL_MESSAGE = "repl_message"
+START = "start"
+_MEMORY_MARKERS = ("out of memory", "std::bad_alloc", "MemoryError", "Cannot allocate memory")
+
+
+class ReplTimeout(Exception):
+    """No complete reply within the wall-clock limit (the process is left for the caller to kill)."""
+
+
+class ReplSystemError(Exception):
+    """The REPL itself failed (not the proof): `kind` is one of crash, garbage, cut_off, memory_limit,
+    repl_message (an error object such as "Unknown environment.") or start."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+def _limit_memory(limit_bytes: int) -> Callable[[], None]:
+    def preexec() -> None:  # runs in the child between fork and exec: keep it minimal
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    return preexec
+
+
+class ReplProcess:
+    """One REPL process. Not thread-safe: one thread talks to one ReplProcess."""
+
+    def __init__(self, command: Sequence[str], cwd: Path, memory_limit_mb: int = 0) -> None:
+        if not command:
+            raise ValueError("the REPL command is empty: set verification.repl_command")
+        if not cwd.is_dir():
+            raise ReplSystemError(START, f"project directory {cwd} does not exist (verification.project_dir)")
+        self.argv = list(command)
+        self.memory_limit_mb = memory_limit_mb
+        self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the process)
+        limit = memory_limit_mb * 1024 * 1024 if memory_limit_mb > 0 else None
+        try:
+            self.proc = subprocess.Popen(
+                self.argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                start_new_session=True, preexec_fn=_limit_memory(limit) if limit else None,
+            )
+        except OSError as e:
+            self._stderr.close()
+            raise ReplSystemError(START, f"cannot start {self.argv[0]!r} in {cwd}: {e}") from e
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._in = self.proc.stdin
+        self._out_fd = self.proc.stdout.fileno()
+        self._buf = b""
+        self._killed = False
+        self.commands_sent = 0
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        """True until this client has killed (or seen the end of) the process."""
+        return not self._killed
+
+    def send(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one command and return its reply (a dict). Raises ReplTimeout or ReplSystemError."""
+        if self._killed:
+            raise ReplSystemError(CRASH, "the REPL process was already stopped")
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8") + b"\n\n"
+        try:
+            self._in.write(data)
+            self._in.flush()
+        except (BrokenPipeError, OSError) as e:
+            raise self._died(f"writing the command failed: {e}") from e
+        self.commands_sent += 1
+        return self.read_reply(timeout_s)
+
+    def command(self, cmd: str, env: int | None, timeout_s: float) -> dict[str, Any]:
+        """`{"cmd": cmd, "env": env}`; a reply without an integer `env` is a system error."""
+        payload: dict[str, Any] = {"cmd": cmd} if env is None else {"cmd": cmd, "env": env}
+        reply = self.send(payload, timeout_s)
+        if "env" not in reply:
+            message = reply.get("message")
+            if isinstance(message, str):
+                raise ReplSystemError(REPL_MESSAGE, message.strip()[:500])
+            raise ReplSystemError(GARBAGE, f"reply without an env: {json.dumps(reply)[:300]}")
+        if not isinstance(reply["env"], int):
+            raise ReplSystemError(GARBAGE, f"reply with a non-integer env: {reply['env']!r}")
+        return reply
+
+    def read_reply(self, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while b"\n\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ReplTimeout(f"no reply within {timeout_s:g} s")
+            ready, _, _ = select.select([self._out_fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self._out_fd, 1 << 16)
+            if not chunk:
+                if self._buf.strip():
+                    raise self._died(f"reply cut off mid-JSON ({len(self._buf)} bytes) when the REPL exited",
+                                     CUT_OFF)
+                raise self._died("the REPL exited")
+            self._buf += chunk
+            if self._buf.startswith(b"\n"):  # stray blank lines between replies
+                self._buf = self._buf.lstrip(b"\n")
+        text, _, self._buf = self._buf.partition(b"\n\n")
+        self._buf = self._buf.lstrip(b"\n")
+        try:
+            reply = json.loads(text.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            kind = CUT_OFF if text.lstrip().startswith(b"{") else GARBAGE
+            raise ReplSystemError(kind, f"{e}; reply starts {text[:200]!r}") from e
+        if not isinstance(reply, dict):
+            raise ReplSystemError(GARBAGE, f"reply is not a JSON object: {text[:200]!r}")
+        return reply
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        try:
+            self._stderr.seek(0, os.SEEK_END)
+            size = self._stderr.tell()
+            self._stderr.seek(max(0, size - limit))
+            return self._stderr.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+
+    def _died(self, detail: str, kind: str = CRASH) -> ReplSystemError:
+        self.kill()
+        tail = self.stderr_tail()
+        if any(m in tail for m in _MEMORY_MARKERS):
+            kind = MEMORY
+            detail = f"memory limit ({self.memory_limit_mb} MB) hit: {detail}"
+        last = tail.strip().splitlines()[-1:] if tail.strip() else []
+        where = f": {last[0][:300]}" if last else ""
+        return ReplSystemError(kind, f"{detail} (exit code {self.proc.returncode}){where}")
+
+    def kill(self) -> None:
+        """Kill this client's process group (and nothing else), then reap the leader. Idempotent."""
+        if self._killed:
+            return
+        self._killed = True
+        # The leader is not reaped yet (nothing but this method waits on it), so its pid, which is
+        # also the group id of the session it started, cannot have been given to another process.
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            except PermissionError:  # not ours any more: never signal it
+                pass
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        for f in (self._in, self.proc.stdout):  # stderr stays readable for stderr_tail()
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Ask the REPL to exit (end of input), give it a moment, then kill its group whatever it did."""
+        if self._killed:
+            return
+        with contextlib.suppress(OSError):
+            self._in.close()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            try:  # WNOWAIT: look without reaping, so the group id stays ours until kill() has run
+                if os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    break
+            except ChildProcessError:
+                break
+            time.sleep(0.01)
+        self.kill()

@@ -1,0 +1,176 @@
+"""A stand-in for the leanprover-community REPL: same protocol, no Lean.
+
+Reads JSON commands separated by blank lines on stdin and writes JSON replies (pretty-printed,
+each followed by a blank line) on stdout, like the REPL v4.15.0. Two modes:
+
+- `fake_repl.py --transcript X.in`: replay. The n-th command must equal the n-th command of
+  `X.in`; the reply is the n-th reply of `X.expected.out`, byte for byte.
+- `fake_repl.py` (rules): env numbering as the REPL does it (every command gets the next env;
+  an unknown `env` gets `{"message": "Unknown environment."}`), and behaviour picked by markers
+  in the command's text (the proof, or for audits the text of the env audited):
+  FAKE_HANG (never answers), FAKE_CRASH (exits mid-command), FAKE_GARBAGE (prints non-JSON),
+  FAKE_CUT (prints half a reply and exits), FAKE_CUT_BLANK (half a reply, a blank line, goes on),
+  FAKE_MEMORY (allocates until RLIMIT_AS stops it; refuses to run without a limit),
+  FAKE_FLAKY (crashes the first time a given proof is seen, using $FAKE_REPL_STATE),
+  FAKE_SORRY (sorries + "declaration uses 'sorry'"), FAKE_SORRY_BACKTICK (only the warning,
+  backtick style), FAKE_ERROR (an error), FAKE_FAILED_WARNING ("linarith failed" warning),
+  FAKE_AXIOM (the audit lists sorryAx), FAKE_RENAMED (the theorem elaborates to another type),
+  FAKE_SLOW (sleeps 0.3 s), FAKE_BAD_HEADER in a header (an import error).
+  `#print axioms N` / `#check @N` are answered from the env's history.
+With $FAKE_REPL_LOG set, every process appends `start <pid>` and `cmd <pid> <first line>`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+LOG = os.environ.get("FAKE_REPL_LOG")
+
+
+def log(line: str) -> None:
+    if LOG:
+        with open(LOG, "a", encoding="utf-8") as f:
+            f.write(line.replace("\n", " ")[:300] + "\n")
+
+
+def read_command() -> str | None:
+    """Lines up to a blank line; None at end of input."""
+    lines: list[bytes] = []
+    while True:
+        line = sys.stdin.buffer.readline()
+        if not line:
+            return None if not lines else b"".join(lines).decode()
+        if not line.strip():
+            if lines:
+                return b"".join(lines).decode()
+            continue
+        lines.append(line)
+
+
+def write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def reply(obj: dict) -> None:
+    write(json.dumps(obj, indent=1, ensure_ascii=False) + "\n\n")
+
+
+def split_blocks(text: str) -> list[str]:
+    return [b.strip() for b in text.split("\n\n") if b.strip()]
+
+
+def replay(transcript: Path) -> None:
+    commands = [json.loads(b) for b in split_blocks(transcript.read_text())]
+    outs = split_blocks(transcript.with_name(transcript.name[: -len(".in")] + ".expected.out").read_text())
+    n = 0
+    while (cmd := read_command()) is not None:
+        got = json.loads(cmd)
+        if n >= len(commands) or got != commands[n]:
+            reply({"message": f"fake_repl: command {n} is not the transcript's"})
+        else:
+            write(outs[n] + "\n\n")
+        n += 1
+
+
+def msg(severity: str, data: str, line: int = 1) -> dict:
+    return {"severity": severity, "pos": {"line": line, "column": 0}, "endPos": {"line": line, "column": 1},
+            "data": data}
+
+
+def statement_of(text: str) -> str:
+    head = text.split(":=", 1)[0]
+    return " ".join(head.split()[2:])
+
+
+def rules() -> None:
+    envs: list[str] = []  # env n -> the full text elaborated up to it
+    state = os.environ.get("FAKE_REPL_STATE")
+    while (raw := read_command()) is not None:
+        data = json.loads(raw)
+        cmd: str = data.get("cmd", "")
+        env = data.get("env")
+        log(f"cmd {os.getpid()} {cmd.strip().splitlines()[0] if cmd.strip() else '<empty>'}")
+        if env is not None and not (isinstance(env, int) and 0 <= env < len(envs)):
+            reply({"message": "Unknown environment."})
+            continue
+        history = (envs[env] + "\n" if env is not None else "") + cmd
+        out: dict = {}
+        messages: list[dict] = []
+        if "FAKE_HANG" in cmd:
+            time.sleep(3600)
+        if "FAKE_CRASH" in cmd:
+            sys.stderr.write("fake_repl: crashing on purpose\n")
+            os._exit(1)
+        if "FAKE_GARBAGE" in cmd:
+            write("uncaught exception: this is not JSON\n\n")
+            continue
+        if "FAKE_CUT_BLANK" in cmd:
+            write('{"env": 3,\n "messages":\n  [{"severity": "err\n\n')
+            continue
+        if "FAKE_CUT" in cmd:
+            write('{"env": 3,\n "messages":\n  [{"severity": "err')
+            os._exit(0)
+        if "FAKE_MEMORY" in cmd:
+            if resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY:
+                sys.stderr.write("fake_repl: FAKE_MEMORY needs an RLIMIT_AS limit\n")
+                os._exit(3)
+            hog = []
+            while True:
+                hog.append(bytearray(64 << 20))
+        if "FAKE_FLAKY" in cmd and state:
+            mark = Path(state) / f"flaky-{hashlib.sha256(cmd.encode()).hexdigest()[:16]}"
+            if not mark.exists():
+                mark.write_text("seen")
+                os._exit(1)
+        if "FAKE_SLOW" in cmd:
+            time.sleep(0.3)
+        if "FAKE_BAD_HEADER" in cmd:
+            messages.append(msg("error", "unknown module prefix 'Nope'"))
+        if cmd.startswith("#print axioms "):
+            name = cmd.split()[2]
+            axioms = "propext, sorryAx" if "FAKE_AXIOM" in history else "propext, Classical.choice, Quot.sound"
+            messages.append(msg("info", f"'{name}' depends on axioms: [{axioms}]"))
+            decl = "theorem" + history.split("theorem", 1)[1] if "theorem" in history else history
+            stmt = "False" if "FAKE_RENAMED" in history else statement_of(decl)
+            messages.append(msg("info", f"{name} : {stmt}", 2))
+        elif "\n#check @" in cmd:  # the reference: statement + sorry, then #check
+            name = cmd.rsplit("#check @", 1)[1].strip()
+            messages.append(msg("warning", "declaration uses 'sorry'"))
+            messages.append(msg("info", f"{name} : {statement_of(cmd)}", 2))
+        elif "FAKE_SORRY_BACKTICK" in cmd:
+            messages.append(msg("warning", "declaration uses `sorry`"))
+        elif "FAKE_SORRY" in cmd:
+            out["sorries"] = [{"proofState": 0, "pos": {"line": 2, "column": 2}, "goal": "⊢ False",
+                               "endPos": {"line": 2, "column": 7}}]
+            messages.append(msg("warning", "declaration uses 'sorry'"))
+        elif "FAKE_ERROR" in cmd:
+            messages.append(msg("error", "unsolved goals\n⊢ False", 2))
+        elif "FAKE_FAILED_WARNING" in cmd:
+            messages.append(msg("warning", "linarith failed to find a contradiction", 2))
+        if messages:
+            out["messages"] = messages
+        envs.append(history)
+        out["env"] = len(envs) - 1
+        reply(out)
+
+
+def main() -> None:
+    log(f"start {os.getpid()}")
+    delay = float(os.environ.get("FAKE_REPL_START_DELAY", "0"))
+    if delay:
+        time.sleep(delay)
+    if len(sys.argv) == 3 and sys.argv[1] == "--transcript":
+        replay(Path(sys.argv[2]))
+    else:
+        rules()
+
+
+if __name__ == "__main__":
+    main()
