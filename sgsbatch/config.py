@@ -51,6 +51,7 @@ class TinyModelConfig:
     warmup_epochs: int = 8
     warmup_lr: float = 3e-3
     warmup_batch_size: int = 8
+    cache_dir: str = "~/.cache/sgsbatch/tiny-random"  # finished tiny models, content-addressed; "" = off
 
 
 @dataclass(frozen=True)

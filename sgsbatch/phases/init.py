@@ -4,15 +4,48 @@ For `tiny-random` roles: one small random model and tokenizer built offline from
 then a short supervised warm-up per role on formatted examples the project generates itself, so
 that a fair share of samples is well-formed from round 0 on. Hub ids and paths are used as they
 are (nothing to do here; vLLM and transformers load them directly in the phases).
+
+Building is deterministic, so finished tiny models are kept in a content-addressed cache
+(`models.tiny.cache_dir`; "" turns it off) keyed by the seed, the tiny config, the targets and the
+source of the code that builds them: a second CPU run with the same inputs copies bit-identical
+weights instead of warming up again.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
 from sgsbatch.backends.trainer import TrainingInterrupted
-from sgsbatch.config import TINY_RANDOM
+from sgsbatch.config import TINY_RANDOM, Config
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round_data import load_targets
 from sgsbatch.weights import ROLES
+
+_BUILD_CODE = ("models/tiny.py", "models/warmup.py", "backends/trainer.py", "prompts.py", "extraction.py",
+               "review.py", "phases/init.py")
+
+
+def cache_key(cfg: Config, targets: list[tuple[str, str, str]]) -> str:
+    pkg = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    h.update(json.dumps([cfg.run.seed, dataclasses.asdict(cfg.models.tiny), targets], sort_keys=True).encode())
+    for name in _BUILD_CODE:
+        h.update((pkg / name).read_bytes())
+    return h.hexdigest()[:24]
+
+
+def _copy_in(src: Path, dst: Path) -> None:
+    from sgsbatch.models.tiny import publish_dir, read_marker, staging_dir
+
+    tmp = staging_dir(dst)
+    shutil.rmtree(tmp)
+    shutil.copytree(src, tmp)
+    (tmp / "SGSBATCH_COMPLETE").unlink()
+    publish_dir(tmp, dst, {**read_marker(src), "copied_from": str(src)})
 
 
 def run(task: Task) -> None:
@@ -24,23 +57,32 @@ def run(task: Task) -> None:
     cfg, paths = task.cfg, task.paths
     tiny = cfg.models.tiny
     targets = [(t.problem_id, t.header, t.theorem) for t in load_targets(paths)]
+    cache = Path(tiny.cache_dir).expanduser() / cache_key(cfg, targets) if tiny.cache_dir else None
     base = paths.checkpoint(None, "_base")
     built = []
     for i, role in enumerate(ROLES):
         if getattr(cfg.models, role) != TINY_RANDOM:
             continue
+        out = paths.checkpoint(None, role)
+        if cache is not None and is_complete(cache / role):
+            if not is_complete(out):
+                _copy_in(cache / role, out)
+            built.append(role)
+            continue
         if not is_complete(base):
             build_tiny_random(base, cfg.run.seed, corpus_for_tokenizer(targets), vocab_size=tiny.vocab_size,
                               hidden_size=tiny.hidden_size, num_layers=tiny.num_layers, num_heads=tiny.num_heads)
-        out = paths.checkpoint(None, role)
         task.check_stop()
         examples = warmup_examples(role, targets, tiny.warmup_examples, cfg.run.seed + i)
         try:
-                warm_up(base, out, examples, epochs=tiny.warmup_epochs, lr=tiny.warmup_lr,
-                    batch_size=tiny.warmup_batch_size,
-                    seed=cfg.run.seed + i, state_dir=paths.phase_dir(0, "init") / role, threads=task.threads(),
+            warm_up(base, out, examples, epochs=tiny.warmup_epochs, lr=tiny.warmup_lr,
+                    batch_size=tiny.warmup_batch_size, seed=cfg.run.seed + i,
+                    state_dir=paths.phase_dir(0, "init") / role, threads=task.threads(),
                     should_stop=task.should_stop)
         except TrainingInterrupted as e:
             raise Interrupted(str(e)) from e
+        if cache is not None and not is_complete(cache / role):
+            cache.mkdir(parents=True, exist_ok=True)
+            _copy_in(out, cache / role)
         built.append(role)
-    task.shard.finish([{"key": role, "role": role} for role in built])
+    task.shard.finish([{"key": role, "role": role, "cache": str(cache or "")} for role in built])
