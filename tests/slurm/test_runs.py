@@ -77,19 +77,20 @@ class Chaos(threading.Thread):
             hit_phases = {p for p, _, _ in self.hits}
             hit_jobs = {j for _, _, j in self.hits}
             eager = any(j[2] == "RUNNING" and j[1] not in hit_phases for j in jobs)
-            self.stop.wait(self.rng.uniform(0.3, 1.0) if eager else self.rng.uniform(2.0, 6.0))
-            action = self.ACTIONS[n % 3]
-            # each job (array task) is hit at most once, so the run always makes progress. A manual
-            # SIGUSR2 needs the task's handlers installed (>= 3 s running); a requeue or a
-            # preemption is absorbed at any moment (Slurm requeues the job itself).
-            min_s = 3 if action == "usr2" else 1
-            running = [j for j in _jobs(self.run_name)
-                       if j[2] == "RUNNING" and j[3] >= min_s and j[0] not in hit_jobs]
+            self.stop.wait(self.rng.uniform(0.2, 0.6) if eager else self.rng.uniform(2.0, 6.0))
+            # each job (array task) is hit at most once, so the run always makes progress
+            running = [j for j in _jobs(self.run_name) if j[2] == "RUNNING" and j[0] not in hit_jobs]
             fresh = [j for j in running if j[1] not in hit_phases] or running
             if not fresh:
                 continue
-            jid, phase, _, _ = self.rng.choice(fresh)
-            n += 1
+            jid, phase, _, secs = self.rng.choice(fresh)
+            action = self.ACTIONS[n % 3]
+            if action == "usr2" and secs < 3:
+                # a manual SIGUSR2 needs the task's handlers installed; a requeue or a preemption is
+                # absorbed at any moment (Slurm itself requeues the job)
+                action = "requeue"
+            else:
+                n += 1
             if action == "requeue":
                 subprocess.run(["scontrol", "requeue", jid], capture_output=True)
             elif action == "usr2":
