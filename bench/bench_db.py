@@ -146,6 +146,7 @@ def fake_round(r: int, targets: list[Target], corpus: Corpus, *, samples: int, c
         for k in range(samples):
             u = rng.random()
             tokens = rng.randint(200, 2500)
+            a: dict[str, Any]
             if u < 0.06:
                 a = {"extracted": False, "extract_reason": rng.choice(["no_lean_block", "truncated"]), "proof": None,
                      "verdict": "unextracted", "verify_reason": None, "finish_reason": "length", "verify_s": 0.0}

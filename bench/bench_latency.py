@@ -213,7 +213,7 @@ def bare_chain(tmp: Path, k: int, timeout: float, log: Path, t_begin: float) -> 
     end = [float((d / f"end.{i}").read_text()) for i in range(k)]
     ev = ctld_events(log, t_begin)
     acct = sacct_intervals(t_begin)
-    hand = []
+    hand: list[dict[str, Any]] = []
     for i in range(k - 1):
         a, b = ev.get(ids[i], {}), ev.get(ids[i + 1], {})
         hand.append({"from": ids[i], "to": ids[i + 1], "latency_s": start[i + 1] - end[i],
@@ -295,7 +295,7 @@ def sgs_chain(tmp: Path, rounds: int, timeout: float, log: Path, t_begin: float,
                 "retries": sum(s.failure_count() for s in shards),
                 "submitit_start": sub_start, "submitit_done": sub_done,
                 "ctld_start": ev.get(job, {}).get("start"), "ctld_done": ev.get(job, {}).get("done")})
-    hand = []
+    hand: list[dict[str, Any]] = []
     for a, b in zip(phases, phases[1:], strict=False):
         def diff(x: float | None, y: float | None) -> float | None:
             return y - x if x is not None and y is not None else None

@@ -64,7 +64,8 @@ def _slurm_liveness(h: RunHandle, jobs: list[SlurmJob], detail: dict[str, Any]) 
                                f"run `sgsbatch resume {h.cfg.run.name}`")
     if not live:
         return "stalled", "no live Slurm job but unfinished work"
-    return ("running" if any(t.state != "PENDING" for t in live) else "pending"), ""
+    started = any(t.state != "PENDING" for t in live) or h.paths.phase_dir(0, "init").exists()
+    return ("running" if started else "pending"), ""
 
 
 def run_status(h: RunHandle, live: bool = True) -> dict[str, Any]:

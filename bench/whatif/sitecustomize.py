@@ -8,11 +8,12 @@ os._exit(0), skipping interpreter finalization (tearing down torch/transformers 
 
 import os
 import sys
+from typing import NoReturn
 
 if os.environ.get("SGSBENCH_FAST_EXIT") == "1":
     _real_exit = sys.exit
 
-    def _fast_exit(code: object = 0) -> None:
+    def _fast_exit(code: str | int | None = 0) -> NoReturn:
         spec = getattr(sys.modules.get("__main__"), "__spec__", None)
         if spec is not None and spec.name == "sgsbatch.worker" and code in (0, None):
             import logging

@@ -4,7 +4,8 @@
 them to `ingest_rows`, which writes attempts, conjectures, reviews, new stored proofs and the
 round's generation metrics with bulk `INSERT OR IGNORE` in one `BEGIN IMMEDIATE` transaction,
 guarded by an `ingestions` row: a second ingestion of the same round changes nothing.
-The solved store keeps at most `solver.store_cap` verified proofs per target, first come first
+Attempts keep the proof text only when verified (the database holds every proof found; all
+samples, failed ones included, stay in the round's shard files). The solved store keeps at most `solver.store_cap` verified proofs per target, first come first
 kept (round order, then sample order). Train metrics are added later by `advance.finish_round`.
 """
 
@@ -35,10 +36,19 @@ class RoundRows:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def _insert_ignore(s: Any, table: Any, rows: list[dict[str, Any]]) -> None:
-    if rows:
-        stmt = insert(table).prefix_with("OR IGNORE") if s.bind.dialect.name == "sqlite" else insert(table)
-        s.execute(stmt, rows)
+def _insert_ignore(s: Any, model: Any, rows: list[dict[str, Any]]) -> None:
+    """Bulk insert that skips rows already present (unique constraints), as one executemany."""
+    if not rows:
+        return
+    table = model.__table__
+    conn = s.connection()
+    if conn.dialect.name == "sqlite":
+        stmt = insert(table).prefix_with("OR IGNORE")
+    else:
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        stmt = pg_insert(table).on_conflict_do_nothing()
+    conn.execute(stmt, rows)
 
 
 def round_rows(cfg: Config, paths: RunPaths, r: int) -> RoundRows:
@@ -56,7 +66,9 @@ def round_rows(cfg: Config, paths: RunPaths, r: int) -> RoundRows:
                 extract_fail[smp["reason"]] = extract_fail.get(smp["reason"], 0) + 1
             out.attempts.append({
                 "problem_id": pid, "is_target": res.problem.is_target, "sample": k, "extracted": smp["ok"],
-                "extract_reason": smp["reason"], "proof": smp.get("proof"), "verdict": smp["verdict"],
+                "extract_reason": smp["reason"], "verdict": smp["verdict"],
+                # proof text is kept for verified proofs; every sample stays in the shard files
+                "proof": smp.get("proof") if smp["verdict"] == "verified" else None,
                 "verify_reason": smp.get("verify_reason"), "tokens": len(smp["token_ids"]),
                 "finish_reason": smp["finish_reason"], "verify_s": smp.get("time_s", 0.0)})
     reviews = guide_reviews(cfg, paths, r)
