@@ -1,0 +1,38 @@
+"""`launch --smoke` of every experiment config: its algorithm at tiny scale on the local executor."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from runlib import REPO, sgsbatch, status  # noqa: E402
+
+pytestmark = pytest.mark.slow
+EXPERIMENTS = sorted(p for p in (REPO / "jobs").glob("*.toml") if p.stem != "tiny")
+
+
+@pytest.mark.parametrize("config", EXPERIMENTS, ids=lambda p: p.stem)
+def test_smoke_run_of_experiment_finishes_with_metrics_for_every_round(config: Path, tmp_path: Path,
+                                                                       cli_env: dict[str, str]) -> None:
+    proc = sgsbatch("launch", str(config), "--smoke", "--set", f"run.runs_dir={tmp_path}", "--wait", env=cli_env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    name = f"{config.stem}-smoke"
+    st = status(tmp_path, name)
+    assert st["state"] == "completed" and st["smoke"] is True and st["executor"] == "local"
+    assert st["rounds"] == st["rounds_completed"] == 2
+    con = sqlite3.connect(tmp_path / name / "state.db")
+    rounds = {r for (r,) in con.execute("SELECT DISTINCT round FROM metrics WHERE name = 'cumulative_solve_rate'")}
+    reviews = con.execute("SELECT count(*) FROM reviews").fetchone()[0]
+    conjectures = con.execute("SELECT count(*) FROM conjectures").fetchone()[0]
+    con.close()
+    assert rounds == {0, 1}
+    if "solver_only" in config.stem:
+        assert conjectures == 0
+    else:
+        assert conjectures > 0
+    if "no_guide" in config.stem or "frozen" in config.stem or "solver_only" in config.stem:
+        assert reviews == 0
