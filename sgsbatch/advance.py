@@ -79,6 +79,8 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
             new[f"train/{role}_steps"] = res["steps"]
             new[f"train/{role}_sequences"] = res["sequences"]
             new[f"train/{role}_loss"] = res["mean_loss"]
+            if "reward_mean" in res:
+                new[f"{role}/reward_mean"] = res["reward_mean"]
         train_wall = phase_wall_s(h.paths.phase_dir(r, "train"), 1, end=time.time())
         if train_wall is not None:
             new["wall_s/train"] = train_wall

@@ -96,10 +96,12 @@ def guide_reviews(cfg: Config, paths: RunPaths, r: int) -> dict[str, dict[str, A
                                  "complexity": f.complexity, "filled": f.filled} for x, f in zip(rows, filled, strict=True)}
 
 
-def conjecturer_examples(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemResult]) -> list[Example]:
+def conjecturer_examples(cfg: Config, paths: RunPaths, r: int,
+                         results: dict[str, ProblemResult]) -> tuple[list[Example], dict[str, float]]:
+    """The Conjecturer's examples and the round's rewards of its in-band conjectures."""
     c = cfg.conjecturer
     if not (c.enabled and c.train):
-        return []
+        return [], {}
     band = conjecture_band(cfg, results)
     reviews = guide_reviews(cfg, paths, r)
     items = {it["key"]: it for it in read_phase(paths.phase_dir(r, "conjecture"), cfg.shard_count("conjecture"))}
@@ -113,4 +115,4 @@ def conjecturer_examples(cfg: Config, paths: RunPaths, r: int, results: dict[str
     rewards = conjecturer_rewards(sorted(band), rates, {k: reviews[k]["score"] for k in band if k in reviews},
                                   lengths, use_guide=cfg.guide.enabled, max_tokens=c.max_tokens,
                                   length_penalty_start=c.length_penalty_start)
-    return [Example(source[k][0], source[k][1], w) for k, w in sorted(rewards.items()) if w]
+    return [Example(source[k][0], source[k][1], w) for k, w in sorted(rewards.items()) if w], rewards

@@ -73,7 +73,10 @@ def run(task: Task) -> None:
         stored = _stored(h, r) if cfg.solver.objective == "ei" else []
         trained["solver"] = train_role(task, "solver", solver_examples(cfg, task.paths, results, stored))
     if cfg.conjecturer.enabled and cfg.conjecturer.train:
-        trained["conjecturer"] = train_role(task, "conjecturer", conjecturer_examples(cfg, task.paths, r, results))
+        examples, rewards = conjecturer_examples(cfg, task.paths, r, results)
+        trained["conjecturer"] = train_role(task, "conjecturer", examples)
+        if rewards:
+            trained["conjecturer"]["reward_mean"] = sum(rewards.values()) / len(rewards)
     if rank != 0:
         return
     finish_round(h, r, trained)

@@ -3,11 +3,13 @@
 All remaining proofs of the shard go to the verifier at once (a pool of one REPL per allotted
 core stays busy); a problem's record is appended to the item log as soon as its last sample has
 a verdict, so a requeued task resumes with the problems it has not finished. An unextracted
-sample gets the verdict `unextracted` without reaching the verifier.
+sample gets the verdict `unextracted` without reaching the verifier. The completion marker records
+this attempt's throughput and its timeout and error counts (the round's rates are metrics).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sgsbatch.phases.task import Task
@@ -40,11 +42,13 @@ def run(task: Task) -> None:
         if all(v is not None for v in verdicts):  # nothing to check: record at once
             _record(task, done, pid, verdicts)
             del pending[pid]
+    started, counts = time.time(), {"proofs": len(jobs), "timeout": 0, "error": 0}
     if jobs:
-        verifier = make_verifier(task.cfg, processes=task.threads())
+        verifier = make_verifier(task.cfg, processes=task.cfg.phase_resources("verify").cpus)
         try:
             for job, v, secs in verifier.verify_stream(jobs):
                 pid, k = job.key.split("\t")
+                counts[v.verdict] = counts.get(v.verdict, 0) + 1
                 pending[pid][int(k)] = {"verdict": v.verdict, "verify_reason": v.reason, "messages": v.messages,
                                         "time_s": round(secs, 4)}
                 if all(x is not None for x in pending[pid]):
@@ -53,7 +57,10 @@ def run(task: Task) -> None:
         finally:
             verifier.close()
     assert not pending, "every proof gets a verdict"
-    task.shard.finish([done[p.problem_id] for p in problems], {"items": len(problems)})
+    secs = time.time() - started
+    task.shard.finish([done[p.problem_id] for p in problems],
+                      {"items": len(problems), **counts, "seconds": round(secs, 3),
+                       "proofs_per_s": round(counts["proofs"] / secs, 3) if secs > 0 else 0.0})
 
 
 def _record(task: Task, done: dict[str, dict[str, Any]], pid: str, verdicts: list[Any]) -> None:
