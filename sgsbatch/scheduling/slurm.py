@@ -6,8 +6,9 @@ Array task k runs the shard named in the SlurmJob row's `shards` list (a resubmi
 `resume` covers only unfinished shards, so task k need not be shard k). Every job is
 `--requeue`able and gets SIGUSR2 `signal_delay_s` before its time limit. Submission is
 idempotent per (round, phase): an active job already recorded is reused, so a retried train job
-does not submit the next round twice. SLURM_* variables of the submitting job are scrubbed so
-a round submitted from inside a job does not inherit that job's resources.
+does not submit the next round twice. SLURM_* variables of the submitting job (and a trainer's
+rendezvous variables) are scrubbed so a round submitted from inside a job does not inherit that
+job's resources or its MASTER_PORT.
 
 Slurm state comes from `squeue` (live jobs) and `sacct` (finished ones, restarts); when `sacct`
 is unavailable, status works from squeue and the shard files alone.
@@ -51,7 +52,10 @@ def job_name(run: str, r: int, phase: str) -> str:
 
 @contextmanager
 def _clean_env() -> Iterator[None]:
-    saved = {k: v for k, v in os.environ.items() if k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
+    from sgsbatch.scheduling.supervisor import DIST_ENV
+
+    saved = {k: v for k, v in os.environ.items()
+             if k.startswith(("SLURM_", "SBATCH_", "SRUN_", "TORCHELASTIC_")) or k in DIST_ENV}
     for k in saved:
         del os.environ[k]
     try:

@@ -40,6 +40,16 @@ def worker_command(run_dir: Path, r: int, phase: str, shard: int, gpus: int = 0)
     return [sys.executable, "-m", "sgsbatch.worker", *args]
 
 
+# Rendezvous variables a trainer sets in its own process; a worker inherits none of them (torchrun
+# sets its own), or a later train would rendezvous on a port an earlier process still holds.
+DIST_ENV = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+            "ROLE_RANK", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE")
+
+
+def worker_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in DIST_ENV and not k.startswith("TORCHELASTIC_")}
+
+
 def _tail(path: Path, n: int = 4000) -> str:
     if not path.exists():
         return ""
@@ -75,7 +85,7 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         log = shard.dir / f"shard_{shard_index:05d}.attempt.log"
         with log.open("wb") as out:
             child[:] = [subprocess.Popen(worker_command(run_dir, r, phase, shard_index, gpus),
-                                         stdout=out, stderr=subprocess.STDOUT)]
+                                         stdout=out, stderr=subprocess.STDOUT, env=worker_env())]
             shard.pid_file.write_text(str(child[0].pid))
             rc = child[0].wait()
         sys.stderr.write(_tail(log, 20000))
