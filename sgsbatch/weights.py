@@ -1,7 +1,7 @@
 """Which weights a role uses in a round, and which old weights may be deleted.
 
-Round r samples with the newest finished checkpoint of the role from before round r; a role
-that was never trained (the Guide always; the Conjecturer in the frozen ablation) uses its
+Round r samples with the role's weights after round r-1 (an error if they are missing); a role
+that is never trained (the Guide always; the Conjecturer in the frozen ablation) uses its
 base weights: `checkpoints/init/<role>` for `tiny-random` (built by the init phase), otherwise
 the configured hub id or path, loaded as is. A checkpoint counts once its completion marker
 exists (models/tiny.py: written last). Retention keeps the last `keep_last` rounds and every `keep_every`-th.
@@ -24,13 +24,26 @@ def base_weights(cfg: Config, paths: RunPaths, role: str) -> str:
     return str(paths.checkpoint(None, role)) if name == TINY_RANDOM else name
 
 
+def trained_every_round(cfg: Config, role: str) -> bool:
+    if role == "solver":
+        return cfg.solver.train
+    return role == "conjecturer" and cfg.conjecturer.enabled and cfg.conjecturer.train
+
+
 def weights_for(cfg: Config, paths: RunPaths, role: str, r: int) -> str:
-    """The weights `role` samples with in round r."""
-    for prev in range(r - 1, -1, -1):
-        ck = paths.checkpoint(prev, role)
-        if is_complete(ck):
-            return str(ck)
-    return base_weights(cfg, paths, role)
+    """The weights `role` samples with (or trains from) in round r.
+
+    A role trained every round needs exactly round r-1's weights: a missing checkpoint is an
+    error, never a silent fallback to older weights.
+    """
+    if r == 0 or not trained_every_round(cfg, role):
+        return base_weights(cfg, paths, role)
+    ck = paths.checkpoint(r - 1, role)
+    if not is_complete(ck):
+        raise FileNotFoundError(f"{role} weights after round {r - 1} are missing or incomplete at {ck}; "
+                                f"round {r} cannot start without them (restore them, or re-run round {r - 1}'s "
+                                f"train phase by deleting rounds/r{r - 1:04d}/train and resuming)")
+    return str(ck)
 
 
 def retained(cfg: Config, r: int, newest: int) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 
 from sgsbatch.backends.generation import Generator
 from sgsbatch.extraction import extract_conjecture
-from sgsbatch.phases.models import generator_for, sample_record
+from sgsbatch.phases.models import generator_for, sample_and_extract
 from sgsbatch.phases.task import Task, run_items
 from sgsbatch.prompts import conjecturer_messages
 from sgsbatch.round_data import Problem, load_targets, round_inputs
@@ -25,13 +25,9 @@ def run(task: Task) -> None:
 
     def process(target: Problem) -> dict[str, Any]:
         msgs = conjecturer_messages(target.header, target.theorem, conditioned=cfg.conditioned)
-        (out,) = gen[0].generate([msgs], cfg.samples_per_target, seed=task.seed(target.problem_id),
-                                 max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                                 top_p=task.cfg.generation.top_p)
-        samples = []
-        for s in out.samples:
-            ex = extract_conjecture(s.text)
-            samples.append({**sample_record(s), "ok": ex.ok, "statement": ex.value, "reason": ex.reason})
-        return {"target_id": target.problem_id, "prompt_ids": out.prompt_ids, "samples": samples}
+        prompt_ids, samples = sample_and_extract(task, gen[0], msgs, target.problem_id, cfg.samples_per_target,
+                                                 max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+                                                 extract=extract_conjecture, field="statement")
+        return {"target_id": target.problem_id, "prompt_ids": prompt_ids, "samples": samples}
 
     run_items(task, items, lambda t: t.problem_id, process, lambda: gen.append(generator_for(task, "conjecturer")))

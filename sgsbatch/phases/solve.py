@@ -10,7 +10,7 @@ from typing import Any
 
 from sgsbatch.backends.generation import Generator
 from sgsbatch.extraction import extract_proof
-from sgsbatch.phases.models import generator_for, sample_record
+from sgsbatch.phases.models import generator_for, sample_and_extract
 from sgsbatch.phases.task import Task, run_items
 from sgsbatch.prompts import solver_messages
 from sgsbatch.round_data import Problem, solve_problems
@@ -22,14 +22,9 @@ def run(task: Task) -> None:
     gen: list[Generator] = []
 
     def process(p: Problem) -> dict[str, Any]:
-        (out,) = gen[0].generate([solver_messages(p.header, p.theorem)], cfg.samples, seed=task.seed(p.problem_id),
-                                 max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                                 top_p=task.cfg.generation.top_p)
-        samples = []
-        for s in out.samples:
-            ex = extract_proof(s.text)
-            samples.append({**sample_record(s), "ok": ex.ok, "proof": ex.value, "reason": ex.reason})
-        return {"problem_id": p.problem_id, "is_target": p.is_target, "prompt_ids": out.prompt_ids,
-                "samples": samples}
+        prompt_ids, samples = sample_and_extract(task, gen[0], solver_messages(p.header, p.theorem), p.problem_id,
+                                                 cfg.samples, max_tokens=cfg.max_tokens,
+                                                 temperature=cfg.temperature, extract=extract_proof, field="proof")
+        return {"problem_id": p.problem_id, "is_target": p.is_target, "prompt_ids": prompt_ids, "samples": samples}
 
     run_items(task, items, lambda p: p.problem_id, process, lambda: gen.append(generator_for(task, "solver")))

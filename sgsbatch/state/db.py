@@ -74,8 +74,17 @@ class Database:
         def _on_begin(conn: Connection) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN")
 
+    def _current_version(self) -> int | None:
+        with self.read() as s:
+            conn = s.connection()
+            if not inspect(conn).has_table("schema_version"):
+                return None
+            return int(conn.exec_driver_sql("SELECT max(version) FROM schema_version").scalar() or 0)
+
     @locked_retry
     def _migrate(self) -> None:
+        if self._current_version() == SCHEMA_VERSION:
+            return  # the common case: no write transaction, so readers never take the write lock
         with self.write() as s:
             conn = s.connection()
             if not inspect(conn).has_table("schema_version"):
