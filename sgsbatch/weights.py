@@ -41,8 +41,8 @@ def weights_for(cfg: Config, paths: RunPaths, role: str, r: int) -> str:
     ck = paths.checkpoint(r - 1, role)
     if not is_complete(ck):
         raise FileNotFoundError(f"{role} weights after round {r - 1} are missing or incomplete at {ck}; "
-                                f"round {r} cannot start without them (restore them, or re-run round {r - 1}'s "
-                                f"train phase by deleting rounds/r{r - 1:04d}/train and resuming)")
+                                f"round {r} cannot start without them: restore that directory (with its "
+                                f"SGSBATCH_COMPLETE marker), then `sgsbatch resume`")
     return str(ck)
 
 
