@@ -129,6 +129,10 @@ class SlurmTask:
     def __call__(self, run_dir: str, r: int, phase: str, shard_index: int, max_retries: int, gpus: int) -> str:
         result = run_supervised(Path(run_dir), r, phase, shard_index, max_retries=max_retries, gpus=gpus,
                                 on_slurm=True, install_signals=True)
+        # The work is done (or failed for good): a late SIGUSR2 must not kill the job now. Python
+        # resets handlers it installed to SIG_DFL when it shuts down, which would turn a signal
+        # arriving during teardown into a FAILED job; SIG_IGN is left alone.
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
         if result == FAILED:
             reason = Shard(RunPaths(Path(run_dir)).phase_dir(r, phase), shard_index).failed_reason()
             raise TaskFailed(reason or "failed")
