@@ -18,6 +18,7 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from sgsbatch.metrics import write_tensorboard
+from sgsbatch.round_data import load_targets
 from sgsbatch.runs import RunHandle
 from sgsbatch.shards import atomic_write_json, phase_wall_s
 from sgsbatch.state.db import locked_retry
@@ -43,8 +44,6 @@ def prepare_round(h: RunHandle, r: int) -> None:
     with h.db.read() as s:
         counts = dict(s.exec(select(StoredProof.problem_id, func.count()).where(
             StoredProof.run_id == h.run_id).group_by(StoredProof.problem_id)).all())
-    from sgsbatch.round_data import load_targets
-
     ids = [t.problem_id for t in load_targets(h.paths)]
     unsolved = [i for i in ids if not counts.get(i)]
     if h.cfg.solver.objective == "ei":

@@ -279,8 +279,7 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(cfg.checkpoints.keep_every >= 0, "checkpoints.keep_every", "must be >= 0")
     for phase in PHASES:
         r = cfg.phase_resources(phase)
-        for key, val in (("gpus", r.gpus), ("cpus", r.cpus), ("time_min", r.time_min),
-                         ("array_parallelism", r.array_parallelism), ("signal_delay_s", r.signal_delay_s)):
-            check(val >= (0 if key in ("gpus", "signal_delay_s") else 1), f"slurm.{phase}.{key}", f"must be >= "
-                  f"{0 if key in ('gpus', 'signal_delay_s') else 1}, got {val}")
+        for key, val, low in (("gpus", r.gpus, 0), ("cpus", r.cpus, 1), ("time_min", r.time_min, 1),
+                              ("array_parallelism", r.array_parallelism, 1), ("signal_delay_s", r.signal_delay_s, 0)):
+            check(val >= low, f"slurm.{phase}.{key}", f"must be >= {low}, got {val}")
     return errs

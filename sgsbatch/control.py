@@ -71,8 +71,25 @@ def resolve_executor(cfg: Config) -> str:
     return "local"
 
 
-def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False) -> tuple[Plan, list[Any]]:
+def _load_targets(cfg: Config, config_path: Path) -> tuple[list[Any], list[str]]:
+    """The run's targets and the rejected rows; any loading failure is a data.source error."""
     from sgsbatch.data import load_targets
+
+    c = cfg.data
+    try:
+        loaded = load_targets(c.source, fmt=c.format, strict=c.strict, limit=c.limit or None)
+    except Exception as e:  # a bad file, the hub or the datasets library: a data problem either way
+        raise ConfigError(str(config_path), "data.source", f"could not load {c.source!r}: {e}; give a "
+                          f"reachable dataset id or a local path") from e
+    if not loaded.targets:
+        raise ConfigError(str(config_path), "data.source", f"{c.source} holds no usable targets")
+    return list(loaded.targets), [f"{x.id_or_line}: {x.reason}" for x in loaded.rejected]
+
+
+def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
+         load_remote: bool = False) -> tuple[Plan, list[Any]]:
+    """Validate a launch. Targets from a hub id are loaded only with `load_remote` (not in a dry run)."""
+    from sgsbatch.configfile import is_path_like
 
     cfg = load_config(config_path, overrides)
     if smoke:
@@ -80,34 +97,16 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False) -> tu
 
         cfg = smoke_config(cfg, config_path, overrides)
     executor = resolve_executor(cfg)
-    src = cfg.data.source
-    if not Path(src).exists() and not src.startswith((".", "/")):
+    if not (load_remote or is_path_like(cfg.data.source)):
         return Plan(cfg, executor, -1, []), []
-    try:
-        loaded = load_targets(src, fmt=cfg.data.format, strict=cfg.data.strict, limit=cfg.data.limit or None)
-    except ValueError as e:
-        raise ConfigError(str(config_path), "data.source", str(e)) from e
-    if not loaded.targets:
-        raise ConfigError(str(config_path), "data.source", f"{src} holds no usable targets")
-    rejected = [f"{x.id_or_line}: {x.reason}" for x in loaded.rejected]
-    return Plan(cfg, executor, len(loaded.targets), rejected), list(loaded.targets)
+    targets, rejected = _load_targets(cfg, config_path)
+    return Plan(cfg, executor, len(targets), rejected), targets
 
 
 def launch(config_path: Path, overrides: Sequence[str], smoke: bool = False) -> RunHandle:
     from sgsbatch.advance import prepare_round
 
-    p, targets = plan(config_path, overrides, smoke)
-    if not targets:
-        from sgsbatch.data import load_targets
-
-        c = p.cfg.data
-        try:
-            targets = list(load_targets(c.source, fmt=c.format, strict=c.strict, limit=c.limit or None).targets)
-        except Exception as e:  # the hub or the datasets library: any failure is a data problem here
-            raise ConfigError(str(config_path), "data.source", f"could not load {c.source!r}: {e}; give a "
-                              f"reachable dataset id or a local path") from e
-        if not targets:
-            raise ConfigError(str(config_path), "data.source", f"{c.source} holds no usable targets")
+    p, targets = plan(config_path, overrides, smoke, load_remote=True)
     h = create_run(p.cfg, targets, p.executor)
     prepare_round(h, 0)
     start(h)

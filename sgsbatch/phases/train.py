@@ -65,9 +65,9 @@ def run(task: Task) -> None:
     cfg, r = task.cfg, task.round
     h = open_run_dir(task.paths, cfg)
     rank = int(os.environ.get("RANK", "0"))
+    results = round_results(cfg, task.paths, r)  # read once: ingestion and training both need it
     if rank == 0:
-        ingest_round(h.db, h.run_id, cfg, task.paths, r)
-    results = round_results(cfg, task.paths, r)
+        ingest_round(h.db, h.run_id, cfg, task.paths, r, results)
     trained: dict[str, dict[str, Any]] = {}
     if cfg.solver.train:
         stored = _stored(h, r) if cfg.solver.objective == "ei" else []

@@ -20,7 +20,7 @@ from sqlmodel import select
 
 from sgsbatch.config import Config
 from sgsbatch.paths import RunPaths
-from sgsbatch.round_data import load_targets, round_conjectures, round_results
+from sgsbatch.round_data import ProblemResult, load_targets, round_conjectures
 from sgsbatch.shards import phase_wall_s
 from sgsbatch.state.db import Database, locked_retry
 from sgsbatch.state.schema import Attempt, Conjecture, Ingestion, Metric, Problem, Review, StoredProof
@@ -51,12 +51,11 @@ def _insert_ignore(s: Any, model: Any, rows: list[dict[str, Any]]) -> None:
     conn.execute(stmt, rows)
 
 
-def round_rows(cfg: Config, paths: RunPaths, r: int) -> RoundRows:
-    """Everything a round adds to the database, derived from its shard files."""
+def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemResult]) -> RoundRows:
+    """Everything a round adds to the database, derived from its shard files and `round_results`."""
     out = RoundRows()
     targets = load_targets(paths)
     conj, conj_rows, funnel = round_conjectures(cfg, paths, r, targets)
-    results = round_results(cfg, paths, r)
     out.conjectures = conj_rows
     out.problems = [{"problem_id": p.problem_id, "header": p.header, "theorem": p.theorem} for p in conj]
     extract_fail: dict[str, int] = {}
@@ -139,8 +138,10 @@ def ingest_rows(db: Database, run_id: int, r: int, rows: RoundRows, store_cap: i
     return True
 
 
-def ingest_round(db: Database, run_id: int, cfg: Config, paths: RunPaths, r: int) -> bool:
+def ingest_round(db: Database, run_id: int, cfg: Config, paths: RunPaths, r: int,
+                 results: dict[str, ProblemResult]) -> bool:
+    """Ingest round r; `results` is its `round_results`, which the caller (the train job) needs too."""
     with db.read() as s:
         if s.exec(select(Ingestion).where(Ingestion.run_id == run_id, Ingestion.round == r)).first() is not None:
             return False
-    return ingest_rows(db, run_id, r, round_rows(cfg, paths, r), cfg.solver.store_cap)
+    return ingest_rows(db, run_id, r, round_rows(cfg, paths, r, results), cfg.solver.store_cap)
