@@ -20,7 +20,7 @@ from sqlmodel import select
 from sgsbatch.metrics import write_tensorboard
 from sgsbatch.round_data import load_targets
 from sgsbatch.runs import RunHandle
-from sgsbatch.shards import atomic_write_json, phase_wall_s
+from sgsbatch.shards import Shard, atomic_write_json, phase_wall_s
 from sgsbatch.state.db import locked_retry
 from sgsbatch.state.schema import (
     Checkpoint,
@@ -80,7 +80,9 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
             new[f"train/{role}_loss"] = res["mean_loss"]
             if "reward_mean" in res:
                 new[f"{role}/reward_mean"] = res["reward_mean"]
-        train_wall = phase_wall_s(h.paths.phase_dir(r, "train"), 1, end=time.time())
+        marker = Shard(h.paths.phase_dir(r, "train"), 0)  # done: ending a round again (resume, rebuild)
+        ended = float(marker.meta()["time"]) if marker.is_done() else time.time()
+        train_wall = phase_wall_s(h.paths.phase_dir(r, "train"), 1, end=ended)
         if train_wall is not None:
             new["wall_s/train"] = train_wall
         have = set(s.exec(select(Metric.name).where(Metric.run_id == h.run_id, Metric.round == r)).all())
@@ -88,7 +90,7 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
             if k not in have:
                 s.add(Metric(run_id=h.run_id, round=r, name=k, value=float(v)))
         rnd = s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == r)).one()
-        rnd.state, rnd.completed_at, rnd.generations = "completed", time.time(), int(prev + this)
+        rnd.state, rnd.completed_at, rnd.generations = "completed", ended, int(prev + this)
         s.add(rnd)
         if last:
             run.state, run.message = RunState.completed, f"all {h.cfg.run.rounds} rounds completed"

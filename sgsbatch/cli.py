@@ -60,6 +60,19 @@ def _print_status_line(st: dict[str, Any]) -> None:
                f"({st['rounds_completed']} done){rate_s}{flags}" + (f" - {st['message']}" if st.get("message") else ""))
 
 
+def _status_or_error(run_dir: Path) -> dict[str, Any]:
+    """One run's status for the all-runs listing; a run that cannot be read is listed with the reason."""
+    from sgsbatch.paths import RunPaths
+    from sgsbatch.runs import open_run_dir
+    from sgsbatch.status import run_status
+
+    try:
+        return run_status(open_run_dir(RunPaths(run_dir)))
+    except SgsError as e:
+        return {"name": run_dir.name, "state": "unreadable", "message": str(e), "round": "?", "rounds": "?",
+                "rounds_completed": "?", "metrics": {}, "run_dir": str(run_dir)}
+
+
 @main.command()
 @click.argument("config", type=click.Path(path_type=Path))
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -113,8 +126,7 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
         sgsbatch status tiny --json
         sgsbatch status tiny --watch
     """
-    from sgsbatch.paths import RunPaths
-    from sgsbatch.runs import list_runs, open_run, open_run_dir
+    from sgsbatch.runs import list_runs, open_run
     from sgsbatch.status import run_status
 
     while True:
@@ -132,7 +144,7 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
                 for k, v in sorted(st["metrics"].items()):
                     click.echo(f"  {k} = {v:g}")
         else:
-            rows = [run_status(open_run_dir(RunPaths(p.resolve()))) for p in list_runs(runs_dir)]
+            rows = [_status_or_error(p.resolve()) for p in list_runs(runs_dir)]
             if as_json:
                 click.echo(json.dumps(rows, sort_keys=True))
             elif not rows:
@@ -216,6 +228,31 @@ def watch(run: str, runs_dir: str, interval: float) -> None:
 
 
 @main.command()
+@click.argument("run")
+@runs_dir_option
+@click.option("--force", is_flag=True, help="Move a state.db that is still there aside (state.db.bad-<time>) first.")
+@_clean_errors
+def rebuild(run: str, runs_dir: str, force: bool) -> None:
+    """Rebuild RUN's lost or corrupt database from its run directory.
+
+    Every round whose train job finished is ended again from its shard files (attempts,
+    verdicts, proofs, conjectures, reviews, metrics, checkpoints); Slurm jobs come back from
+    the rounds' job journals, so a running chain goes on. Nothing in the run directory changes.
+
+    \b
+    Examples:
+        sgsbatch rebuild tiny             # state.db was deleted
+        sgsbatch rebuild tiny --force     # state.db is corrupt: keep it aside, rebuild
+    """
+    from sgsbatch.rebuild import rebuild as rebuild_run
+    from sgsbatch.runs import existing_run_paths
+
+    rep = rebuild_run(existing_run_paths(runs_dir, run), force=force,
+                      progress=lambda r: click.echo(f"round {r} ended again", err=True))
+    click.echo(rep.describe())
+
+
+@main.command()
 @click.argument("input_path", metavar="INPUT.jsonl", type=click.Path(path_type=Path))
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Verdicts JSONL (appended to; ids already there are skipped).")
@@ -257,6 +294,34 @@ def verify(input_path: Path, out_path: Path, config: Path | None, overrides: tup
     except ValueError as e:
         raise click.UsageError(str(e)) from e
     click.echo(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "nothing to check")
+
+
+@main.command()
+@click.argument("run")
+@runs_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--min-generations", type=click.IntRange(min=0), default=None,
+              help="Drop points below this many generations so far [default: the run's scaling.min_generations].")
+@click.option("--halves", type=click.IntRange(min=0), default=None,
+              help="Random-half refits for the spread of A; 0 = none [default: the run's scaling.halves].")
+@_clean_errors
+def fit(run: str, runs_dir: str, as_json: bool, min_generations: int | None, halves: int | None) -> None:
+    """Fit the scaling law of RUN's cumulative solve rate R over generations so far C.
+
+    R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B), R0 the first observed value, A, C_mid and B by
+    least squares on the completed rounds at or above scaling.min_generations; prints the paper's
+    SGS fit beside it.
+
+    \b
+    Examples:
+        sgsbatch fit sgs
+        sgsbatch fit sgs --json --min-generations 50000 --halves 0
+    """
+    from sgsbatch.runs import open_run
+    from sgsbatch.scaling import fit_run, format_report
+
+    rep = fit_run(open_run(runs_dir, run), min_generations=min_generations, halves=halves)
+    click.echo(json.dumps(rep, sort_keys=True) if as_json else format_report(rep))
 
 
 if __name__ == "__main__":

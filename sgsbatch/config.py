@@ -167,6 +167,19 @@ class SlurmPhaseConfig:
     extra: dict[str, str] = field(default_factory=dict)  # more sbatch options, e.g. {constraint = "h200"}
 
 
+@dataclass(frozen=True)
+class ScalingConfig:
+    """`sgsbatch fit`: the scaling law of the cumulative solve rate (SGS-SPEC.md) and the paper's fit."""
+
+    min_generations: int = 100_000  # points below this many generations so far are dropped before fitting
+    halves: int = 20  # random-half refits for the spread of A (0 = none)
+    paper_asymptote: float = 0.671  # the paper's SGS fit, printed for comparison
+    paper_c_mid: float = 1_252_336.0
+    paper_b: float = 0.585
+    paper_halves_asymptote: float = 0.676  # the paper's random-half fits: A = 67.6% +- 1.1%
+    paper_halves_std: float = 0.011
+
+
 def _gpu(gpus: int, cpus: int, mem: str, time_min: int) -> SlurmPhaseConfig:
     return SlurmPhaseConfig(gpus=gpus, cpus=cpus, mem=mem, time_min=time_min)
 
@@ -198,6 +211,7 @@ class Config:
     checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
     shards: ShardsConfig = field(default_factory=ShardsConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    scaling: ScalingConfig = field(default_factory=ScalingConfig)
 
     @property
     def simulated(self) -> bool:
@@ -277,6 +291,14 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
         check(n >= 1, f"shards.{phase}", f"must be >= 1, got {n}")
     check(cfg.checkpoints.keep_last >= 1, "checkpoints.keep_last", "must be >= 1 (the next round needs the last weights)")
     check(cfg.checkpoints.keep_every >= 0, "checkpoints.keep_every", "must be >= 0")
+    sc = cfg.scaling
+    check(sc.min_generations >= 0, "scaling.min_generations", f"must be >= 0, got {sc.min_generations}")
+    check(sc.halves >= 0, "scaling.halves", f"must be >= 0 (0 = no random-half refits), got {sc.halves}")
+    for key, val in (("paper_asymptote", sc.paper_asymptote), ("paper_halves_asymptote", sc.paper_halves_asymptote)):
+        check(0.0 <= val <= 1.0, f"scaling.{key}", f"must be within [0, 1] (a solve rate), got {val}")
+    check(sc.paper_c_mid > 0, "scaling.paper_c_mid", f"must be > 0 (generations), got {sc.paper_c_mid}")
+    check(sc.paper_b > 0, "scaling.paper_b", f"must be > 0, got {sc.paper_b}")
+    check(sc.paper_halves_std >= 0, "scaling.paper_halves_std", f"must be >= 0, got {sc.paper_halves_std}")
     for phase in PHASES:
         r = cfg.phase_resources(phase)
         for key, val, low in (("gpus", r.gpus, 0), ("cpus", r.cpus, 1), ("time_min", r.time_min, 1),

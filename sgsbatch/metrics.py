@@ -4,6 +4,8 @@ Events go under `runs/<name>/tb/` (step = round) and `runs/<name>/tb/by_generati
 generations so far), so `tensorboard --logdir runs/` shows every run. Writing a round again
 (a retried train job) first purges that round's points (`purge_step`), so resuming never
 duplicates them. Simulated and smoke runs are labelled in a text summary on every round.
+The per-bin counts `solve_rate_hist/<kind>_<k>` (problems with k of n samples verified) are
+also written as one TensorBoard histogram of solve rates k/n per kind (HISTOGRAMS tab).
 The metric values themselves are computed at ingestion (state/ingest.py, advance.py).
 """
 
@@ -11,8 +13,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 HEADLINE = "cumulative_solve_rate"
+HIST_PREFIX = "solve_rate_hist/"
+
+
+def solve_rate_histograms(metrics: Mapping[str, float]) -> dict[str, dict[str, Any]]:
+    """`add_histogram_raw` arguments per kind, from the `solve_rate_hist/<kind>_<k>` counts."""
+    bins: dict[str, dict[int, float]] = {}
+    for name, value in metrics.items():
+        if name.startswith(HIST_PREFIX):
+            kind, k = name[len(HIST_PREFIX):].rsplit("_", 1)
+            bins.setdefault(kind, {})[int(k)] = value
+    out = {}
+    for kind, counts in bins.items():
+        n = max(counts)
+        num = sum(counts.values())
+        if n == 0 or num == 0:
+            continue
+        rates = [k / n for k in range(n + 1)]
+        counts_list = [counts.get(k, 0.0) for k in range(n + 1)]
+        seen = [x for x, c in zip(rates, counts_list, strict=True) if c]
+        out[f"{HIST_PREFIX}{kind}"] = {
+            "min": min(seen), "max": max(seen), "num": num,
+            "sum": sum(x * c for x, c in zip(rates, counts_list, strict=True)),
+            "sum_squares": sum(x * x * c for x, c in zip(rates, counts_list, strict=True)),
+            "bucket_limits": rates, "bucket_counts": counts_list}
+    return out
 
 
 def write_tensorboard(tb_dir: Path, r: int, metrics: Mapping[str, float], *, simulated: bool, smoke: bool) -> None:
@@ -23,6 +51,8 @@ def write_tensorboard(tb_dir: Path, r: int, metrics: Mapping[str, float], *, sim
     with SummaryWriter(str(tb_dir), purge_step=r) as w:
         for name, value in sorted(metrics.items()):
             w.add_scalar(name, value, r)
+        for tag, hist in solve_rate_histograms(metrics).items():
+            w.add_histogram_raw(tag, global_step=r, **hist)
         w.add_text("run/labels", ", ".join(labels) or "research run", r)
     with SummaryWriter(str(tb_dir / "by_generations"), purge_step=generations) as w:
         for name, value in sorted(metrics.items()):

@@ -5,6 +5,7 @@
       state.db                    SQLite state (unless run.database_url points elsewhere)
       targets.jsonl               the run's targets, as loaded at launch
       rounds/r0003/inputs.json    what round 3 starts from (unsolved targets), written before submission
+      rounds/r0003/jobs.jsonl     every Slurm job submitted for round 3 (phase, job id, shards), appended
       rounds/r0003/<phase>/       shard outputs: shard_00007.jsonl (+ .done marker, written last),
                                   .partial.jsonl item logs, .failures crash log, .failed marker
       checkpoints/init/<role>/    base weights (tiny-random built here)
@@ -57,6 +58,9 @@ class RunPaths:
 
     def round_inputs(self, r: int) -> Path:
         return self.round_dir(r) / "inputs.json"
+
+    def jobs_journal(self, r: int) -> Path:
+        return self.round_dir(r) / "jobs.jsonl"
 
     def phase_dir(self, r: int, phase: str) -> Path:
         return self.round_dir(r) / phase

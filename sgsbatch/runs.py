@@ -65,34 +65,47 @@ def create_run(cfg: Config, targets: list[Target], executor: str) -> RunHandle:
             json.dumps({"id": t.id, "header": t.header, "theorem": t.theorem}, ensure_ascii=False) + "\n"
             for t in targets))
         db = open_db(database_url(cfg, paths))
-        with db.write() as s:
-            if s.exec(select(Run).where(Run.name == cfg.run.name)).first() is not None:
-                raise RunError(f"run {cfg.run.name!r} already exists in {db.url}; choose another run.name")
-            run = Run(name=cfg.run.name, run_dir=str(paths.root), created_at=time.time(), updated_at=time.time(),
-                      config_toml=text, config_hash=hashlib.sha256(text.encode()).hexdigest(), executor=executor,
-                      state=RunState.pending, simulated=cfg.simulated, smoke=cfg.run.smoke, rounds=cfg.run.rounds,
-                      seed=cfg.run.seed, targets=len(targets))
-            s.add(run)
-            s.flush()
-            assert run.id is not None
-            run_id = run.id
-            s.execute(Problem.__table__.insert(), [  # type: ignore[attr-defined]
-                {"run_id": run_id, "problem_id": t.id, "header": t.header, "theorem": t.theorem} for t in targets])
-            s.add(Round(run_id=run_id, index=0, state="pending", unsolved=len(targets)))
-            for phase in cfg.phases_of_round(0):
-                s.add(Phase(run_id=run_id, round=0, kind=phase, shards=cfg.shard_count(phase)))
+        run_id = insert_run(db, cfg, paths, text, targets, executor, time.time())
     except BaseException:
         shutil.rmtree(paths.root, ignore_errors=True)
         raise
     return RunHandle(cfg, paths, db, run_id)
 
 
-def open_run(runs_dir: str | Path, name: str) -> RunHandle:
+def insert_run(db: Database, cfg: Config, paths: RunPaths, text: str, targets: list[Target], executor: str,
+               created_at: float) -> int:
+    """The database rows of a new run: the run, its targets as problems, round 0 and its phases."""
+    with db.write() as s:
+        if s.exec(select(Run).where(Run.name == cfg.run.name)).first() is not None:
+            raise RunError(f"run {cfg.run.name!r} already exists in {db.url}; choose another run.name")
+        run = Run(name=cfg.run.name, run_dir=str(paths.root), created_at=created_at, updated_at=time.time(),
+                  config_toml=text, config_hash=hashlib.sha256(text.encode()).hexdigest(), executor=executor,
+                  state=RunState.pending, simulated=cfg.simulated, smoke=cfg.run.smoke, rounds=cfg.run.rounds,
+                  seed=cfg.run.seed, targets=len(targets))
+        s.add(run)
+        s.flush()
+        assert run.id is not None
+        run_id = run.id
+        s.execute(Problem.__table__.insert(), [  # type: ignore[attr-defined]
+            {"run_id": run_id, "problem_id": t.id, "header": t.header, "theorem": t.theorem} for t in targets])
+        s.add(Round(run_id=run_id, index=0, state="pending", unsolved=len(targets)))
+        for phase in cfg.phases_of_round(0):
+            s.add(Phase(run_id=run_id, round=0, kind=phase, shards=cfg.shard_count(phase)))
+    return run_id
+
+
+def existing_run_paths(runs_dir: str | Path, name: str) -> RunPaths:
+    """The directory of run `name`; a RunError listing the runs there when it has none."""
     paths = run_paths(runs_dir, name)
     if not paths.config.exists():
         known = sorted(p.name for p in Path(runs_dir).glob("*") if (p / "config.toml").exists())
         raise RunError(f"no run named {name!r} in {Path(runs_dir).resolve()}; runs there: "
                        f"{', '.join(known) or '(none)'}")
+    return paths
+
+
+def open_run(runs_dir: str | Path, name: str) -> RunHandle:
+    paths = existing_run_paths(runs_dir, name)
     cfg = from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config))
     return open_run_dir(paths, cfg)
 
@@ -100,11 +113,15 @@ def open_run(runs_dir: str | Path, name: str) -> RunHandle:
 def open_run_dir(paths: RunPaths, cfg: Config | None = None) -> RunHandle:
     if cfg is None:
         cfg = from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config))
+    if not cfg.run.database_url and not paths.db.exists():  # never create an empty one in its place
+        raise RunError(f"{paths.db} is missing; rebuild it from the run directory with "
+                       f"`sgsbatch rebuild {cfg.run.name} --runs-dir {paths.root.parent}`")
     db = open_db(database_url(cfg, paths))
     with db.read() as s:
         run = s.exec(select(Run).where(Run.name == cfg.run.name)).first()
     if run is None or run.id is None:
-        raise RunError(f"{paths.root}: the database {db.url} has no run {cfg.run.name!r}")
+        raise RunError(f"{paths.root}: the database {db.url} has no run {cfg.run.name!r}; if it was lost, "
+                       f"rebuild it with `sgsbatch rebuild {cfg.run.name} --runs-dir {paths.root.parent} --force`")
     return RunHandle(cfg, paths, db, run.id)
 
 

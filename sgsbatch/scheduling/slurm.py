@@ -11,7 +11,8 @@ rendezvous variables) are scrubbed so a round submitted from inside a job does n
 job's resources or its MASTER_PORT.
 
 Slurm state comes from `squeue` (live jobs) and `sacct` (finished ones, restarts); when `sacct`
-is unavailable, status works from squeue and the shard files alone.
+is unavailable, status works from squeue and the shard files alone. Every submission is also
+appended to the round's `jobs.jsonl`, so a lost database can be rebuilt with its job ids.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlmodel import select
 
@@ -109,10 +111,22 @@ def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], depend
     except Exception as e:  # submitit raises FailedJobError / CalledProcessError with sbatch's message
         raise SchedulerError(f"sbatch refused round {r} {phase}: {e}") from e
     job_id = jobs[0].job_id.split("_")[0]
+    now = time.time()
+    journal_job(h.paths.jobs_journal(r), {"phase": phase, "job_id": job_id, "shards": list(shards),
+                                          "submitted_at": now})
     with h.db.write() as s:
         s.add(SlurmJob(run_id=h.run_id, round=r, phase=phase, job_id=job_id, shards=json.dumps(list(shards)),
-                       submitted_at=time.time(), active=True))
+                       submitted_at=now, active=True))
     return job_id
+
+
+def journal_job(path: Path, record: dict[str, object]) -> None:
+    """Append one submission to the round's job journal (what `sgsbatch rebuild` reads back)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def submit_round(h: RunHandle, r: int, only_unfinished: bool = False) -> list[str]:

@@ -94,6 +94,8 @@ def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemR
     m["verify/verified"] = sum(a["verdict"] == "verified" for a in out.attempts)
     for b in range(cfg.solver.samples + 1):
         m[f"solve_rate_hist/targets_{b}"] = sum(1 for x in tgt if x.verified == b)
+        if conj_res:
+            m[f"solve_rate_hist/conjectures_{b}"] = sum(1 for x in conj_res if x.verified == b)
     if out.reviews:
         for key in ("score", "relevance", "redundant", "complexity"):
             m[f"guide/{key}_mean"] = sum(float(x[key]) for x in out.reviews) / len(out.reviews)

@@ -185,3 +185,39 @@ def test_local_executor_gives_the_same_run(reference: dict[str, Any], runs_root:
     got = outcome(runs_root / "local-twin")
     for key in ("attempts", "solved", "conjectures", "reviews", "steps"):
         assert got[key] == reference[key], key
+
+
+def test_database_lost_mid_run_is_rebuilt_and_the_chain_goes_on(reference: dict[str, Any], runs_root: Path) -> None:
+    """At round 1 the database is deleted; `rebuild` restores it and the running chain completes."""
+    name = "lostdb"
+    launch = sgsbatch(*launch_args(runs_root, name, "run.executor=slurm"))
+    assert launch.returncode == 0, launch.stderr
+    deadline = time.time() + 1200
+    while not any(p == "solve" and s == "RUNNING" for _, p, s, _ in _jobs(name)) or \
+            not (runs_root / name / "rounds" / "r0001").is_dir():
+        assert time.time() < deadline, "round 1 never started"
+        time.sleep(0.5)
+    db = runs_root / name / "state.db"
+    before = sqlite_rows(db, "SELECT round, phase, job_id, shards FROM slurm_jobs ORDER BY round, phase")
+    db.unlink()
+    res = sgsbatch("rebuild", name, "--runs-dir", str(runs_root))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "1 of 3 rounds completed" in res.stdout
+    assert sqlite_rows(db, "SELECT round, phase, job_id, shards FROM slurm_jobs ORDER BY round, phase") == before
+    st = _wait(runs_root, name)
+    assert st["state"] == "completed", st
+    got = outcome(runs_root / name)
+    for key in ("attempts", "solved", "store", "conjectures", "reviews", "steps"):
+        assert got[key] == reference[key], key
+    phases = {(r, p) for r, p in sqlite_rows(db, "SELECT round, phase FROM slurm_jobs")}
+    assert {p for r, p in phases if r == 2} >= {"conjecture", "solve", "verify", "train"}
+
+
+def sqlite_rows(db: Path, query: str) -> list[tuple[Any, ...]]:
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(query).fetchall()
+    finally:
+        con.close()

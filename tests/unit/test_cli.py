@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-COMMANDS = ["launch", "status", "resume", "cancel", "watch"]
+COMMANDS = ["launch", "status", "resume", "cancel", "watch", "rebuild", "verify", "fit"]
 HEAVY = ("torch", "vllm", "deepspeed", "transformers")
 
 

@@ -1,0 +1,146 @@
+"""Rebuilding a lost or corrupt run database from the run directory alone.
+
+The run directory holds everything the database is derived from: the frozen config, the targets,
+each round's shard files (conjectures, samples with their verdicts, reviews, training results)
+and the round's job journal (`rounds/rNNNN/jobs.jsonl`). `rebuild` writes the run's rows afresh,
+then ends every round whose train shard is done exactly as its train job did (the same
+`ingest_round` and `finish_round`), and restores the Slurm job records so that `status` and
+`resume` see the jobs of the round in flight. A live run can go on afterwards: its jobs open the
+rebuilt database like the old one.
+
+Covered: runs, rounds, phases, problems, attempts with verdicts, the solved store, conjectures,
+reviews, metrics (TensorBoard points rewritten too), checkpoints (marked deleted where the
+retention policy removed the weights), Slurm jobs with their restarts (from sacct, while
+accounting remembers them).
+Not covered: a run cancelled with `sgsbatch cancel` shows as stalled after a rebuild (the
+cancellation lived only in the database: cancel it again); a database at `run.database_url` is
+only filled when it has no row for the run (it is never moved aside or deleted here).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import func
+from sqlmodel import select
+
+from sgsbatch.advance import finish_round
+from sgsbatch.configfile import from_toml_text
+from sgsbatch.data import Target
+from sgsbatch.errors import RunError
+from sgsbatch.paths import RunPaths
+from sgsbatch.round_data import round_results
+from sgsbatch.runs import RunHandle, database_url, insert_run
+from sgsbatch.shards import Shard
+from sgsbatch.state.db import Database, open_db
+from sgsbatch.state.ingest import ingest_round
+from sgsbatch.state.schema import Attempt, Checkpoint, Run, RunState, SlurmJob
+
+
+@dataclass
+class RebuildReport:
+    run: str
+    database: str
+    rounds_completed: int
+    rounds: int
+    attempts: int
+    slurm_jobs: int
+    moved_aside: Path | None
+
+    def describe(self) -> str:
+        aside = f"; the old database is kept as {self.moved_aside}" if self.moved_aside else ""
+        return (f"run {self.run}: rebuilt {self.database} from the run directory: {self.rounds_completed} of "
+                f"{self.rounds} rounds completed, {self.attempts} attempts, {self.slurm_jobs} Slurm jobs{aside}")
+
+
+def _has_run(url: str, name: str) -> bool:
+    with open_db(url).read() as s:
+        return s.exec(select(Run).where(Run.name == name)).first() is not None
+
+
+def _fresh_database(paths: RunPaths, url: str, name: str, external: bool, force: bool) -> tuple[Database, Path | None]:
+    """An empty database for the run; a SQLite file already there is moved aside (with --force only)."""
+    if external:
+        if _has_run(url, name):
+            raise RunError(f"{url} already holds run {name!r}; rebuild fills only a database without it "
+                           f"(delete that run's rows first, or point run.database_url elsewhere)")
+        return open_db(url), None
+    if not paths.db.exists():
+        return open_db(url), None
+    if not force:
+        raise RunError(f"{paths.db} exists; rebuild replaces a lost or corrupt database: pass --force to move it "
+                       f"aside (kept as state.db.bad-<time>) and rebuild from the run directory")
+    aside = paths.db.with_name(f"state.db.bad-{time.strftime('%Y%m%d-%H%M%S')}")
+    for suffix in ("-journal", "-wal", "-shm"):  # SQLite's side files belong to the old database
+        side = paths.db.with_name(paths.db.name + suffix)
+        if side.exists():
+            side.rename(aside.with_name(aside.name + suffix))
+    paths.db.rename(aside)
+    return open_db(url), aside
+
+
+def _journal(path: Path) -> list[dict[str, object]]:
+    """The job journal's records; a line torn by a crash is skipped."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def _restore_jobs(h: RunHandle) -> int:
+    """SlurmJob rows from every round's journal; the newest submission of a (round, phase) is active."""
+    rows = []
+    for r in range(h.cfg.run.rounds):
+        records = _journal(h.paths.jobs_journal(r))
+        newest = {str(rec["phase"]): i for i, rec in enumerate(records)}
+        for i, rec in enumerate(records):
+            rows.append(SlurmJob(run_id=h.run_id, round=r, phase=str(rec["phase"]), job_id=str(rec["job_id"]),
+                                 shards=json.dumps(rec["shards"]), submitted_at=float(str(rec["submitted_at"])),
+                                 active=newest[str(rec["phase"])] == i))
+    with h.db.write() as s:
+        s.add_all(rows)
+    return len(rows)
+
+
+def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None] | None = None) -> RebuildReport:
+    """Recreate the run's database from `paths` (see the module docstring); `progress(r)` after each round."""
+    if not paths.config.exists() or not paths.targets.exists():
+        raise RunError(f"{paths.root} is not a run directory: rebuild needs its config.toml and targets.jsonl")
+    text = paths.config.read_text(encoding="utf-8")
+    cfg = from_toml_text(text, str(paths.config))
+    url = database_url(cfg, paths)
+    db, aside = _fresh_database(paths, url, cfg.run.name, bool(cfg.run.database_url), force)
+    targets = [Target(row["id"], row["header"], row["theorem"]) for row in
+               (json.loads(line) for line in paths.targets.read_text(encoding="utf-8").splitlines() if line)]
+    executor = cfg.run.executor if cfg.run.executor != "auto" else ("slurm" if paths.slurm.exists() else "local")
+    run_id = insert_run(db, cfg, paths, text, targets, executor, created_at=paths.config.stat().st_mtime)
+    h = RunHandle(cfg, paths, db, run_id)
+    jobs = _restore_jobs(h)
+    done = 0
+    for r in range(cfg.run.rounds):
+        train = Shard(paths.phase_dir(r, "train"), 0)
+        if not train.is_done():
+            break
+        ingest_round(db, run_id, cfg, paths, r, round_results(cfg, paths, r))
+        finish_round(h, r, {x["role"]: x for x in train.read()})
+        done += 1
+        if progress:
+            progress(r)
+    with db.write() as s:
+        for ck in s.exec(select(Checkpoint).where(Checkpoint.run_id == run_id)).all():
+            if not Path(ck.path).exists():
+                ck.deleted = True
+                s.add(ck)
+        attempts = s.exec(select(func.count()).select_from(Attempt).where(Attempt.run_id == run_id)).one()
+    if done < cfg.run.rounds:
+        h.set_state(RunState.running, "database rebuilt from the run directory")
+    return RebuildReport(cfg.run.name, url, done, cfg.run.rounds, attempts, jobs, aside)
