@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import settings
+from leanlib import settings
 
 from sgsbatch.verification.backends import ProofJob
 from sgsbatch.verification.pool import HEADER_ERROR, ReplPool

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FAKE, FAKE_COMMAND
+from leanlib import FAKE, FAKE_COMMAND
 
 from sgsbatch.verification import repl as R
 from sgsbatch.verification.verdicts import LEAN_ERROR, SORRY, proof_failure

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import FAKE_COMMAND
+from leanlib import FAKE_COMMAND
 
 from sgsbatch.verification.command import split_code
 

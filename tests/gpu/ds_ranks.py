@@ -1,0 +1,132 @@
+"""One rank of the multi-GPU training test (tests/gpu/test_deepspeed_multi.py); not a test module.
+
+Launched the way the train phase is (supervisor.worker_command: `python -m torch.distributed.run
+--standalone --nproc_per_node=G SCRIPT` for G > 1 GPUs, plain `python SCRIPT` for one), it calls
+the real trainer (`sgsbatch.backends.trainer.train`) on a tiny model, for each case:
+
+- `<case>-plain`: one uninterrupted training call;
+- `<case>-resumed` (unless --plain-only): the same call, where the last rank's `should_stop()` says
+  yes after every optimizer step (the ranks must agree to stop, save a ZeRO checkpoint and raise
+  TrainingInterrupted), called again until it finishes.
+
+Cases: `fp32-reinforce` and `fp32-cispo` (float32, ZeRO-2), `bf16-reinforce` (what jobs/sgs.toml
+trains with: bf16, gradient checkpointing, ZeRO-2; plain only). Each rank writes
+`<out>/rank<R>.json`: its rank, world size, device, and per run the TrainResult, the number of
+interruptions and a sha256 of the weights its engine holds at the end (every rank holds all of
+them under ZeRO-2), so the test can check that the ranks agree bit for bit.
+
+    python tests/gpu/ds_ranks.py MODEL_DIR WORK_DIR [--plain-only]   (under torchrun for G > 1)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from sgsbatch.backends.generation import chat_prompt_ids  # noqa: E402
+from sgsbatch.backends.trainer import Example, TrainingInterrupted, TrainSettings, train  # noqa: E402
+
+LR = 1e-3
+PROOFS = ["nlinarith [sq_nonneg (x - y), sq_nonneg (x + y)]", "omega", "norm_num", "simp", "positivity",
+          "linarith", "decide"]
+CASES: dict[str, dict[str, Any]] = {
+    "fp32-reinforce": {"objective": "reinforce"},
+    "fp32-cispo": {"objective": "cispo"},
+    "bf16-reinforce": {"objective": "reinforce", "bf16": True, "gradient_checkpointing": True},
+}
+
+
+def examples(model_dir: Path) -> list[Example]:
+    """7 examples (steps of 4 and 3 at batch size 4, so one rank runs a dummy micro-batch);
+    CISPO groups of 2 with mixed-sign advantages and made-up sampler logprobs."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    out = []
+    for i, proof in enumerate(PROOFS):
+        prompt = chat_prompt_ids(tok, [{"role": "user", "content": f"Prove: theorem t{i} (x y : ℝ) : x ≤ x := by"}])
+        completion = [int(t) for t in tok(proof, add_special_tokens=False)["input_ids"]] + [int(tok.eos_token_id)]
+        out.append(Example(prompt, completion, weight=(1.0 if i % 2 == 0 else -0.5), group=i // 2,
+                           sampler_logprobs=[-2.0 - 0.1 * t for t in range(len(completion))]))
+    return out
+
+
+def digest(named: Iterable[tuple[str, Any]]) -> str:
+    """sha256 of (name, float32 bytes) of every parameter, in order."""
+    h = hashlib.sha256()
+    for name, p in named:
+        h.update(name.encode())
+        h.update(p.detach().float().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model_dir", type=Path)
+    ap.add_argument("work_dir", type=Path)
+    ap.add_argument("--plain-only", action="store_true")
+    args = ap.parse_args()
+
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")  # as the trainer does (a CPU dry run of this script)
+    import deepspeed
+    import torch.distributed as dist
+
+    engines: list[Any] = []
+    real_initialize = deepspeed.initialize
+
+    def capture(*a: Any, **kw: Any) -> Any:  # the trainer's own engine, to read its weights afterwards
+        result = real_initialize(*a, **kw)
+        engines.append(result[0])
+        return result
+
+    deepspeed.initialize = capture
+    exs = examples(args.model_dir)
+    report: dict[str, Any] = {"runs": {}}
+    for case, kw in CASES.items():
+        settings = TrainSettings(lr=LR, batch_size=4, micro_batch_size=1, zero_stage=2, seed=1, **kw)
+        modes = ["plain"] if args.plain_only or case.startswith("bf16") else ["plain", "resumed"]
+        for mode in modes:
+            name = f"{case}-{mode}"
+            interruptions = 0
+            # the launcher's rank (torchrun sets RANK/WORLD_SIZE; a plain launch is rank 0 of 1)
+            rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+            stop = mode == "resumed" and rank == world - 1
+
+            def should_stop(stop: bool = stop) -> bool:
+                return stop
+
+            while True:
+                try:
+                    res = train(args.model_dir, args.work_dir / name, exs, settings,
+                                state_dir=args.work_dir / f"state-{name}", should_stop=should_stop)
+                    break
+                except TrainingInterrupted:
+                    interruptions += 1
+                    if interruptions > 10:
+                        raise
+            engine = engines[-1]
+            report["runs"][name] = {"result": res.__dict__, "interruptions": interruptions,
+                                    "digest": digest(engine.module.named_parameters()), "device": str(engine.device)}
+    rank, world = dist.get_rank(), dist.get_world_size()
+    report.update(rank=rank, world=world, local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+                  cuda_device=torch.cuda.current_device() if torch.cuda.is_available() else None)
+    out = args.work_dir / "ranks"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"rank{rank}.json").write_text(json.dumps(report, indent=1) + "\n")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

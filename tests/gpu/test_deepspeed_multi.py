@@ -1,0 +1,157 @@
+"""Multi-GPU DeepSpeed training: the real trainer on 2 ranks (skipped with fewer than 2 CUDA devices).
+
+`ds_ranks.py` is launched with the train phase's own launch line (`supervisor.worker_command` with
+gpus = 2: `python -m torch.distributed.run --standalone --nproc_per_node=2`) and runs
+`trainer.train` on a tiny model: float32 REINFORCE and CISPO (ZeRO-2), uninterrupted and
+interrupted after every optimizer step (a SIGUSR2 on one rank: the ranks agree to stop, save a
+ZeRO checkpoint, resume), and the production precision (bf16, gradient checkpointing). The same
+float32 calls also run on a single GPU (the 1-GPU launch line) as the reference. Asserted:
+- both ranks ran on different devices and ended with bit-identical weights and identical results;
+- the loss is finite, the weights changed, the published checkpoint (marker written, state
+  directory cleared) loads with transformers and holds exactly the weights the ranks held;
+- an interrupted-and-resumed run stops steps - 1 times and ends with the uninterrupted run's
+  result and weights;
+- 2 ranks compute what 1 rank does: same loss (rtol 1e-4), same weights up to GPU summation order
+  (AdamW's first steps move a weight by about lr * sign(gradient), so a gradient that is ~0 up to
+  rounding may move the other way: asserted, all entries within 2 * lr * steps and 99.9 % of them
+  within 1e-5). Resumed against uninterrupted gets the same bound: it is expected to be
+  bit-identical (it is on CPU, tests/models/test_trainer.py), but cuBLAS/NCCL do not promise it.
+
+`test_tiny_run_trains_on_two_gpus` runs a whole 1-round tiny run on the local executor with
+`slurm.train.gpus = 2` (the train job under torchrun, as on a Slurm GPU node).
+
+Not run on GPUs yet (none was available when this was written). Both tests pass on CPU (DeepSpeed on
+gloo, 2 ranks under torchrun) with the two CUDA-only assertions (distinct devices, `cuda` engines)
+taken out: under 2 minutes together on a 2-core VM.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+from ds_ranks import LR, digest  # noqa: E402
+from gpulib import build_model, multi_gpu_missing_reason  # noqa: E402
+
+from sgsbatch.models.tiny import is_complete  # noqa: E402
+
+_missing = multi_gpu_missing_reason(2)
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_missing is not None, reason=_missing or "")]
+
+HELPER = HERE / "ds_ranks.py"
+REPO = HERE.parents[1]
+
+
+def launch(gpus: int, model_dir: Path, work: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """Run ds_ranks.py with the train phase's launch line for `gpus` GPUs."""
+    from sgsbatch.scheduling.supervisor import worker_command, worker_env
+
+    cmd = worker_command(work, 0, "train", 0, gpus=gpus)
+    launcher = cmd[: cmd.index("sgsbatch.worker") - 1]  # everything before `-m sgsbatch.worker ...`
+    if gpus > 1:
+        assert f"--nproc_per_node={gpus}" in launcher, launcher
+    env = {**worker_env(), "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+    return subprocess.run([*launcher, str(HELPER), str(model_dir), str(work), *extra], capture_output=True,
+                          text=True, env=env, cwd=REPO, timeout=1200)
+
+
+@pytest.fixture(scope="module")
+def train_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_model(tmp_path_factory.mktemp("gpu-train"), sharpen=False)
+
+
+def weights(d: Path) -> dict[str, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(d), dtype=torch.float32)
+    return {k: v.detach().clone() for k, v in model.named_parameters()}
+
+
+def close_weights(a: dict[str, Any], b: dict[str, Any], bound: float, what: str) -> None:
+    """All entries within `bound` (AdamW's step bound) and 99.9 % within 1e-5."""
+    total = near = 0
+    worst = 0.0
+    for k in a:
+        d = (a[k] - b[k]).abs()
+        worst = max(worst, float(d.max()))
+        total += d.numel()
+        near += int((d <= 1e-5).sum())
+    assert worst <= bound, f"{what}: a weight differs by {worst:.3g} > {bound:.3g}"
+    assert near >= 0.999 * total, f"{what}: only {near}/{total} weights within 1e-5"
+
+
+def check_ranks(work: Path, world: int) -> dict[str, Any]:
+    """Per-rank reports: one per rank, distinct devices, identical results and weights."""
+    reports = [json.loads((work / "ranks" / f"rank{r}.json").read_text()) for r in range(world)]
+    assert [r["rank"] for r in reports] == list(range(world)) and all(r["world"] == world for r in reports)
+    devices = {r["cuda_device"] for r in reports}
+    assert len(devices) == world, f"ranks shared a device: {devices}"
+    for name in reports[0]["runs"]:
+        runs = [r["runs"][name] for r in reports]
+        assert all(x["result"] == runs[0]["result"] for x in runs), f"{name}: ranks disagree on the result"
+        assert all(x["digest"] == runs[0]["digest"] for x in runs), f"{name}: ranks hold different weights"
+    return reports[0]
+
+
+def test_two_ranks_train_like_one(train_model_dir: Path, tmp_path: Path) -> None:
+    two, one = tmp_path / "two", tmp_path / "one"
+    proc = launch(2, train_model_dir, two)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    proc = launch(1, train_model_dir, one, "--plain-only")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    rep2, rep1 = check_ranks(two, 2), check_ranks(one, 1)
+    assert set(rep2["runs"]) == {"fp32-reinforce-plain", "fp32-reinforce-resumed", "fp32-cispo-plain",
+                                 "fp32-cispo-resumed", "bf16-reinforce-plain"}
+    start = weights(train_model_dir)
+    for name, run in rep2["runs"].items():
+        res = run["result"]
+        assert res["steps"] == 2 and res["sequences"] == 7 and math.isfinite(res["mean_loss"]), (name, res)
+        assert run["device"].startswith("cuda"), run["device"]
+        out = two / name
+        assert is_complete(out), f"{name}: no completion marker in {out}"
+        assert not list((two / f"state-{name}").glob("step*")), f"{name}: checkpoints left behind"
+        saved = weights(out)
+        assert any(not (saved[k] == start[k]).all() for k in start), f"{name}: the weights did not change"
+        assert digest(saved.items()) == run["digest"], f"{name}: the published weights are not the ranks' weights"
+    bound = 2 * LR * 2 + 1e-6  # two AdamW steps
+    for objective in ("reinforce", "cispo"):
+        plain, resumed = rep2["runs"][f"fp32-{objective}-plain"], rep2["runs"][f"fp32-{objective}-resumed"]
+        assert resumed["interruptions"] == plain["result"]["steps"] - 1
+        assert resumed["result"]["steps"] == plain["result"]["steps"]
+        assert math.isclose(resumed["result"]["mean_loss"], plain["result"]["mean_loss"], rel_tol=1e-5)
+        if resumed["digest"] != plain["digest"]:
+            close_weights(weights(two / f"fp32-{objective}-plain"), weights(two / f"fp32-{objective}-resumed"),
+                          bound, f"{objective}: resumed vs uninterrupted")
+        ref = rep1["runs"][f"fp32-{objective}-plain"]
+        assert math.isclose(plain["result"]["mean_loss"], ref["result"]["mean_loss"], rel_tol=1e-4), (
+            f"{objective}: 2 ranks loss {plain['result']['mean_loss']} vs 1 rank {ref['result']['mean_loss']}")
+        close_weights(weights(two / f"fp32-{objective}-plain"), weights(one / f"fp32-{objective}-plain"), bound,
+                      f"{objective}: 2 ranks vs 1")
+
+
+@pytest.mark.slow
+def test_tiny_run_trains_on_two_gpus(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    from runlib import launch_args, outcome, sgsbatch, status
+
+    env = {k: v for k, v in cli_env.items() if k != "OMP_NUM_THREADS"}
+    proc = sgsbatch(*launch_args(tmp_path, "gpu2", "run.executor=local", "run.rounds=1", "slurm.train.gpus=2",
+                                 "train.zero_stage=2"), "--wait", env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    st = status(tmp_path, "gpu2")
+    assert st["state"] == "completed" and st["rounds_completed"] == 1, st
+    steps = {role: s for r, role, s, _ in outcome(tmp_path / "gpu2")["steps"] if r == 0}
+    assert any(s > 0 for s in steps.values()), f"nothing was trained in round 0: {steps}"
+    log = tmp_path / "gpu2" / "rounds" / "r0000" / "train" / "shard_00000.attempt.log"
+    # torchrun prints this only when it starts more than one process per node (and OMP_NUM_THREADS is unset)
+    assert "Setting OMP_NUM_THREADS environment variable for each process" in log.read_text(errors="replace"), (
+        "the train job did not run under torchrun with 2 processes")

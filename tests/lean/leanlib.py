@@ -1,0 +1,23 @@
+"""Shared pieces of the Lean verifier tests: the stand-in REPL, the transcripts' place, pool settings.
+
+A module of its own (not conftest.py) so test files can import it by a unique name.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from sgsbatch.verification.pool import PoolSettings
+
+HERE = Path(__file__).resolve().parent
+FAKE = HERE / "fake_repl.py"
+TRANSCRIPTS = Path(__file__).resolve().parents[2].parent / "shared" / "lean-repl-v4.15.0"
+FAKE_COMMAND = (sys.executable, str(FAKE))
+
+
+def settings(tmp_path: Path, **kw: object) -> PoolSettings:
+    base: dict[str, object] = dict(command=FAKE_COMMAND, project_dir=tmp_path, processes=2, timeout_s=1.5,
+                                   header_timeout_s=10.0, memory_limit_mb=0, max_proofs=200, retries=1)
+    base.update(kw)
+    return PoolSettings(**base)  # type: ignore[arg-type]
