@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func
 from sqlmodel import select
@@ -83,7 +84,7 @@ def _fresh_database(paths: RunPaths, url: str, name: str, external: bool, force:
     return open_db(url), aside
 
 
-def _journal(path: Path) -> list[dict[str, object]]:
+def _journal(path: Path) -> list[dict[str, Any]]:
     """The job journal's records; a line torn by a crash is skipped."""
     if not path.exists():
         return []
@@ -101,11 +102,11 @@ def _restore_jobs(h: RunHandle) -> int:
     rows = []
     for r in range(h.cfg.run.rounds):
         records = _journal(h.paths.jobs_journal(r))
-        newest = {str(rec["phase"]): i for i, rec in enumerate(records)}
+        newest = {rec["phase"]: i for i, rec in enumerate(records)}
         for i, rec in enumerate(records):
-            rows.append(SlurmJob(run_id=h.run_id, round=r, phase=str(rec["phase"]), job_id=str(rec["job_id"]),
-                                 shards=json.dumps(rec["shards"]), submitted_at=float(str(rec["submitted_at"])),
-                                 active=newest[str(rec["phase"])] == i))
+            rows.append(SlurmJob(run_id=h.run_id, round=r, phase=rec["phase"], job_id=rec["job_id"],
+                                 shards=json.dumps(rec["shards"]), submitted_at=rec["submitted_at"],
+                                 active=newest[rec["phase"]] == i))
     with h.db.write() as s:
         s.add_all(rows)
     return len(rows)

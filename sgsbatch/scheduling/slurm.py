@@ -123,8 +123,13 @@ def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], depend
 def journal_job(path: Path, record: dict[str, object]) -> None:
     """Append one submission to the round's job journal (what `sgsbatch rebuild` reads back)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
+    with path.open("a+b") as f:
+        end = f.seek(0, os.SEEK_END)
+        if end:
+            f.seek(end - 1)
+            if f.read(1) != b"\n":  # the last write was torn by a crash: end that line first
+                f.write(b"\n")
+        f.write(json.dumps(record).encode() + b"\n")
         f.flush()
         os.fsync(f.fileno())
 
