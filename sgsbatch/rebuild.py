@@ -34,7 +34,7 @@ from sgsbatch.configfile import from_toml_text
 from sgsbatch.data import Target
 from sgsbatch.errors import RunError
 from sgsbatch.paths import RunPaths
-from sgsbatch.round_data import round_results
+from sgsbatch.round_data import load_targets, round_results
 from sgsbatch.runs import RunHandle, database_url, insert_run
 from sgsbatch.shards import Shard
 from sgsbatch.state.db import Database, open_db
@@ -120,8 +120,7 @@ def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None
     cfg = from_toml_text(text, str(paths.config))
     url = database_url(cfg, paths)
     db, aside = _fresh_database(paths, url, cfg.run.name, bool(cfg.run.database_url), force)
-    targets = [Target(row["id"], row["header"], row["theorem"]) for row in
-               (json.loads(line) for line in paths.targets.read_text(encoding="utf-8").splitlines() if line)]
+    targets = [Target(t.problem_id, t.header, t.theorem) for t in load_targets(paths)]
     executor = cfg.run.executor if cfg.run.executor != "auto" else ("slurm" if paths.slurm.exists() else "local")
     run_id = insert_run(db, cfg, paths, text, targets, executor, created_at=paths.config.stat().st_mtime)
     h = RunHandle(cfg, paths, db, run_id)
