@@ -16,7 +16,7 @@ Run by hand (not a test), with the local cluster up (slurm/cluster.sh up) and pr
     `shard_*.done` markers: from the moment P's last worker finished its work to the moment the
     task supervisor of Q started Q's first worker. The `.pid` file is written once per worker
     start, right after Popen (an `.attempt.log` mtime moves while the worker logs, so it is not
-    a start time). It leaves out Q's own worker start-up (python -m sgsbatch.worker importing
+    a start time). It leaves out Q's own worker start-up (python -m sgsbatch.scheduling.worker importing
     torch and the phase), which is reported separately as an import time. The hand-over from
     one round's train to the next round's first phase is not a dependency hand-over (train
     submits the next round without a dependency before it writes its marker) and is reported
@@ -165,7 +165,7 @@ def requeues(rows: list[tuple[str, str, float, float, str]], mine: str) -> list[
 def import_times(repeats: int) -> dict[str, float | None]:
     probes = {"python -c pass": "pass", "import submitit": "import submitit",
               "import sgsbatch.scheduling.supervisor": "import sgsbatch.scheduling.supervisor",
-              "import sgsbatch.worker": "import sgsbatch.worker",
+              "import sgsbatch.scheduling.worker": "import sgsbatch.scheduling.worker",
               "import torch": "import torch", "import torch, transformers": "import torch, transformers",
               "import sgsbatch.phases.train": "import sgsbatch.phases.train"}
     res: dict[str, float | None] = {}
@@ -271,8 +271,8 @@ def sgs_chain(tmp: Path, rounds: int, timeout: float, log: Path, t_begin: float,
     sys.path.insert(0, str(REPO))
     from sqlmodel import select
 
-    from sgsbatch.runs import open_run
-    from sgsbatch.shards import Shard
+    from sgsbatch.run.handle import open_run
+    from sgsbatch.run.shards import Shard
     from sgsbatch.state.schema import SlurmJob
 
     h = open_run(runs_dir, name)

@@ -68,14 +68,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sgsbatch.config import Config, VerificationConfig  # noqa: E402
+from sgsbatch.config.schema import Config, VerificationConfig  # noqa: E402
 from sgsbatch.extraction import solver_file  # noqa: E402
-from sgsbatch.verification.backends import ProofJob  # noqa: E402
 from sgsbatch.verification.command import parse_row  # noqa: E402
 from sgsbatch.verification.lean import LeanVerifier, resolve_project_dir  # noqa: E402
 from sgsbatch.verification.repl import ReplProcess, ReplSystemError, ReplTimeout  # noqa: E402
+from sgsbatch.verification.rules import kept_messages, proof_failure  # noqa: E402
 from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, VERIFIED, Verdict  # noqa: E402
-from sgsbatch.verification.verdicts import kept_messages, proof_failure  # noqa: E402
+from sgsbatch.verification.verifier import ProofJob  # noqa: E402
 
 NO_LEAN = ("real Lean not found: install it with ./setup.sh --lean (or --lean-core), "
            "or pass --repl-command to point at a REPL")
@@ -278,7 +278,7 @@ def _absolute_args(argv: list[str]) -> list[str]:
 
 
 def load_cfg(args: argparse.Namespace) -> Config:
-    from sgsbatch.configfile import load_config
+    from sgsbatch.config.loading import load_config
 
     cfg: Config = load_config(args.config, args.overrides)
     return cfg

@@ -20,9 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-from sgsbatch.config import VerificationConfig
-from sgsbatch.verification.backends import ProofJob
+from sgsbatch.config.schema import VerificationConfig
 from sgsbatch.verification.lean import LeanVerifier
+from sgsbatch.verification.verifier import ProofJob
 
 FAKE = Path(__file__).resolve().parents[1] / "tests" / "lean" / "fake_repl.py"
 PROOF = "\n  nlinarith [sq_nonneg (a - b), sq_nonneg (a + b), mul_pos ha hb]  -- a typical proof"

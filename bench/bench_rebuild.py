@@ -1,4 +1,4 @@
-"""Rebuild benchmark: `sgsbatch.rebuild.rebuild` on a synthetic full-scale run directory.
+"""Rebuild benchmark: `sgsbatch.ops.rebuild.rebuild` on a synthetic full-scale run directory.
 
 Run by hand (not a test):
 
@@ -46,10 +46,10 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_db import Corpus, fake_targets  # noqa: E402
 
-from sgsbatch.configfile import load_config, to_toml  # noqa: E402
-from sgsbatch.paths import RunPaths  # noqa: E402
-from sgsbatch.round_data import conjecture_id  # noqa: E402
-from sgsbatch.shards import Shard, atomic_write_json  # noqa: E402
+from sgsbatch.config.loading import load_config, to_toml  # noqa: E402
+from sgsbatch.round.results import conjecture_id  # noqa: E402
+from sgsbatch.run.paths import RunPaths  # noqa: E402
+from sgsbatch.run.shards import Shard, atomic_write_json  # noqa: E402
 
 TOKEN_POOL = 64  # distinct token-id / logprob lists, reused across samples (generation speed)
 
@@ -191,7 +191,7 @@ def time_rebuild(root: Path) -> dict[str, Any]:
     from sqlalchemy import func
     from sqlmodel import select
 
-    import sgsbatch.rebuild as rb
+    import sgsbatch.ops.rebuild as rb
     from sgsbatch.state.db import open_db
     from sgsbatch.state.schema import Conjecture, Review
 

@@ -62,9 +62,9 @@ def _print_status_line(st: dict[str, Any]) -> None:
 
 def _status_or_error(run_dir: Path) -> dict[str, Any]:
     """One run's status for the all-runs listing; a run that cannot be read is listed with the reason."""
-    from sgsbatch.paths import RunPaths
-    from sgsbatch.runs import open_run_dir
-    from sgsbatch.status import run_status
+    from sgsbatch.ops.status import run_status
+    from sgsbatch.run.handle import open_run_dir
+    from sgsbatch.run.paths import RunPaths
 
     try:
         return run_status(open_run_dir(RunPaths(run_dir)))
@@ -91,7 +91,7 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
         sgsbatch launch jobs/sgs.toml --dry-run
         sgsbatch launch jobs/sgs.toml --set run.name=r2 --set run.rounds=3
     """
-    from sgsbatch import control
+    from sgsbatch.ops import control
 
     if strict:
         overrides = (*overrides, "data.strict=true")
@@ -126,8 +126,8 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
         sgsbatch status tiny --json
         sgsbatch status tiny --watch
     """
-    from sgsbatch.runs import list_runs, open_run
-    from sgsbatch.status import run_status
+    from sgsbatch.ops.status import run_status
+    from sgsbatch.run.handle import list_runs, open_run
 
     while True:
         if run:
@@ -170,8 +170,8 @@ def resume(run: str, runs_dir: str, force: bool, wait_: bool) -> None:
     Example:
         sgsbatch resume tiny
     """
-    from sgsbatch import control
-    from sgsbatch.runs import open_run
+    from sgsbatch.ops import control
+    from sgsbatch.run.handle import open_run
 
     h = open_run(runs_dir, run)
     click.echo(control.resume(h, force=force))
@@ -191,8 +191,8 @@ def cancel(run: str, runs_dir: str) -> None:
     Example:
         sgsbatch cancel tiny      # later: sgsbatch resume tiny
     """
-    from sgsbatch import control
-    from sgsbatch.runs import open_run
+    from sgsbatch.ops import control
+    from sgsbatch.run.handle import open_run
 
     control.cancel(open_run(runs_dir, run))
     click.echo(f"cancelled {run}")
@@ -212,9 +212,9 @@ def watch(run: str, runs_dir: str, interval: float) -> None:
     Example:
         sgsbatch watch tiny --interval 120
     """
-    from sgsbatch import control
-    from sgsbatch.runs import open_run
-    from sgsbatch.status import run_status
+    from sgsbatch.ops import control
+    from sgsbatch.ops.status import run_status
+    from sgsbatch.run.handle import open_run
 
     h = open_run(runs_dir, run)
     while True:
@@ -244,8 +244,8 @@ def rebuild(run: str, runs_dir: str, force: bool) -> None:
         sgsbatch rebuild tiny             # state.db was deleted
         sgsbatch rebuild tiny --force     # state.db is corrupt: keep it aside, rebuild
     """
-    from sgsbatch.rebuild import rebuild as rebuild_run
-    from sgsbatch.runs import existing_run_paths
+    from sgsbatch.ops.rebuild import rebuild as rebuild_run
+    from sgsbatch.run.handle import existing_run_paths
 
     rep = rebuild_run(existing_run_paths(runs_dir, run), force=force,
                       progress=lambda r: click.echo(f"round {r} ended again", err=True))
@@ -276,8 +276,8 @@ def verify(input_path: Path, out_path: Path, config: Path | None, overrides: tup
         sgsbatch verify proofs.jsonl --out verdicts.jsonl --processes 8
         sgsbatch verify proofs.jsonl --out v.jsonl --config jobs/sgs.toml --set verification.timeout_s=60
     """
-    from sgsbatch.config import Config, semantic_errors
-    from sgsbatch.configfile import apply_overrides, build, load_config
+    from sgsbatch.config.loading import apply_overrides, build, load_config
+    from sgsbatch.config.schema import Config, semantic_errors
     from sgsbatch.errors import ConfigError
     from sgsbatch.verification.command import verify_file
 
@@ -317,8 +317,8 @@ def fit(run: str, runs_dir: str, as_json: bool, min_generations: int | None, hal
         sgsbatch fit sgs
         sgsbatch fit sgs --json --min-generations 50000 --halves 0
     """
-    from sgsbatch.runs import open_run
-    from sgsbatch.scaling import fit_run, format_report
+    from sgsbatch.ops.fit import fit_run, format_report
+    from sgsbatch.run.handle import open_run
 
     rep = fit_run(open_run(runs_dir, run), min_generations=min_generations, halves=halves)
     click.echo(json.dumps(rep, sort_keys=True) if as_json else format_report(rep))

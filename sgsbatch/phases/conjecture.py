@@ -11,10 +11,10 @@ from typing import Any
 
 from sgsbatch.backends.generation import Generator
 from sgsbatch.extraction import extract_conjecture
-from sgsbatch.phases.models import generator_for, sample_and_extract
+from sgsbatch.phases.sampling import generator_for, sample_and_extract
 from sgsbatch.phases.task import Task, run_items
 from sgsbatch.prompts import conjecturer_messages
-from sgsbatch.round_data import Problem, load_targets, round_inputs
+from sgsbatch.round.results import Problem, load_targets, round_inputs
 
 
 def run(task: Task) -> None:

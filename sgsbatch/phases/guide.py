@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from sgsbatch.backends.generation import Generator
-from sgsbatch.phases.models import generator_for, sample_record
+from sgsbatch.phases.sampling import generator_for, sample_record
 from sgsbatch.phases.task import Task, run_items
 from sgsbatch.prompts import guide_messages
 from sgsbatch.review import parse_review
-from sgsbatch.round_data import ProblemResult, load_targets, round_results
-from sgsbatch.training_data import conjecture_band
+from sgsbatch.round.examples import conjecture_band
+from sgsbatch.round.results import ProblemResult, load_targets, round_results
 
 
 def run(task: Task) -> None:

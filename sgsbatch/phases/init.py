@@ -20,10 +20,10 @@ import shutil
 from pathlib import Path
 
 from sgsbatch.backends.trainer import TrainingInterrupted
-from sgsbatch.config import TINY_RANDOM, Config
+from sgsbatch.config.schema import TINY_RANDOM, Config
 from sgsbatch.phases.task import Interrupted, Task
-from sgsbatch.round_data import load_targets
-from sgsbatch.weights import ROLES
+from sgsbatch.round.checkpoints import ROLES
+from sgsbatch.round.results import load_targets
 
 _BUILD_CODE = ("models/tiny.py", "models/warmup.py", "backends/trainer.py", "prompts.py", "extraction.py",
                "review.py", "phases/init.py")

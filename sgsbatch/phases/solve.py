@@ -10,10 +10,10 @@ from typing import Any
 
 from sgsbatch.backends.generation import Generator
 from sgsbatch.extraction import extract_proof
-from sgsbatch.phases.models import generator_for, sample_and_extract
+from sgsbatch.phases.sampling import generator_for, sample_and_extract
 from sgsbatch.phases.task import Task, run_items
 from sgsbatch.prompts import solver_messages
-from sgsbatch.round_data import Problem, solve_problems
+from sgsbatch.round.results import Problem, solve_problems
 
 
 def run(task: Task) -> None:

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sgsbatch.config import Config
-from sgsbatch.paths import RunPaths
-from sgsbatch.shards import Shard
+from sgsbatch.config.schema import Config
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import Shard
 
 T = TypeVar("T")
 

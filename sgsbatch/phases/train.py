@@ -17,15 +17,15 @@ from typing import Any
 
 from sqlmodel import select
 
-from sgsbatch.advance import finish_round
 from sgsbatch.backends.trainer import Example, TrainingInterrupted, TrainSettings, train
 from sgsbatch.phases.task import Interrupted, Task
-from sgsbatch.round_data import round_results
-from sgsbatch.runs import RunHandle, open_run_dir
+from sgsbatch.round.checkpoints import weights_for
+from sgsbatch.round.examples import conjecturer_examples, solver_examples
+from sgsbatch.round.lifecycle import finish_round
+from sgsbatch.round.results import round_results
+from sgsbatch.run.handle import RunHandle, open_run_dir
 from sgsbatch.state.ingest import ingest_round
 from sgsbatch.state.schema import StoredProof
-from sgsbatch.training_data import conjecturer_examples, solver_examples
-from sgsbatch.weights import weights_for
 
 
 def settings_for(task: Task, role: str) -> TrainSettings:

@@ -13,9 +13,9 @@ import time
 from typing import Any
 
 from sgsbatch.phases.task import Task
-from sgsbatch.round_data import solve_problems
-from sgsbatch.shards import Shard
-from sgsbatch.verification.backends import ProofJob, make_verifier
+from sgsbatch.round.results import solve_problems
+from sgsbatch.run.shards import Shard
+from sgsbatch.verification.verifier import ProofJob, make_verifier
 
 
 def _unextracted(reason: str) -> dict[str, Any]:

@@ -17,11 +17,11 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sgsbatch.advance import prepare_round, round_completed
-from sgsbatch.paths import RunPaths
-from sgsbatch.runs import RunHandle, open_run_dir
+from sgsbatch.round.lifecycle import prepare_round, round_completed
+from sgsbatch.run.handle import RunHandle, open_run_dir
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import Shard
 from sgsbatch.scheduling.supervisor import DONE, FAILED, run_supervised
-from sgsbatch.shards import Shard
 
 DRIVER_MODULE = "sgsbatch.scheduling.local"
 

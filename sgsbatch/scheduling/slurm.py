@@ -30,8 +30,8 @@ from pathlib import Path
 from sqlmodel import select
 
 from sgsbatch.errors import SchedulerError
-from sgsbatch.runs import RunHandle
-from sgsbatch.shards import Shard
+from sgsbatch.run.handle import RunHandle
+from sgsbatch.run.shards import Shard
 from sgsbatch.state.schema import SlurmJob
 
 LIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "COMPLETING",

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from sgsbatch.paths import RunPaths
-from sgsbatch.shards import Shard
-from sgsbatch.worker import REQUEUE_EXIT
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import Shard
+from sgsbatch.scheduling.worker import REQUEUE_EXIT
 
 DONE, INTERRUPTED, FAILED = "done", "interrupted", "failed"
 
@@ -36,8 +36,8 @@ def worker_command(run_dir: Path, r: int, phase: str, shard: int, gpus: int = 0)
     args = [str(run_dir), str(r), phase, str(shard)]
     if phase == "train" and gpus > 1:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}",
-                "-m", "sgsbatch.worker", *args]
-    return [sys.executable, "-m", "sgsbatch.worker", *args]
+                "-m", "sgsbatch.scheduling.worker", *args]
+    return [sys.executable, "-m", "sgsbatch.scheduling.worker", *args]
 
 
 # Rendezvous variables a trainer sets in its own process; a worker inherits none of them (torchrun

@@ -18,13 +18,13 @@ from typing import Any
 from sqlalchemy import func, insert
 from sqlmodel import select
 
-from sgsbatch.config import Config
-from sgsbatch.paths import RunPaths
-from sgsbatch.round_data import ProblemResult, load_targets, round_conjectures
-from sgsbatch.shards import phase_wall_s
+from sgsbatch.config.schema import Config
+from sgsbatch.round.examples import conjecture_band, guide_reviews
+from sgsbatch.round.results import ProblemResult, load_targets, round_conjectures
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import phase_wall_s
 from sgsbatch.state.db import Database, locked_retry
 from sgsbatch.state.schema import Attempt, Conjecture, Ingestion, Metric, Problem, Review, StoredProof
-from sgsbatch.training_data import conjecture_band, guide_reviews
 
 
 @dataclass

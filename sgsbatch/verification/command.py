@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from sgsbatch.config import Config
-from sgsbatch.verification.backends import ProofJob, make_verifier
+from sgsbatch.config.schema import Config
 from sgsbatch.verification.verdict import ERROR, Verdict
+from sgsbatch.verification.verifier import ProofJob, make_verifier
 
 MALFORMED = "malformed_row"
 BY = ":= by"

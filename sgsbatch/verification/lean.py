@@ -13,11 +13,11 @@ import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from sgsbatch.config import VerificationConfig
-from sgsbatch.verification.backends import ProofJob
+from sgsbatch.config.schema import VerificationConfig
 from sgsbatch.verification.checks import check_proof, check_statement
 from sgsbatch.verification.pool import PoolSettings, ReplPool
 from sgsbatch.verification.verdict import FAILED, Verdict
+from sgsbatch.verification.verifier import ProofJob
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

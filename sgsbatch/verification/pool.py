@@ -25,11 +25,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sgsbatch.verification.backends import ProofJob
 from sgsbatch.verification.checks import statement_name
 from sgsbatch.verification.repl import START, ReplProcess, ReplSystemError, ReplTimeout
-from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, Verdict
-from sgsbatch.verification.verdicts import (
+from sgsbatch.verification.rules import (
     AUDIT_TEMPLATE,
     REFERENCE_TEMPLATE,
     judge,
@@ -37,6 +35,8 @@ from sgsbatch.verification.verdicts import (
     proof_failure,
     reference_type,
 )
+from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, Verdict
+from sgsbatch.verification.verifier import ProofJob
 
 log = logging.getLogger(__name__)
 

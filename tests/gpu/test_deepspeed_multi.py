@@ -56,7 +56,7 @@ def launch(gpus: int, model_dir: Path, work: Path, *extra: str) -> subprocess.Co
     from sgsbatch.scheduling.supervisor import worker_command, worker_env
 
     cmd = worker_command(work, 0, "train", 0, gpus=gpus)
-    launcher = cmd[: cmd.index("sgsbatch.worker") - 1]  # everything before `-m sgsbatch.worker ...`
+    launcher = cmd[: cmd.index("sgsbatch.scheduling.worker") - 1]  # everything before `-m sgsbatch.scheduling.worker ...`
     if gpus > 1:
         assert f"--nproc_per_node={gpus}" in launcher, launcher
     env = {**worker_env(), "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from leanlib import settings
 
-from sgsbatch.verification.backends import ProofJob
 from sgsbatch.verification.pool import HEADER_ERROR, ReplPool
 from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, VERIFIED
+from sgsbatch.verification.verifier import ProofJob
 
 HEADER = "import Mathlib\nopen Real"
 EXPECTED = {

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from sgsbatch.config import VerificationConfig
-from sgsbatch.verification.backends import ProofJob
+from sgsbatch.config.schema import VerificationConfig
 from sgsbatch.verification.lean import LeanVerifier, resolve_project_dir
 from sgsbatch.verification.verdict import FAILED, TIMEOUT, VERIFIED
+from sgsbatch.verification.verifier import ProofJob
 
 pytestmark = pytest.mark.lean
 CFG = VerificationConfig()

@@ -13,7 +13,7 @@ import pytest
 from leanlib import FAKE, FAKE_COMMAND
 
 from sgsbatch.verification import repl as R
-from sgsbatch.verification.verdicts import LEAN_ERROR, SORRY, proof_failure
+from sgsbatch.verification.rules import LEAN_ERROR, SORRY, proof_failure
 
 
 def _blocks(path: Path) -> list[str]:

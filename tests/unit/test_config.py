@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sgsbatch.config import Config
-from sgsbatch.configfile import from_toml_text, load_config, parse_override, to_toml
+from sgsbatch.config.loading import from_toml_text, load_config, parse_override, to_toml
+from sgsbatch.config.schema import Config
 from sgsbatch.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]

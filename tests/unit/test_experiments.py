@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sgsbatch.configfile import load_config, to_dict
+from sgsbatch.config.loading import load_config, to_dict
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 EXPECTED = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sgsbatch.rebuild import _journal
+from sgsbatch.ops.rebuild import _journal
 from sgsbatch.scheduling.slurm import journal_job
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sgsbatch.metrics import solve_rate_histograms, write_tensorboard
+from sgsbatch.round.metrics import solve_rate_histograms, write_tensorboard
 
 pytest.importorskip("tensorboard")
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sgsbatch.config import Config
-from sgsbatch.configfile import load_config
+from sgsbatch.config.loading import load_config
+from sgsbatch.config.schema import Config
 from sgsbatch.data import Target
 from sgsbatch.errors import ConfigError, SgsError
-from sgsbatch.runs import create_run, open_run
-from sgsbatch.scaling import NotEnoughPoints, fit_scaling_law, random_halves, read_points
+from sgsbatch.ops.fit import NotEnoughPoints, fit_scaling_law, random_halves, read_points
+from sgsbatch.run.handle import create_run, open_run
 from sgsbatch.state.schema import Metric
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

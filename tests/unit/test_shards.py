@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sgsbatch.shards import Shard, phase_done, read_phase
+from sgsbatch.run.shards import Shard, phase_done, read_phase
 
 
 def test_item_log_skips_a_torn_last_line_and_repairs_it(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from sgsbatch.configfile import load_config
+from sgsbatch.config.loading import load_config
 from sgsbatch.data import Target
-from sgsbatch.runs import RunHandle, create_run, open_run
+from sgsbatch.run.handle import RunHandle, create_run, open_run
 from sgsbatch.state.db import SCHEMA_VERSION, open_db
 from sgsbatch.state.ingest import RoundRows, ingest_rows
 from sgsbatch.state.schema import Attempt, Metric, StoredProof

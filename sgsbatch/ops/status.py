@@ -15,8 +15,8 @@ from typing import Any
 
 from sqlmodel import select
 
-from sgsbatch.runs import RunHandle
-from sgsbatch.shards import Shard
+from sgsbatch.run.handle import RunHandle
+from sgsbatch.run.shards import Shard
 from sgsbatch.state.schema import Metric, Round, RunState, SlurmJob
 
 

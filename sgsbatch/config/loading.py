@@ -19,7 +19,7 @@ from typing import Any
 
 import tomli_w
 
-from sgsbatch.config import TINY_RANDOM, Config, semantic_errors
+from sgsbatch.config.schema import TINY_RANDOM, Config, semantic_errors
 from sgsbatch.errors import ConfigError
 
 PATH_KEYS = ("data.source", "models.solver", "models.conjecturer", "models.guide", "verification.project_dir")

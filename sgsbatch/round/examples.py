@@ -13,13 +13,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from sgsbatch.backends.trainer import Example
-from sgsbatch.config import Config
-from sgsbatch.paths import RunPaths
+from sgsbatch.config.schema import Config
 from sgsbatch.review import Review, fill_failed
 from sgsbatch.rewards import conjecturer_rewards, group_advantages, group_rewards, solver_weight
-from sgsbatch.round_data import ProblemResult, conjecture_id
+from sgsbatch.round.results import ProblemResult, conjecture_id
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import read_phase
 from sgsbatch.selection import conjecturer_band, solver_band
-from sgsbatch.shards import read_phase
 
 
 def conjecture_band(cfg: Config, results: dict[str, ProblemResult]) -> set[str]:

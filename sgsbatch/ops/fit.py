@@ -38,7 +38,7 @@ import numpy.typing as npt
 from sgsbatch.errors import SgsError
 
 if TYPE_CHECKING:
-    from sgsbatch.runs import RunHandle
+    from sgsbatch.run.handle import RunHandle
 
 Array = npt.NDArray[np.float64]
 N_PARAMS = 3  # A, C_mid, B

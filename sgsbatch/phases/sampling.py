@@ -9,7 +9,7 @@ from typing import Any
 from sgsbatch.backends.generation import Generator, Sample, make_generator
 from sgsbatch.extraction import Extraction
 from sgsbatch.phases.task import Task
-from sgsbatch.weights import weights_for
+from sgsbatch.round.checkpoints import weights_for
 
 
 def generator_for(task: Task, role: str) -> Generator:

@@ -18,11 +18,11 @@ from typing import Any
 
 from sqlmodel import select
 
-from sgsbatch.config import Config
-from sgsbatch.configfile import load_config
+from sgsbatch.config.loading import load_config
+from sgsbatch.config.schema import Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
-from sgsbatch.runs import RunHandle, create_run
-from sgsbatch.shards import Shard
+from sgsbatch.run.handle import RunHandle, create_run
+from sgsbatch.run.shards import Shard
 from sgsbatch.state.schema import RunState, SlurmJob
 
 TERMINAL = ("completed", "failed", "cancelled", "stalled")
@@ -89,11 +89,11 @@ def _load_targets(cfg: Config, config_path: Path) -> tuple[list[Any], list[str]]
 def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
          load_remote: bool = False) -> tuple[Plan, list[Any]]:
     """Validate a launch. Targets from a hub id are loaded only with `load_remote` (not in a dry run)."""
-    from sgsbatch.configfile import is_path_like
+    from sgsbatch.config.loading import is_path_like
 
     cfg = load_config(config_path, overrides)
     if smoke:
-        from sgsbatch.smoke import smoke_config
+        from sgsbatch.config.smoke import smoke_config
 
         cfg = smoke_config(cfg, config_path, overrides)
     executor = resolve_executor(cfg)
@@ -104,7 +104,7 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
 
 
 def launch(config_path: Path, overrides: Sequence[str], smoke: bool = False) -> RunHandle:
-    from sgsbatch.advance import prepare_round
+    from sgsbatch.round.lifecycle import prepare_round
 
     p, targets = plan(config_path, overrides, smoke, load_remote=True)
     h = create_run(p.cfg, targets, p.executor)
@@ -121,7 +121,7 @@ def start(h: RunHandle) -> None:
 
         start_driver(h)
         return
-    from sgsbatch.advance import round_completed
+    from sgsbatch.round.lifecycle import round_completed
     from sgsbatch.scheduling.slurm import submit_round
 
     r = next(i for i in range(h.cfg.run.rounds) if not round_completed(h, i))
@@ -158,8 +158,8 @@ def cancel(h: RunHandle) -> None:
 
 def resume(h: RunHandle, force: bool = False) -> str:
     """Repair and continue; returns what was done, in words."""
-    from sgsbatch.advance import finish_round, prepare_round, round_completed
-    from sgsbatch.status import run_status
+    from sgsbatch.ops.status import run_status
+    from sgsbatch.round.lifecycle import finish_round, prepare_round, round_completed
 
     st = run_status(h)
     if st["state"] == "completed":
@@ -184,7 +184,7 @@ def resume(h: RunHandle, force: bool = False) -> str:
 
 def wait(h: RunHandle, poll_s: float = 5.0, on_change: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Poll until the run completes, fails, is cancelled or stalls; returns the last status."""
-    from sgsbatch.status import run_status
+    from sgsbatch.ops.status import run_status
 
     last = None
     stalled_since = None

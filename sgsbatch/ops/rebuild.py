@@ -29,14 +29,14 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import select
 
-from sgsbatch.advance import finish_round
-from sgsbatch.configfile import from_toml_text
+from sgsbatch.config.loading import from_toml_text
 from sgsbatch.data import Target
 from sgsbatch.errors import RunError
-from sgsbatch.paths import RunPaths
-from sgsbatch.round_data import load_targets, round_results
-from sgsbatch.runs import RunHandle, database_url, insert_run
-from sgsbatch.shards import Shard
+from sgsbatch.round.lifecycle import finish_round
+from sgsbatch.round.results import load_targets, round_results
+from sgsbatch.run.handle import RunHandle, database_url, insert_run
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import Shard
 from sgsbatch.state.db import Database, open_db
 from sgsbatch.state.ingest import ingest_round
 from sgsbatch.state.schema import Attempt, Checkpoint, Run, RunState, SlurmJob

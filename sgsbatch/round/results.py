@@ -13,9 +13,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sgsbatch.config import Config
-from sgsbatch.paths import RunPaths
-from sgsbatch.shards import read_json, read_phase
+from sgsbatch.config.schema import Config
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import read_json, read_phase
 
 
 @dataclass(frozen=True)

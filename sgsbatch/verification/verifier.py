@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from sgsbatch.config import Config
+from sgsbatch.config.schema import Config
 from sgsbatch.verification.verdict import Verdict
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from sgsbatch.config import TINY_RANDOM, Config, SlurmConfig, SlurmPhaseConfig
-from sgsbatch.configfile import is_path_like, parse_override
+from sgsbatch.config.loading import is_path_like, parse_override
+from sgsbatch.config.schema import TINY_RANDOM, Config, SlurmConfig, SlurmPhaseConfig
 
 log = logging.getLogger(__name__)
 EMBEDDED_TARGETS = Path(__file__).resolve().parents[1] / "jobs" / "data" / "tiny_targets.jsonl"

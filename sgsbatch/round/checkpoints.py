@@ -12,9 +12,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from sgsbatch.config import TINY_RANDOM, Config
+from sgsbatch.config.schema import TINY_RANDOM, Config
 from sgsbatch.models.tiny import is_complete
-from sgsbatch.paths import RunPaths
+from sgsbatch.run.paths import RunPaths
 
 ROLES = ("solver", "conjecturer", "guide")
 

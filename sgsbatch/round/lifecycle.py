@@ -17,10 +17,11 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import select
 
-from sgsbatch.metrics import write_tensorboard
-from sgsbatch.round_data import load_targets
-from sgsbatch.runs import RunHandle
-from sgsbatch.shards import Shard, atomic_write_json, phase_wall_s
+from sgsbatch.round.checkpoints import prune
+from sgsbatch.round.metrics import write_tensorboard
+from sgsbatch.round.results import load_targets
+from sgsbatch.run.handle import RunHandle
+from sgsbatch.run.shards import Shard, atomic_write_json, phase_wall_s
 from sgsbatch.state.db import locked_retry
 from sgsbatch.state.schema import (
     Checkpoint,
@@ -33,7 +34,6 @@ from sgsbatch.state.schema import (
     SlurmJob,
     StoredProof,
 )
-from sgsbatch.weights import prune
 
 
 def prepare_round(h: RunHandle, r: int) -> None:

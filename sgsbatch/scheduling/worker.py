@@ -1,4 +1,4 @@
-"""`python -m sgsbatch.worker RUN_DIR ROUND PHASE SHARD`: one attempt at one shard task.
+"""`python -m sgsbatch.scheduling.worker RUN_DIR ROUND PHASE SHARD`: one attempt at one shard task.
 
 Run by the task supervisor (scheduling/supervisor.py) as a child process, so that a crash, a
 `kill -9` or an exception ends only this attempt and the supervisor can count it and retry.
@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from sgsbatch.configfile import from_toml_text
-from sgsbatch.paths import RunPaths
+from sgsbatch.config.loading import from_toml_text
 from sgsbatch.phases.task import Interrupted, Task
-from sgsbatch.shards import Shard
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import Shard
 
 REQUEUE_EXIT = 75  # EX_TEMPFAIL: "stopped on request, run me again"
 FAULT_ENV = "SGSBATCH_FAULT_INJECT"

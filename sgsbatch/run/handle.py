@@ -16,12 +16,12 @@ from pathlib import Path
 
 from sqlmodel import select
 
-from sgsbatch.config import Config
-from sgsbatch.configfile import from_toml_text, to_toml
+from sgsbatch.config.loading import from_toml_text, to_toml
+from sgsbatch.config.schema import Config
 from sgsbatch.data import Target
 from sgsbatch.errors import RunError
-from sgsbatch.paths import RunPaths, run_paths
-from sgsbatch.shards import atomic_write_text
+from sgsbatch.run.paths import RunPaths, run_paths
+from sgsbatch.run.shards import atomic_write_text
 from sgsbatch.state.db import Database, open_db, sqlite_url
 from sgsbatch.state.schema import Phase, Problem, Round, Run, RunState
 
