@@ -52,6 +52,7 @@ from sgsbatch.config.loading import load_config  # noqa: E402
 from sgsbatch.data import Target  # noqa: E402
 from sgsbatch.ops.status import run_status  # noqa: E402
 from sgsbatch.round.lifecycle import _record  # noqa: E402
+from sgsbatch.round.metrics import STORE_NEW_PROOFS  # noqa: E402
 from sgsbatch.run.handle import RunHandle, create_run, open_run  # noqa: E402
 from sgsbatch.state import ingest as ingest_mod  # noqa: E402
 from sgsbatch.state.ingest import RoundRows, ingest_rows  # noqa: E402
@@ -123,7 +124,7 @@ def fake_round(r: int, targets: list[Target], corpus: Corpus, *, samples: int, c
                rejected_conjectures: int, reviews: int) -> RoundRows:
     """One full-scale round's rows, with the shapes `round_rows` builds."""
     rng = random.Random(1000 + r)
-    rows = RoundRows()
+    rows = RoundRows(store_metric=STORE_NEW_PROOFS)
     cids = []
     for j in range(conjectures + rejected_conjectures):
         t = targets[j % len(targets)]

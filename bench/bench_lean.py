@@ -74,8 +74,14 @@ from sgsbatch.verification.command import parse_row  # noqa: E402
 from sgsbatch.verification.lean import LeanVerifier, resolve_project_dir  # noqa: E402
 from sgsbatch.verification.repl import ReplProcess, ReplSystemError, ReplTimeout  # noqa: E402
 from sgsbatch.verification.rules import kept_messages, proof_failure  # noqa: E402
-from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, VERIFIED, Verdict  # noqa: E402
-from sgsbatch.verification.verifier import ProofJob  # noqa: E402
+from sgsbatch.verification.verdict import (  # noqa: E402
+    ERROR,
+    FAILED,
+    TIMEOUT,
+    VERIFIED,
+    ProofJob,  # noqa: E402
+    Verdict,
+)
 
 NO_LEAN = ("real Lean not found: install it with ./setup.sh --lean (or --lean-core), "
            "or pass --repl-command to point at a REPL")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from sgsbatch.config.schema import VerificationConfig
 from sgsbatch.verification.lean import LeanVerifier
-from sgsbatch.verification.verifier import ProofJob
+from sgsbatch.verification.verdict import ProofJob
 
 FAKE = Path(__file__).resolve().parents[1] / "tests" / "lean" / "fake_repl.py"
 PROOF = "\n  nlinarith [sq_nonneg (a - b), sq_nonneg (a + b), mul_pos ha hb]  -- a typical proof"

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from sgsbatch.errors import SgsError
+from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,7 +54,7 @@ def main() -> None:
 
 def _print_status_line(st: dict[str, Any]) -> None:
     flags = "".join(f" [{x}]" for x in ("simulated", "smoke") if st.get(x))
-    rate = st["metrics"].get("cumulative_solve_rate")
+    rate = st["metrics"].get(CUMULATIVE_SOLVE_RATE)
     rate_s = f" solve rate {rate:.1%}" if rate is not None else ""
     phase = f" {st['phase']}" if st.get("phase") else ""
     click.echo(f"{st['name']}: {st['state']} round {st['round']}/{st['rounds']}{phase} "
@@ -67,7 +68,7 @@ def _status_or_error(run_dir: Path) -> dict[str, Any]:
     from sgsbatch.run.paths import RunPaths
 
     try:
-        return run_status(open_run_dir(RunPaths(run_dir)))
+        return run_status(open_run_dir(RunPaths(run_dir))).to_json()
     except SgsError as e:
         return {"name": run_dir.name, "state": "unreadable", "message": str(e), "round": "?", "rounds": "?",
                 "rounds_completed": "?", "metrics": {}, "run_dir": str(run_dir)}
@@ -105,9 +106,9 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
     click.echo(f"launched {st_row.name} ({st_row.executor}) in {h.paths.root}"
                + (" [SIMULATED verifier: not Lean]" if st_row.simulated else ""))
     if wait_:
-        st = control.wait(h, on_change=_print_status_line)
-        _print_status_line(st)
-        sys.exit(0 if st["state"] == "completed" else 1)
+        st = control.wait(h, on_change=lambda s: _print_status_line(s.to_json()))
+        _print_status_line(st.to_json())
+        sys.exit(0 if st.state == "completed" else 1)
 
 
 @main.command()
@@ -131,7 +132,7 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
 
     while True:
         if run:
-            st = run_status(open_run(runs_dir, run))
+            st = run_status(open_run(runs_dir, run)).to_json()
             if as_json:
                 click.echo(json.dumps(st, sort_keys=True))
             else:
@@ -176,8 +177,8 @@ def resume(run: str, runs_dir: str, force: bool, wait_: bool) -> None:
     h = open_run(runs_dir, run)
     click.echo(control.resume(h, force=force))
     if wait_:
-        st = control.wait(h, on_change=_print_status_line)
-        sys.exit(0 if st["state"] == "completed" else 1)
+        st = control.wait(h, on_change=lambda s: _print_status_line(s.to_json()))
+        sys.exit(0 if st.state == "completed" else 1)
 
 
 @main.command()
@@ -202,29 +203,29 @@ def cancel(run: str, runs_dir: str) -> None:
 @click.argument("run")
 @runs_dir_option
 @click.option("--interval", default=60.0, show_default=True, help="Seconds between checks.")
+@click.option("--max-checks", type=click.IntRange(min=1), default=None,
+              help="Stop after this many checks even if the run goes on (default: until it ends).")
 @_clean_errors
-def watch(run: str, runs_dir: str, interval: float) -> None:
+def watch(run: str, runs_dir: str, interval: float, max_checks: int | None) -> None:
     """Drive RUN's chain from outside the cluster's jobs (for sites where jobs may not submit jobs).
 
-    Repairs and resubmits whenever the run is stalled; returns when it completes or is cancelled.
+    Resumes the run whenever it is stalled for a reason `resume` repairs (a cancelled or failed
+    dependency, no live job, a dead local driver); a shard out of retries is reported and left
+    for you to fix. Returns when the run completes, fails or is cancelled.
 
     \b
     Example:
         sgsbatch watch tiny --interval 120
     """
     from sgsbatch.ops import control
-    from sgsbatch.ops.status import run_status
     from sgsbatch.run.handle import open_run
 
-    h = open_run(runs_dir, run)
-    while True:
-        st = run_status(h)
-        _print_status_line(st)
-        if st["state"] in ("completed", "cancelled", "failed"):
-            return
-        if st["state"] == "stalled" and "retries" not in st["message"] and "failed" not in st["message"]:
-            click.echo(control.resume(h))
-        time.sleep(interval)
+    def report(st: Any, action: str | None) -> None:
+        _print_status_line(st.to_json())
+        if action:
+            click.echo(action)
+
+    control.watch(open_run(runs_dir, run), interval, report, max_checks=max_checks)
 
 
 @main.command()

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.models.tiny import is_complete, publish_dir, read_marker, staging_dir
+from sgsbatch.run.checkpoint import is_complete, publish_dir, read_marker, staging_dir
 
 OBJECTIVES = ("reinforce", "cispo")
 PROGRESS = "progress.json"

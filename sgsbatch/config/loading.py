@@ -178,6 +178,13 @@ def _convert(value: Any, tp: Any, source: str, key: str) -> Any:
     raise AssertionError(f"unsupported config type {tp} for {key}")
 
 
+# Keys that existed once and did nothing; their errors say what to do instead.
+REMOVED_KEYS = {
+    "train.epochs": "removed: every role trains exactly one epoch over the round's data (SGS-SPEC); delete the key",
+    "slurm.submitit_folder": "removed: submitit's files always go to <run dir>/slurm/; delete the key",
+}
+
+
 def build(cls: type, raw: dict[str, Any], source: str, prefix: str = "") -> Any:
     """A frozen dataclass from a raw table; unknown keys and wrong types raise ConfigError."""
     hints = typing.get_type_hints(cls)
@@ -185,6 +192,8 @@ def build(cls: type, raw: dict[str, Any], source: str, prefix: str = "") -> Any:
     for k in raw:
         if k not in names:
             where = f"{prefix}.{k}" if prefix else k
+            if where in REMOVED_KEYS:
+                raise ConfigError(source, where, f"unknown key ({REMOVED_KEYS[where]})")
             raise ConfigError(source, where, "unknown key; valid keys here: " + ", ".join(names))
     kwargs = {k: _convert(v, hints[k], source, f"{prefix}.{k}" if prefix else k) for k, v in raw.items()}
     return cls(**kwargs)

@@ -34,7 +34,7 @@ class RunConfig:
 class DataConfig:
     source: str = "LukeBailey181Pub/D_3k"  # HF dataset id, or a path (reference JSON, JSONL, saved HF dataset)
     format: Literal["auto", "reference_json", "jsonl", "hf"] = "auto"
-    split: str = "train"
+    split: str = "train"  # the split of a Hugging Face dataset (hub id or saved DatasetDict)
     limit: int = 0  # 0 = all targets
     strict: bool = False
 
@@ -121,7 +121,6 @@ class TrainConfig:
     zero_stage: int = 2
     bf16: bool = True
     gradient_checkpointing: bool = True
-    epochs: int = 1
 
 
 @dataclass(frozen=True)
@@ -194,7 +193,6 @@ class SlurmConfig:
     )
     guide: SlurmPhaseConfig = field(default_factory=lambda: _gpu(1, 8, "64G", 240))
     train: SlurmPhaseConfig = field(default_factory=lambda: _gpu(8, 64, "800G", 720))
-    submitit_folder: str = ""  # "" -> <run dir>/slurm
 
 
 @dataclass(frozen=True)
@@ -277,7 +275,6 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     t = cfg.train
     check(all(0.0 <= b < 1.0 for b in t.betas), "train.betas", f"each must be within [0, 1), got {list(t.betas)}")
     check(t.zero_stage in (0, 1, 2, 3), "train.zero_stage", f"must be one of 0, 1, 2, 3, got {t.zero_stage}")
-    check(t.epochs >= 1, "train.epochs", "must be >= 1")
     check(t.grad_clip >= 0, "train.grad_clip", "must be >= 0")
     v = cfg.verification
     check(v.timeout_s > 0, "verification.timeout_s", "must be > 0")

@@ -15,11 +15,11 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from sgsbatch.checkout import embedded_tiny_targets
 from sgsbatch.config.loading import is_path_like, parse_override
 from sgsbatch.config.schema import TINY_RANDOM, Config, SlurmConfig, SlurmPhaseConfig
 
 log = logging.getLogger(__name__)
-EMBEDDED_TARGETS = Path(__file__).resolve().parents[1] / "jobs" / "data" / "tiny_targets.jsonl"
 SMOKE_TARGETS = 8
 SMOKE_MAX_TOKENS = 96
 
@@ -30,7 +30,7 @@ def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Co
     r = dataclasses.replace
     source = cfg.data.source
     if not (is_path_like(source) and Path(source).exists()):
-        source = str(EMBEDDED_TARGETS)  # a hub dataset cannot be assumed reachable from a smoke test
+        source = str(embedded_tiny_targets())  # a hub dataset cannot be assumed reachable from a smoke test
     verifier = cfg.verification.backend
     if verifier == "lean" and shutil.which("lake") is None:
         log.warning("smoke: no `lake` on PATH, using the SIMULATED verifier (not Lean)")

@@ -5,8 +5,8 @@ in Lean statements (ℝ, ∧, ≤, ...) round-trips exactly; wrapping it as a
 `PreTrainedTokenizerFast` with bos/eos/pad tokens and a small jinja chat template
 (`<|user|>` / `<|assistant|>` turns, generation prompt supported, eos ends an assistant turn);
 a random `LlamaForCausalLM` initialised from the seed; and writing both into a directory
-atomically (staging directory + rename, marker file last). The same seed, corpus and sizes
-give byte-identical files. Also the small atomic-directory helpers reused by the trainer.
+atomically (run/checkpoint.py: staging directory + rename, marker file last). The same seed,
+corpus and sizes give byte-identical files.
 
 Not covered: anything that needs the model hub (nothing is downloaded), real model quality.
 """
@@ -14,15 +14,12 @@ Not covered: anything that needs the model hub (nothing is downloaded), real mod
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import shutil
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-MARKER = "SGSBATCH_COMPLETE"
+from sgsbatch.run.checkpoint import is_complete, publish_dir, read_marker, staging_dir
 
 BOS = "<|bos|>"
 EOS = "<|eos|>"
@@ -38,44 +35,6 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
 )
-
-
-def staging_dir(out_dir: Path) -> Path:
-    """A fresh, empty sibling directory of `out_dir` to write into before `publish_dir`."""
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    return tmp
-
-
-def is_complete(out_dir: Path) -> bool:
-    """True when `out_dir` was published by `publish_dir` (its marker file exists)."""
-    return (out_dir / MARKER).is_file()
-
-
-def read_marker(out_dir: Path) -> dict[str, Any]:
-    """The JSON stored in the marker file of a published directory."""
-    data = json.loads((out_dir / MARKER).read_text())
-    assert isinstance(data, dict)
-    return data
-
-
-def publish_dir(tmp: Path, out_dir: Path, marker: dict[str, Any]) -> bool:
-    """Write the marker into `tmp` and rename it to `out_dir`.
-
-    Returns False (and removes `tmp`) when a complete `out_dir` already exists, e.g. when
-    another process won the race; raises FileExistsError if `out_dir` exists but is not ours.
-    """
-    (tmp / MARKER).write_text(json.dumps(marker, sort_keys=True, indent=1) + "\n")
-    try:
-        os.rename(tmp, out_dir)
-        return True
-    except OSError:
-        if is_complete(out_dir):
-            shutil.rmtree(tmp, ignore_errors=True)
-            return False
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise FileExistsError(f"{out_dir} exists and is not a completed sgsbatch directory") from None
 
 
 def _corpus_digest(corpus: Sequence[str]) -> str:

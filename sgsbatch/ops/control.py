@@ -3,9 +3,11 @@
 `launch` validates everything before it creates anything: a bad config or bad data raises
 before a directory, a database row or a Slurm job exists. `resume` repairs a broken chain:
 it cancels what is left of the run's jobs, clears the failure markers of unfinished shards,
-finishes a round whose training is done but whose ending was lost, and resubmits only
-unfinished work. `cancel` stops every job (or the local driver) and marks the run cancelled;
-nothing recorded is deleted, and `resume` can continue it.
+ends a round whose training is done but whose ending was lost (scheduling/chain.py), and
+resubmits only unfinished work. `cancel` stops every job (or the local driver) and marks the run
+cancelled; nothing recorded is deleted, and `resume` can continue it. `watch` resumes every
+repairable stall (`StallReason.repairable`) until the run ends. All of it goes through the
+run's `Executor`; nothing here branches on which one it is.
 """
 
 from __future__ import annotations
@@ -16,16 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import select
-
 from sgsbatch.config.loading import load_config
 from sgsbatch.config.schema import Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
+from sgsbatch.ops.status import RunStatus, run_status
+from sgsbatch.round.lifecycle import first_unfinished_round, prepare_round
 from sgsbatch.run.handle import RunHandle, create_run
 from sgsbatch.run.shards import Shard
-from sgsbatch.state.schema import RunState, SlurmJob
+from sgsbatch.scheduling.executor import executor_for
+from sgsbatch.state.schema import RunState
 
 TERMINAL = ("completed", "failed", "cancelled", "stalled")
+ENDED = ("completed", "failed", "cancelled")
 
 
 @dataclass
@@ -77,7 +81,7 @@ def _load_targets(cfg: Config, config_path: Path) -> tuple[list[Any], list[str]]
 
     c = cfg.data
     try:
-        loaded = load_targets(c.source, fmt=c.format, strict=c.strict, limit=c.limit or None)
+        loaded = load_targets(c.source, fmt=c.format, split=c.split, strict=c.strict, limit=c.limit or None)
     except Exception as e:  # a bad file, the hub or the datasets library: a data problem either way
         raise ConfigError(str(config_path), "data.source", f"could not load {c.source!r}: {e}; give a "
                           f"reachable dataset id or a local path") from e
@@ -104,8 +108,6 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
 
 
 def launch(config_path: Path, overrides: Sequence[str], smoke: bool = False) -> RunHandle:
-    from sgsbatch.round.lifecycle import prepare_round
-
     p, targets = plan(config_path, overrides, smoke, load_remote=True)
     h = create_run(p.cfg, targets, p.executor)
     prepare_round(h, 0)
@@ -116,90 +118,80 @@ def launch(config_path: Path, overrides: Sequence[str], smoke: bool = False) -> 
 
 def start(h: RunHandle) -> None:
     """Submit (Slurm) or start (local) the run's unfinished work."""
-    if h.row().executor == "local":
-        from sgsbatch.scheduling.local import start_driver
-
-        start_driver(h)
-        return
-    from sgsbatch.round.lifecycle import round_completed
-    from sgsbatch.scheduling.slurm import submit_round
-
-    r = next(i for i in range(h.cfg.run.rounds) if not round_completed(h, i))
-    submit_round(h, r, only_unfinished=True)
-
-
-def _deactivate_jobs(h: RunHandle) -> list[str]:
-    with h.db.write() as s:
-        jobs = s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.active)).all()
-        ids = [j.job_id for j in jobs]
-        for j in jobs:
-            j.active = False
-            s.add(j)
-    return ids
-
-
-def stop_everything(h: RunHandle) -> None:
-    if h.row().executor == "local":
-        from sgsbatch.scheduling.local import stop_driver
-
-        stop_driver(h.paths)
-        return
-    from sgsbatch.scheduling.slurm import cancel as scancel
-
-    scancel(_deactivate_jobs(h))
+    executor_for(h).start(h, first_unfinished_round(h))
 
 
 def cancel(h: RunHandle) -> None:
     if h.row().state == RunState.completed:
         raise RunError(f"run {h.cfg.run.name!r} is completed; nothing to cancel")
-    stop_everything(h)
+    executor_for(h).stop(h)
     h.set_state(RunState.cancelled, "cancelled by user")
 
 
 def resume(h: RunHandle, force: bool = False) -> str:
     """Repair and continue; returns what was done, in words."""
-    from sgsbatch.ops.status import run_status
-    from sgsbatch.round.lifecycle import finish_round, prepare_round, round_completed
+    from sgsbatch.scheduling.chain import end_round_from_marker
 
     st = run_status(h)
-    if st["state"] == "completed":
+    if st.state == "completed":
         raise RunError(f"run {h.cfg.run.name!r} is completed; nothing to resume")
-    if st["state"] in ("running", "pending") and not force:
-        return f"run {h.cfg.run.name} is {st['state']}; nothing to repair (use --force to resubmit anyway)"
-    stop_everything(h)
-    r = next(i for i in range(h.cfg.run.rounds) if not round_completed(h, i))
+    if st.state in ("running", "pending") and not force:
+        return f"run {h.cfg.run.name} is {st.state}; nothing to repair (use --force to resubmit anyway)"
+    executor_for(h).stop(h)
+    r = first_unfinished_round(h)
     for phase in h.cfg.phases_of_round(r):
         for i in range(h.cfg.shard_count(phase)):
             sh = Shard(h.paths.phase_dir(r, phase), i)
             if not sh.is_done():
                 sh.clear_failures()
-    train = Shard(h.paths.phase_dir(r, "train"), 0)
-    if train.is_done():  # training finished but the round's ending was lost
-        finish_round(h, r, {x["role"]: x for x in train.read()})
+    end_round_from_marker(h, r)  # training finished but the round's ending was lost
     prepare_round(h, r)
     h.set_state(RunState.running, "resumed")
     start(h)
-    return f"run {h.cfg.run.name}: resubmitted unfinished work from round {r} ({st['state']}: {st['message']})"
+    return f"run {h.cfg.run.name}: resubmitted unfinished work from round {r} ({st.state}: {st.message})"
 
 
-def wait(h: RunHandle, poll_s: float = 5.0, on_change: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+def wait(h: RunHandle, poll_s: float = 5.0, on_change: Callable[[RunStatus], None] | None = None) -> RunStatus:
     """Poll until the run completes, fails, is cancelled or stalls; returns the last status."""
-    from sgsbatch.ops.status import run_status
-
     last = None
     stalled_since = None
     while True:
         st = run_status(h)
-        key = (st["state"], st["round"], st["phase"])
+        key = (st.state, st.round, st.phase)
         if on_change and key != last:
             on_change(st)
         last = key
-        if st["state"] == "stalled":  # a chain hand-over can look stalled for a moment: confirm it
+        if st.state == "stalled":  # a chain hand-over can look stalled for a moment: confirm it
             stalled_since = stalled_since or time.time()
             if time.time() - stalled_since > 3 * poll_s:
                 return st
         else:
             stalled_since = None
-        if st["state"] in TERMINAL and st["state"] != "stalled":
+        if st.state in ENDED:
             return st
         time.sleep(poll_s)
+
+
+def watch_step(h: RunHandle) -> tuple[RunStatus, str | None]:
+    """One check of `sgsbatch watch`: the status, and what was done about it (None: nothing).
+
+    A repairable stall is resumed; a shard out of retries is left for a person (its cause must be
+    fixed first: an unattended retry would spend the allocation crashing again).
+    """
+    st = run_status(h)
+    if st.state == "stalled" and st.repairable:
+        return st, resume(h)
+    return st, None
+
+
+def watch(h: RunHandle, interval: float, on_check: Callable[[RunStatus, str | None], None],
+          max_checks: int | None = None) -> RunStatus:
+    """Repair the run whenever it stalls repairably, until it ends (or `max_checks` checks)."""
+    checks = 0
+    while True:
+        st, action = watch_step(h)
+        on_check(st, action)
+        checks += 1
+        if st.state in ENDED or (max_checks is not None and checks >= max_checks):
+            return st
+        time.sleep(interval)

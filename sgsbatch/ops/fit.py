@@ -36,13 +36,14 @@ import numpy as np
 import numpy.typing as npt
 
 from sgsbatch.errors import SgsError
+from sgsbatch.round import metrics as M
 
 if TYPE_CHECKING:
     from sgsbatch.run.handle import RunHandle
 
 Array = npt.NDArray[np.float64]
 N_PARAMS = 3  # A, C_mid, B
-SOLVE_RATE, GENERATIONS = "cumulative_solve_rate", "generations/total"
+SOLVE_RATE, GENERATIONS = M.CUMULATIVE_SOLVE_RATE, M.GENERATIONS_TOTAL
 
 
 class NotEnoughPoints(SgsError, ValueError):

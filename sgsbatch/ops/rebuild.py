@@ -4,7 +4,7 @@ The run directory holds everything the database is derived from: the frozen conf
 each round's shard files (conjectures, samples with their verdicts, reviews, training results)
 and the round's job journal (`rounds/rNNNN/jobs.jsonl`). `rebuild` writes the run's rows afresh,
 then ends every round whose train shard is done exactly as its train job did (the same
-`ingest_round` and `finish_round`), and restores the Slurm job records so that `status` and
+`scheduling/chain.end_round`), and restores the Slurm job records so that `status` and
 `resume` see the jobs of the round in flight. A live run can go on afterwards: its jobs open the
 rebuilt database like the old one.
 
@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import func
 from sqlmodel import select
@@ -32,13 +31,12 @@ from sqlmodel import select
 from sgsbatch.config.loading import from_toml_text
 from sgsbatch.data import Target
 from sgsbatch.errors import RunError
-from sgsbatch.round.lifecycle import finish_round
-from sgsbatch.round.results import load_targets, round_results
+from sgsbatch.round.results import run_targets
 from sgsbatch.run.handle import RunHandle, database_url, insert_run
+from sgsbatch.run.journal import read_journal
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import Shard
+from sgsbatch.scheduling.chain import end_round_from_marker
 from sgsbatch.state.db import Database, open_db
-from sgsbatch.state.ingest import ingest_round
 from sgsbatch.state.schema import Attempt, Checkpoint, Run, RunState, SlurmJob
 
 
@@ -84,24 +82,11 @@ def _fresh_database(paths: RunPaths, url: str, name: str, external: bool, force:
     return open_db(url), aside
 
 
-def _journal(path: Path) -> list[dict[str, Any]]:
-    """The job journal's records; a line torn by a crash is skipped."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
-
-
 def _restore_jobs(h: RunHandle) -> int:
     """SlurmJob rows from every round's journal; the newest submission of a (round, phase) is active."""
     rows = []
     for r in range(h.cfg.run.rounds):
-        records = _journal(h.paths.jobs_journal(r))
+        records = read_journal(h.paths.jobs_journal(r))
         newest = {rec["phase"]: i for i, rec in enumerate(records)}
         for i, rec in enumerate(records):
             rows.append(SlurmJob(run_id=h.run_id, round=r, phase=rec["phase"], job_id=rec["job_id"],
@@ -120,18 +105,15 @@ def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None
     cfg = from_toml_text(text, str(paths.config))
     url = database_url(cfg, paths)
     db, aside = _fresh_database(paths, url, cfg.run.name, bool(cfg.run.database_url), force)
-    targets = [Target(t.problem_id, t.header, t.theorem) for t in load_targets(paths)]
+    targets = [Target(t.problem_id, t.header, t.theorem) for t in run_targets(paths)]
     executor = cfg.run.executor if cfg.run.executor != "auto" else ("slurm" if paths.slurm.exists() else "local")
     run_id = insert_run(db, cfg, paths, text, targets, executor, created_at=paths.config.stat().st_mtime)
     h = RunHandle(cfg, paths, db, run_id)
     jobs = _restore_jobs(h)
     done = 0
     for r in range(cfg.run.rounds):
-        train = Shard(paths.phase_dir(r, "train"), 0)
-        if not train.is_done():
+        if not end_round_from_marker(h, r):
             break
-        ingest_round(db, run_id, cfg, paths, r, round_results(cfg, paths, r))
-        finish_round(h, r, {x["role"]: x for x in train.read()})
         done += 1
         if progress:
             progress(r)

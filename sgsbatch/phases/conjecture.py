@@ -14,12 +14,12 @@ from sgsbatch.extraction import extract_conjecture
 from sgsbatch.phases.sampling import generator_for, sample_and_extract
 from sgsbatch.phases.task import Task, run_items
 from sgsbatch.prompts import conjecturer_messages
-from sgsbatch.round.results import Problem, load_targets, round_inputs
+from sgsbatch.round.results import Problem, round_inputs, run_targets
 
 
 def run(task: Task) -> None:
     cfg = task.cfg.conjecturer
-    by_id = {t.problem_id: t for t in load_targets(task.paths)}
+    by_id = {t.problem_id: t for t in run_targets(task.paths)}
     items = [by_id[i] for i in round_inputs(task.paths, task.round)["unsolved"]]
     gen: list[Generator] = []
 

@@ -14,15 +14,15 @@ from sgsbatch.phases.sampling import generator_for, sample_record
 from sgsbatch.phases.task import Task, run_items
 from sgsbatch.prompts import guide_messages
 from sgsbatch.review import parse_review
-from sgsbatch.round.examples import conjecture_band
-from sgsbatch.round.results import ProblemResult, load_targets, round_results
+from sgsbatch.round.examples import in_band_conjectures
+from sgsbatch.round.results import ProblemResult, round_results, run_targets
 
 
 def run(task: Task) -> None:
     cfg = task.cfg.guide
     results = round_results(task.cfg, task.paths, task.round)
-    targets = {t.problem_id: t for t in load_targets(task.paths)}
-    band = conjecture_band(task.cfg, results)
+    targets = {t.problem_id: t for t in run_targets(task.paths)}
+    band = in_band_conjectures(task.cfg, results)
     items = [results[k] for k in sorted(band)]
     gen: list[Generator] = []
 

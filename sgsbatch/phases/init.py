@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -23,23 +24,26 @@ from sgsbatch.backends.trainer import TrainingInterrupted
 from sgsbatch.config.schema import TINY_RANDOM, Config
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import ROLES
-from sgsbatch.round.results import load_targets
+from sgsbatch.round.results import run_targets
 
-_BUILD_CODE = ("models/tiny.py", "models/warmup.py", "backends/trainer.py", "prompts.py", "extraction.py",
-               "review.py", "phases/init.py")
+# The modules whose code decides the built weights, named as modules (not paths), so the key
+# follows them wherever they live.
+_BUILD_CODE = ("sgsbatch.models.tiny", "sgsbatch.models.warmup", "sgsbatch.backends.trainer", "sgsbatch.prompts",
+               "sgsbatch.extraction", "sgsbatch.review", "sgsbatch.run.checkpoint", __name__)
 
 
 def cache_key(cfg: Config, targets: list[tuple[str, str, str]]) -> str:
-    pkg = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
     h.update(json.dumps([cfg.run.seed, dataclasses.asdict(cfg.models.tiny), targets], sort_keys=True).encode())
     for name in _BUILD_CODE:
-        h.update((pkg / name).read_bytes())
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin is not None, f"build module {name} not found"
+        h.update(Path(spec.origin).read_bytes())
     return h.hexdigest()[:24]
 
 
 def _copy_in(src: Path, dst: Path) -> None:
-    from sgsbatch.models.tiny import publish_dir, read_marker, staging_dir
+    from sgsbatch.run.checkpoint import publish_dir, read_marker, staging_dir
 
     tmp = staging_dir(dst)
     shutil.rmtree(tmp)
@@ -51,12 +55,13 @@ def _copy_in(src: Path, dst: Path) -> None:
 def run(task: Task) -> None:
     if task.shard.is_done():
         return
-    from sgsbatch.models.tiny import build_tiny_random, is_complete
+    from sgsbatch.models.tiny import build_tiny_random
     from sgsbatch.models.warmup import corpus_for_tokenizer, warm_up, warmup_examples
+    from sgsbatch.run.checkpoint import is_complete
 
     cfg, paths = task.cfg, task.paths
     tiny = cfg.models.tiny
-    targets = [(t.problem_id, t.header, t.theorem) for t in load_targets(paths)]
+    targets = [(t.problem_id, t.header, t.theorem) for t in run_targets(paths)]
     cache = Path(tiny.cache_dir).expanduser() / cache_key(cfg, targets) if tiny.cache_dir else None
     base = paths.checkpoint(None, "_base")
     built = []

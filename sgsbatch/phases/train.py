@@ -1,31 +1,27 @@
-"""Train phase (one job): ingest the round, train the Solver then the Conjecturer, end the round.
+"""Train phase: train the Solver, then the Conjecturer, on this round's examples; nothing else.
 
-The train job is the round's single database writer: it ingests the round's shards (idempotent),
-trains each trainable role from its last weights with a fresh optimizer for one epoch over this
-round's data only, records checkpoints and metrics (advance.finish_round) and, on Slurm, submits
-the next round (self-chaining) before its completion marker is written. On SIGUSR2 the trainer
-saves a resumable checkpoint after the current optimizer step; a requeued job continues from it,
-and a role whose weights are complete is not trained again.
+Each trainable role trains from its last weights with a fresh optimizer for one epoch over this
+round's data only (round/examples.py builds the examples per objective). On SIGUSR2 the trainer
+saves a resumable checkpoint after the current optimizer step and this phase raises
+`Interrupted`; a requeued job continues from it, and a role whose weights are complete is not
+trained again (the trainer returns the result stored with them). Not covered: ingesting the
+round before training, ending it afterwards and submitting the next round: the train job does
+those around this phase (scheduling/chain.py), so a phase never writes the database.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
+from collections.abc import Iterable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
-
-from sqlmodel import select
 
 from sgsbatch.backends.trainer import Example, TrainingInterrupted, TrainSettings, train
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import weights_for
 from sgsbatch.round.examples import conjecturer_examples, solver_examples
-from sgsbatch.round.lifecycle import finish_round
-from sgsbatch.round.results import round_results
-from sgsbatch.run.handle import RunHandle, open_run_dir
-from sgsbatch.state.ingest import ingest_round
-from sgsbatch.state.schema import StoredProof
+from sgsbatch.round.results import ProblemResult
 
 
 def settings_for(task: Task, role: str) -> TrainSettings:
@@ -41,8 +37,6 @@ def settings_for(task: Task, role: str) -> TrainSettings:
 
 
 def train_role(task: Task, role: str, examples: list[Example]) -> dict[str, Any]:
-    from pathlib import Path
-
     try:
         res = train(Path(weights_for(task.cfg, task.paths, role, task.round)), task.paths.checkpoint(task.round, role),
                     examples, settings_for(task, role), state_dir=task.paths.phase_dir(task.round, "train") / role,
@@ -52,36 +46,20 @@ def train_role(task: Task, role: str, examples: list[Example]) -> dict[str, Any]
     return asdict(res)
 
 
-def _stored(h: RunHandle, r: int) -> list[tuple[int, str, int]]:
-    with h.db.read() as s:
-        rows = s.exec(select(StoredProof).where(StoredProof.run_id == h.run_id,
-                                                StoredProof.round > r - h.cfg.solver.ei_rounds)).all()
-        return [(p.round, p.problem_id, p.sample) for p in rows]
+def run(task: Task, results: dict[str, ProblemResult],
+        ei_stored: Iterable[tuple[int, str, int]] = ()) -> dict[str, dict[str, Any]]:
+    """Train every trainable role; returns each role's result (steps, sequences, mean loss, ...).
 
-
-def run(task: Task) -> None:
-    if task.shard.is_done():
-        return
+    `results` is the round's `round_results`; `ei_stored` the stored proofs Expert Iteration
+    trains on (round, problem id, sample), used only with `solver.objective = "ei"`.
+    """
     cfg, r = task.cfg, task.round
-    h = open_run_dir(task.paths, cfg)
-    rank = int(os.environ.get("RANK", "0"))
-    results = round_results(cfg, task.paths, r)  # read once: ingestion and training both need it
-    if rank == 0:
-        ingest_round(h.db, h.run_id, cfg, task.paths, r, results)
     trained: dict[str, dict[str, Any]] = {}
     if cfg.solver.train:
-        stored = _stored(h, r) if cfg.solver.objective == "ei" else []
-        trained["solver"] = train_role(task, "solver", solver_examples(cfg, task.paths, results, stored))
+        trained["solver"] = train_role(task, "solver", solver_examples(cfg, task.paths, results, ei_stored))
     if cfg.conjecturer.enabled and cfg.conjecturer.train:
         examples, rewards = conjecturer_examples(cfg, task.paths, r, results)
         trained["conjecturer"] = train_role(task, "conjecturer", examples)
         if rewards:
             trained["conjecturer"]["reward_mean"] = sum(rewards.values()) / len(rewards)
-    if rank != 0:
-        return
-    finish_round(h, r, trained)
-    if r + 1 < cfg.run.rounds and h.row().executor == "slurm" and cfg.run.submit_from_jobs:
-        from sgsbatch.scheduling.slurm import submit_round
-
-        submit_round(h, r + 1)
-    task.shard.finish([{"key": role, "role": role, **res} for role, res in trained.items()])
+    return trained

@@ -15,7 +15,8 @@ from typing import Any
 from sgsbatch.phases.task import Task
 from sgsbatch.round.results import solve_problems
 from sgsbatch.run.shards import Shard
-from sgsbatch.verification.verifier import ProofJob, make_verifier
+from sgsbatch.verification.verdict import ProofJob
+from sgsbatch.verification.verifier import make_verifier
 
 
 def _unextracted(reason: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from sgsbatch.config.schema import TINY_RANDOM, Config
-from sgsbatch.models.tiny import is_complete
+from sgsbatch.run.checkpoint import is_complete
 from sgsbatch.run.paths import RunPaths
 
 ROLES = ("solver", "conjecturer", "guide")

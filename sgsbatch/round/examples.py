@@ -2,7 +2,8 @@
 
 Solver: REINFORCE-1/2 on verified samples of problems in the band (weights from rewards.py),
 CISPO on whole groups of the 0 < s < 1 band with advantages, or Expert Iteration on stored
-proofs of the last `solver.ei_rounds` rounds. Conjecturer: REINFORCE-1/2 with
+proofs of the last `solver.ei_rounds` rounds (read from the database after the round's ingestion).
+Conjecturer: REINFORCE-1/2 with
 `R_guide * (1 - s)` min-max normalised over the in-band conjectures. Training sequences are
 the chat-templated prompt ids plus the sampled token ids, never re-tokenised text.
 """
@@ -12,17 +13,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from sqlmodel import select
+
 from sgsbatch.backends.trainer import Example
 from sgsbatch.config.schema import Config
-from sgsbatch.review import Review, fill_failed
 from sgsbatch.rewards import conjecturer_rewards, group_advantages, group_rewards, solver_weight
-from sgsbatch.round.results import ProblemResult, conjecture_id
+from sgsbatch.round.results import ProblemResult, conjecture_id, guide_reviews
+from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import read_phase
 from sgsbatch.selection import conjecturer_band, solver_band
+from sgsbatch.state.schema import StoredProof
 
 
-def conjecture_band(cfg: Config, results: dict[str, ProblemResult]) -> set[str]:
+def in_band_conjectures(cfg: Config, results: dict[str, ProblemResult]) -> set[str]:
+    """The round's conjectures in the Conjecturer's band (selection.conjecturer_band of their solve rates)."""
     rates = {k: r.rate for k, r in results.items() if not r.problem.is_target}
     return conjecturer_band(rates, cfg.conjecturer.band_percentile)
 
@@ -65,6 +70,14 @@ def _cispo(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -> li
     return out
 
 
+def ei_stored_proofs(h: RunHandle, r: int) -> list[tuple[int, str, int]]:
+    """(round, problem id, sample) of the stored proofs of the last `solver.ei_rounds` rounds, up to r."""
+    with h.db.read() as s:
+        rows = s.exec(select(StoredProof).where(StoredProof.run_id == h.run_id,
+                                                StoredProof.round > r - h.cfg.solver.ei_rounds)).all()
+        return [(p.round, p.problem_id, p.sample) for p in rows]
+
+
 def _expert_iteration(cfg: Config, paths: RunPaths, stored: Iterable[tuple[int, str, int]]) -> list[Example]:
     """Stored proofs (round, problem id, sample) of the last `ei_rounds` rounds, weight 1."""
     items: dict[int, dict[str, dict[str, Any]]] = {}
@@ -85,24 +98,13 @@ def solver_examples(cfg: Config, paths: RunPaths, results: dict[str, ProblemResu
     return _cispo(cfg, results, band) if cfg.solver.objective == "cispo" else _reinforce(cfg, results, band)
 
 
-def guide_reviews(cfg: Config, paths: RunPaths, r: int) -> dict[str, dict[str, Any]]:
-    """Guide rows by conjecture id, failed parses filled with the round's mean (score under 'score')."""
-    if "guide" not in cfg.phases_of_round(r):
-        return {}
-    rows = read_phase(paths.phase_dir(r, "guide"), cfg.shard_count("guide"))
-    parsed = [Review(x["relevance"], x["redundant"], x["complexity"], x["ok"], x["reason"]) for x in rows]
-    filled = fill_failed(parsed)
-    return {x["conjecture_id"]: {**x, "score": f.score, "relevance": f.relevance, "redundant": f.redundant,
-                                 "complexity": f.complexity, "filled": f.filled} for x, f in zip(rows, filled, strict=True)}
-
-
 def conjecturer_examples(cfg: Config, paths: RunPaths, r: int,
                          results: dict[str, ProblemResult]) -> tuple[list[Example], dict[str, float]]:
     """The Conjecturer's examples and the round's rewards of its in-band conjectures."""
     c = cfg.conjecturer
     if not (c.enabled and c.train):
         return [], {}
-    band = conjecture_band(cfg, results)
+    band = in_band_conjectures(cfg, results)
     reviews = guide_reviews(cfg, paths, r)
     items = {it["key"]: it for it in read_phase(paths.phase_dir(r, "conjecture"), cfg.shard_count("conjecture"))}
     source: dict[str, tuple[list[int], list[int]]] = {}

@@ -1,28 +1,35 @@
-"""Ending one round and preparing the next: the run's single writer between rounds.
+"""The round between its phases, in the order it runs: prepare, ingest, finish.
 
 `prepare_round` writes what a round starts from (`inputs.json`: the unsolved targets, the targets
-the Solver samples) before any of its jobs is submitted. `finish_round` records checkpoints and
-train metrics, the headline cumulative solve rate and generations so far, writes TensorBoard
-points (purge_step makes a repeated finish not duplicate them), applies the weight retention
-policy, marks the round completed and prepares the next one, or completes the run. Both are
-idempotent, so a retried or resumed train job can run them again.
+the Solver samples) before any of its jobs is submitted. `round_rows` derives everything a round
+adds to the database from its shard files, and `ingest_round` writes it (state/ingest.py: one
+transaction, idempotent). `finish_round` records checkpoints and train metrics, the headline
+cumulative solve rate and generations so far, writes TensorBoard points (purge_step makes a
+repeated finish not duplicate them), applies the weight retention policy, marks the round
+completed and prepares the next one, or completes the run. All are idempotent, so a retried or
+resumed train job can run them again. Not covered: Slurm bookkeeping and submitting the next
+round (scheduling/chain.py does both around these).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from sqlalchemy import func
 from sqlmodel import select
 
+from sgsbatch.config.schema import Config
+from sgsbatch.round import metrics as M
 from sgsbatch.round.checkpoints import prune
-from sgsbatch.round.metrics import write_tensorboard
-from sgsbatch.round.results import load_targets
+from sgsbatch.round.examples import in_band_conjectures
+from sgsbatch.round.results import ProblemResult, guide_reviews, round_conjectures, round_results, run_targets
 from sgsbatch.run.handle import RunHandle
-from sgsbatch.run.shards import Shard, atomic_write_json, phase_wall_s
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import Shard, atomic_write_json, phase_wall_s, unfinished
+from sgsbatch.selection import ei_targets, unsolved
 from sgsbatch.state.db import locked_retry
+from sgsbatch.state.ingest import RoundRows, ingest_rows, is_ingested
 from sgsbatch.state.schema import (
     Checkpoint,
     Metric,
@@ -31,9 +38,9 @@ from sgsbatch.state.schema import (
     Round,
     Run,
     RunState,
-    SlurmJob,
     StoredProof,
 )
+from sgsbatch.verification.verdict import ERROR, TIMEOUT, VERIFIED
 
 
 def prepare_round(h: RunHandle, r: int) -> None:
@@ -44,14 +51,79 @@ def prepare_round(h: RunHandle, r: int) -> None:
     with h.db.read() as s:
         counts = dict(s.exec(select(StoredProof.problem_id, func.count()).where(
             StoredProof.run_id == h.run_id).group_by(StoredProof.problem_id)).all())
-    ids = [t.problem_id for t in load_targets(h.paths)]
-    unsolved = [i for i in ids if not counts.get(i)]
-    if h.cfg.solver.objective == "ei":
-        solve = [i for i in ids if counts.get(i, 0) < h.cfg.solver.store_cap]
-    else:
-        solve = ids
-    atomic_write_json(path, {"round": r, "unsolved": unsolved if h.cfg.conjecturer.enabled else [],
-                             "solve_targets": solve, "solved": len(ids) - len(unsolved)})
+    ids = [t.problem_id for t in run_targets(h.paths)]
+    todo = unsolved(ids, counts)
+    solve = ei_targets(ids, counts, h.cfg.solver.store_cap) if h.cfg.solver.objective == "ei" else ids
+    atomic_write_json(path, {"round": r, "unsolved": todo if h.cfg.conjecturer.enabled else [],
+                             "solve_targets": solve, "solved": len(ids) - len(todo)})
+
+
+def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemResult]) -> RoundRows:
+    """Everything a round adds to the database, derived from its shard files and `round_results`."""
+    out = RoundRows(store_metric=M.STORE_NEW_PROOFS)
+    targets = run_targets(paths)
+    conj, conj_rows, funnel = round_conjectures(cfg, paths, r, targets)
+    out.conjectures = conj_rows
+    out.problems = [{"problem_id": p.problem_id, "header": p.header, "theorem": p.theorem} for p in conj]
+    extract_fail: dict[str, int] = {}
+    for pid, res in results.items():
+        for k, smp in enumerate(res.samples):
+            if not smp["ok"]:
+                extract_fail[smp["reason"]] = extract_fail.get(smp["reason"], 0) + 1
+            out.attempts.append({
+                "problem_id": pid, "is_target": res.problem.is_target, "sample": k, "extracted": smp["ok"],
+                "extract_reason": smp["reason"], "verdict": smp["verdict"],
+                # proof text is kept for verified proofs; every sample stays in the shard files
+                "proof": smp.get("proof") if smp["verdict"] == VERIFIED else None,
+                "verify_reason": smp.get("verify_reason"), "tokens": len(smp["token_ids"]),
+                "finish_reason": smp["finish_reason"], "verify_s": smp.get("time_s", 0.0)})
+    reviews = guide_reviews(cfg, paths, r)
+    out.reviews = [{"conjecture_id": k, "parsed": v["ok"], "reason": v["reason"], "relevance": v["relevance"] or 0.0,
+                    "redundant": v["redundant"] or 0.0, "complexity": v["complexity"] or 0.0, "score": v["score"],
+                    "tokens": len(v["token_ids"])} for k, v in sorted(reviews.items())]
+    m = out.metrics
+    tgt = [res for res in results.values() if res.problem.is_target]
+    conj_res = [res for res in results.values() if not res.problem.is_target]
+    m[M.PASS_AT_8] = sum(1 for x in tgt if x.verified) / len(tgt) if tgt else 0.0
+    m[M.PASS_AT_1] = sum(x.rate for x in tgt) / len(tgt) if tgt else 0.0
+    m[M.conjectures("generated")] = funnel.generated
+    m[M.conjectures("well_formed")] = funnel.well_formed
+    m[M.conjectures("unique")] = funnel.unique
+    m[M.conjectures("valid")] = sum(1 for x in conj_res if x.verified)
+    m[M.conjectures("in_band")] = len(in_band_conjectures(cfg, results)) if conj_res else 0
+    for reason, n in funnel.rejected.items():
+        m[M.conjectures_rejected(reason)] = n
+    for reason, n in extract_fail.items():
+        m[M.extraction_failures(reason)] = n
+    n_attempts = len(out.attempts)
+    m[M.VERIFY_TIMEOUT_RATE] = sum(a["verdict"] == TIMEOUT for a in out.attempts) / max(n_attempts, 1)
+    m[M.VERIFY_ERROR_RATE] = sum(a["verdict"] == ERROR for a in out.attempts) / max(n_attempts, 1)
+    m[M.VERIFY_VERIFIED] = sum(a["verdict"] == VERIFIED for a in out.attempts)
+    for b in range(cfg.solver.samples + 1):
+        m[M.solve_rate_hist("targets", b)] = sum(1 for x in tgt if x.verified == b)
+        if conj_res:
+            m[M.solve_rate_hist("conjectures", b)] = sum(1 for x in conj_res if x.verified == b)
+    if out.reviews:
+        for key in M.GUIDE_MEANS:
+            m[M.guide_mean(key)] = sum(float(x[key]) for x in out.reviews) / len(out.reviews)
+        m[M.GUIDE_FAILED_REVIEWS] = sum(1 for x in out.reviews if not x["parsed"])
+    for phase in cfg.phases_of_round(r):
+        wall = phase_wall_s(paths.phase_dir(r, phase), cfg.shard_count(phase)) if phase != "train" else None
+        if wall is not None:
+            m[M.wall_s(phase)] = wall
+    m[M.GENERATIONS_ROUND] = funnel.generated + n_attempts + len(out.reviews)
+    m[M.TOKENS_ROUND] = (sum(a["tokens"] for a in out.attempts) + sum(c["tokens"] for c in conj_rows)
+                         + sum(x["tokens"] for x in out.reviews))
+    return out
+
+
+def ingest_round(h: RunHandle, r: int, results: dict[str, ProblemResult] | None = None) -> bool:
+    """Ingest round r once; `results` (its `round_results`) is read here when the caller has none."""
+    if is_ingested(h.db, h.run_id, r):
+        return False
+    if results is None:
+        results = round_results(h.cfg, h.paths, r)
+    return ingest_rows(h.db, h.run_id, r, round_rows(h.cfg, h.paths, r, results), h.cfg.solver.store_cap)
 
 
 @locked_retry
@@ -69,22 +141,22 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
         run = s.get(Run, h.run_id)
         assert run is not None
         prev = s.exec(select(func.sum(Metric.value)).where(Metric.run_id == h.run_id, Metric.round < r,
-                                                           Metric.name == "generations/round")).one() or 0.0
+                                                           Metric.name == M.GENERATIONS_ROUND)).one() or 0.0
         this = s.exec(select(Metric.value).where(Metric.run_id == h.run_id, Metric.round == r,
-                                                 Metric.name == "generations/round")).first() or 0.0
-        new: dict[str, float] = {"cumulative_solve_rate": solved / max(run.targets, 1), "solved_targets": solved,
-                                 "generations/total": prev + this}
+                                                 Metric.name == M.GENERATIONS_ROUND)).first() or 0.0
+        new: dict[str, float] = {M.CUMULATIVE_SOLVE_RATE: solved / max(run.targets, 1), M.SOLVED_TARGETS: solved,
+                                 M.GENERATIONS_TOTAL: prev + this}
         for role, res in train.items():
-            new[f"train/{role}_steps"] = res["steps"]
-            new[f"train/{role}_sequences"] = res["sequences"]
-            new[f"train/{role}_loss"] = res["mean_loss"]
+            new[M.train(role, "steps")] = res["steps"]
+            new[M.train(role, "sequences")] = res["sequences"]
+            new[M.train(role, "loss")] = res["mean_loss"]
             if "reward_mean" in res:
-                new[f"{role}/reward_mean"] = res["reward_mean"]
+                new[M.reward_mean(role)] = res["reward_mean"]
         marker = Shard(h.paths.phase_dir(r, "train"), 0)  # done: ending a round again (resume, rebuild)
         ended = float(marker.meta()["time"]) if marker.is_done() else time.time()
         train_wall = phase_wall_s(h.paths.phase_dir(r, "train"), 1, end=ended)
         if train_wall is not None:
-            new["wall_s/train"] = train_wall
+            new[M.wall_s("train")] = train_wall
         have = set(s.exec(select(Metric.name).where(Metric.run_id == h.run_id, Metric.round == r)).all())
         for k, v in new.items():
             if k not in have:
@@ -104,36 +176,15 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
         rows = s.exec(select(Metric).where(Metric.run_id == h.run_id, Metric.round == r)).all()
         metrics = {m.name: m.value for m in rows}
         for phase in s.exec(select(Phase).where(Phase.run_id == h.run_id, Phase.round == r)).all():
-            phase.status, phase.wall_s = PhaseStatus.completed, metrics.get(f"wall_s/{phase.kind}", 0.0)
+            phase.status, phase.wall_s = PhaseStatus.completed, metrics.get(M.wall_s(phase.kind), 0.0)
             s.add(phase)
         return metrics
 
 
-def record_slurm_jobs(h: RunHandle, r: int) -> None:
-    """Store the round's Slurm task states and restart counts (sacct), when accounting answers."""
-    from sgsbatch.scheduling.slurm import sacct
-
-    with h.db.read() as s:
-        jobs = s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.round == r)).all()
-        ids = [j.job_id for j in jobs]
-    acct = sacct(ids) if ids else None
-    if not acct:
-        return
-    with h.db.write() as s:
-        for job in s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.round == r)).all():
-            tasks = {k: v for k, v in acct.items() if k == job.job_id or k.startswith(job.job_id + "_")}
-            job.task_states = json.dumps({k: v[0] for k, v in sorted(tasks.items())})
-            job.restarts = sum(v[1] for v in tasks.values())
-            states = {v[0] for v in tasks.values()}
-            job.state = states.pop() if len(states) == 1 else "MIXED"
-            s.add(job)
-
-
 def finish_round(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> None:
-    if h.row().executor == "slurm":
-        record_slurm_jobs(h, r)
+    """End round r with the train job's results per role (see the module docstring)."""
     metrics = _record(h, r, train)
-    write_tensorboard(h.paths.tb, r, metrics, simulated=h.cfg.simulated, smoke=h.cfg.run.smoke)
+    M.write_tensorboard(h.paths.tb, r, metrics, simulated=h.cfg.simulated, smoke=h.cfg.run.smoke)
     deleted = prune(h.cfg, h.paths, r)
     if deleted:
         with h.db.write() as s:
@@ -149,3 +200,16 @@ def round_completed(h: RunHandle, r: int) -> bool:
     with h.db.read() as s:
         rnd = s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == r)).first()
         return rnd is not None and rnd.state == "completed"
+
+
+def first_unfinished_round(h: RunHandle) -> int:
+    """The first round not completed (the last round when all are)."""
+    return next((i for i in range(h.cfg.run.rounds) if not round_completed(h, i)), h.cfg.run.rounds - 1)
+
+
+def current_phase(cfg: Config, paths: RunPaths, r: int) -> str:
+    """Round r's first phase with unfinished shards ("train" when every shard is done)."""
+    for phase in cfg.phases_of_round(r):
+        if unfinished(paths.phase_dir(r, phase), cfg.shard_count(phase)):
+            return phase
+    return "train"

@@ -1,4 +1,10 @@
-"""Round metrics in TensorBoard: one step per round, and a second x-axis in generations so far.
+"""Round metrics: every metric name, defined once, and TensorBoard writing.
+
+Names: the constants and name functions below are the only place a metric name is spelled;
+ingestion (round/lifecycle.round_rows), the round's end (lifecycle.finish_round), `status` and
+`fit` use them. Values are computed where their inputs are (ingestion and the round's end).
+
+TensorBoard: one step per round, and a second x-axis in generations so far.
 
 Events go under `runs/<name>/tb/` (step = round) and `runs/<name>/tb/by_generations/` (step =
 generations so far), so `tensorboard --logdir runs/` shows every run. Writing a round again
@@ -6,7 +12,6 @@ generations so far), so `tensorboard --logdir runs/` shows every run. Writing a 
 duplicates them. Simulated and smoke runs are labelled in a text summary on every round.
 The per-bin counts `solve_rate_hist/<kind>_<k>` (problems with k of n samples verified) are
 also written as one TensorBoard histogram of solve rates k/n per kind (HISTOGRAMS tab).
-The metric values themselves are computed at ingestion (state/ingest.py, advance.py).
 """
 
 from __future__ import annotations
@@ -15,8 +20,59 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-HEADLINE = "cumulative_solve_rate"
+# -- the headline and run-level counts (written when a round ends)
+CUMULATIVE_SOLVE_RATE = "cumulative_solve_rate"  # solved targets / targets: the headline
+SOLVED_TARGETS = "solved_targets"
+GENERATIONS_TOTAL = "generations/total"  # generations so far: the scaling law's C
+# -- written at ingestion
+GENERATIONS_ROUND = "generations/round"
+TOKENS_ROUND = "tokens/round"
+PASS_AT_8 = "pass@8"
+PASS_AT_1 = "pass@1"
+VERIFY_TIMEOUT_RATE = "verify/timeout_rate"
+VERIFY_ERROR_RATE = "verify/error_rate"
+VERIFY_VERIFIED = "verify/verified"
+GUIDE_FAILED_REVIEWS = "guide/failed_reviews"
+STORE_NEW_PROOFS = "store/new_proofs"
+CONJECTURE_STAGES = ("generated", "well_formed", "unique", "valid", "in_band")
+GUIDE_MEANS = ("score", "relevance", "redundant", "complexity")
 HIST_PREFIX = "solve_rate_hist/"
+
+
+def conjectures(stage: str) -> str:
+    assert stage in CONJECTURE_STAGES, stage
+    return f"conjectures/{stage}"
+
+
+def conjectures_rejected(reason: str) -> str:
+    return f"conjectures/rejected/{reason}"
+
+
+def extraction_failures(reason: str) -> str:
+    return f"extraction_failures/{reason}"
+
+
+def guide_mean(key: str) -> str:
+    assert key in GUIDE_MEANS, key
+    return f"guide/{key}_mean"
+
+
+def solve_rate_hist(kind: str, k: int) -> str:
+    """Problems of `kind` (targets | conjectures) with k of n samples verified."""
+    return f"{HIST_PREFIX}{kind}_{k}"
+
+
+def wall_s(phase: str) -> str:
+    return f"wall_s/{phase}"
+
+
+def train(role: str, what: str) -> str:
+    assert what in ("steps", "sequences", "loss"), what
+    return f"train/{role}_{what}"
+
+
+def reward_mean(role: str) -> str:
+    return f"{role}/reward_mean"
 
 
 def solve_rate_histograms(metrics: Mapping[str, float]) -> dict[str, dict[str, Any]]:
@@ -46,7 +102,7 @@ def solve_rate_histograms(metrics: Mapping[str, float]) -> dict[str, dict[str, A
 def write_tensorboard(tb_dir: Path, r: int, metrics: Mapping[str, float], *, simulated: bool, smoke: bool) -> None:
     from torch.utils.tensorboard import SummaryWriter
 
-    generations = int(metrics.get("generations/total", 0))
+    generations = int(metrics.get(GENERATIONS_TOTAL, 0))
     labels = [x for x, on in (("SIMULATED verifier (not Lean)", simulated), ("smoke run", smoke)) if on]
     with SummaryWriter(str(tb_dir), purge_step=r) as w:
         for name, value in sorted(metrics.items()):

@@ -1,9 +1,9 @@
-"""Reading a round's results back from its shard files, the same way in every phase.
+"""Reading a round back from its shard files, the same way in every phase and at ingestion.
 
-Later phases (solve needs the conjectures, guide and train need solve rates) and ingestion
-all derive what they need from the finished shard files with these functions, so the
-derivation (deduplication, ids, solve rates) is written once and is deterministic.
-Not covered: selection thresholds and rewards (selection.py, rewards.py).
+Later phases (solve needs the conjectures, guide and train need solve rates, train the reviews)
+and ingestion all derive what they need from the finished shard files with these functions, so
+the derivation (deduplication, ids, solve rates, filled reviews) is written once and is
+deterministic. Not covered: selection thresholds and rewards (selection.py, rewards.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sgsbatch.config.schema import Config
+from sgsbatch.review import Review, fill_failed
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import read_json, read_phase
+from sgsbatch.selection import solve_rate
+from sgsbatch.verification.verdict import VERIFIED
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,8 @@ class ConjectureFunnel:
     rejected: dict[str, int] = field(default_factory=dict)
 
 
-def load_targets(paths: RunPaths) -> list[Problem]:
+def run_targets(paths: RunPaths) -> list[Problem]:
+    """The run's targets as frozen at launch (`targets.jsonl`), in file order."""
     out = []
     with paths.targets.open(encoding="utf-8") as f:
         for line in f:
@@ -106,7 +110,7 @@ def round_conjectures(
 
 def solve_problems(cfg: Config, paths: RunPaths, r: int) -> list[Problem]:
     """Every problem the Solver samples this round: the round's targets, then its conjectures."""
-    targets = load_targets(paths)
+    targets = run_targets(paths)
     wanted = set(round_inputs(paths, r)["solve_targets"])
     conjectures, _, _ = round_conjectures(cfg, paths, r, targets)
     return [t for t in targets if t.problem_id in wanted] + conjectures
@@ -120,7 +124,18 @@ def round_results(cfg: Config, paths: RunPaths, r: int) -> dict[str, ProblemResu
     out: dict[str, ProblemResult] = {}
     for item in read_phase(paths.phase_dir(r, "solve"), n):
         samples = [{**s, **v} for s, v in zip(item["samples"], verdicts[item["key"]], strict=True)]
-        verified = sum(1 for s in samples if s["verdict"] == "verified")
+        verified = sum(1 for s in samples if s["verdict"] == VERIFIED)
         out[item["key"]] = ProblemResult(problems[item["key"]], item["prompt_ids"], samples, verified,
-                                         verified / len(samples) if samples else 0.0)
+                                         solve_rate(verified, len(samples)) if samples else 0.0)
     return out
+
+
+def guide_reviews(cfg: Config, paths: RunPaths, r: int) -> dict[str, dict[str, Any]]:
+    """Guide rows by conjecture id, failed parses filled with the round's mean (score under 'score')."""
+    if "guide" not in cfg.phases_of_round(r):
+        return {}
+    rows = read_phase(paths.phase_dir(r, "guide"), cfg.shard_count("guide"))
+    parsed = [Review(x["relevance"], x["redundant"], x["complexity"], x["ok"], x["reason"]) for x in rows]
+    filled = fill_failed(parsed)
+    return {x["conjecture_id"]: {**x, "score": f.score, "relevance": f.relevance, "redundant": f.redundant,
+                                 "complexity": f.complexity, "filled": f.filled} for x, f in zip(rows, filled, strict=True)}

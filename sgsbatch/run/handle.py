@@ -23,7 +23,7 @@ from sgsbatch.errors import RunError
 from sgsbatch.run.paths import RunPaths, run_paths
 from sgsbatch.run.shards import atomic_write_text
 from sgsbatch.state.db import Database, open_db, sqlite_url
-from sgsbatch.state.schema import Phase, Problem, Round, Run, RunState
+from sgsbatch.state.schema import Phase, ProblemRow, Round, Run, RunState
 
 
 @dataclass
@@ -86,7 +86,7 @@ def insert_run(db: Database, cfg: Config, paths: RunPaths, text: str, targets: l
         s.flush()
         assert run.id is not None
         run_id = run.id
-        s.execute(Problem.__table__.insert(), [  # type: ignore[attr-defined]
+        s.execute(ProblemRow.__table__.insert(), [  # type: ignore[attr-defined]
             {"run_id": run_id, "problem_id": t.id, "header": t.header, "theorem": t.theorem} for t in targets])
         s.add(Round(run_id=run_id, index=0, state="pending", unsolved=len(targets)))
         for phase in cfg.phases_of_round(0):

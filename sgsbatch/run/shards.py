@@ -146,8 +146,18 @@ def shards(phase_dir: Path, count: int) -> list[Shard]:
     return [Shard(phase_dir, i) for i in range(count)]
 
 
-def phase_done(phase_dir: Path, count: int) -> bool:
-    return all(s.is_done() for s in shards(phase_dir, count))
+def unfinished(phase_dir: Path, count: int) -> list[int]:
+    """Indices of the phase's shards without a completion marker (the one definition of "unfinished")."""
+    return [s.index for s in shards(phase_dir, count) if not s.is_done()]
+
+
+def failed_reason(phase_dir: Path, count: int) -> str | None:
+    """The reason of the phase's first shard that ran out of retries, or None."""
+    for s in shards(phase_dir, count):
+        reason = s.failed_reason()
+        if reason:
+            return reason
+    return None
 
 
 def phase_wall_s(phase_dir: Path, count: int, end: float | None = None) -> float | None:

@@ -20,7 +20,8 @@ from pathlib import Path
 from sgsbatch.round.lifecycle import prepare_round, round_completed
 from sgsbatch.run.handle import RunHandle, open_run_dir
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import Shard
+from sgsbatch.run.shards import unfinished
+from sgsbatch.scheduling.liveness import Liveness, StallReason
 from sgsbatch.scheduling.supervisor import DONE, FAILED, run_supervised
 
 DRIVER_MODULE = "sgsbatch.scheduling.local"
@@ -58,7 +59,7 @@ def stop_driver(paths: RunPaths) -> bool:
 
 
 def run_phase(h: RunHandle, r: int, phase: str) -> str:
-    todo = [i for i in range(h.cfg.shard_count(phase)) if not Shard(h.paths.phase_dir(r, phase), i).is_done()]
+    todo = unfinished(h.paths.phase_dir(r, phase), h.cfg.shard_count(phase))
     if not todo:
         return DONE
     gpus = h.cfg.phase_resources(phase).gpus
@@ -84,6 +85,31 @@ def drive(run_dir: Path) -> int:
                 print(f"sgsbatch local driver: round {r} {phase}: {result}", file=sys.stderr)
                 return 1
     return 0
+
+
+class LocalExecutor:
+    """The round DAG as local processes, driven by one detached driver per run."""
+
+    name = "local"
+
+    def start(self, h: RunHandle, r: int) -> None:
+        start_driver(h)  # the driver skips everything already done, whatever r is
+
+    def stop(self, h: RunHandle) -> None:
+        stop_driver(h.paths)
+
+    def liveness(self, h: RunHandle, r: int, phase: str) -> Liveness:
+        pid = driver_alive(h.paths)
+        if pid is None:
+            return Liveness("stalled", StallReason.local_driver_dead,
+                            f"local driver is not running but work is unfinished; run `sgsbatch resume {h.cfg.run.name}`")
+        return Liveness("running", driver_pid=pid)
+
+    def record_round(self, h: RunHandle, r: int) -> None:
+        return None  # no scheduler records beyond the shard files
+
+    def continue_chain(self, h: RunHandle, r: int) -> None:
+        return None  # the driver goes on to round r + 1 itself
 
 
 if __name__ == "__main__":

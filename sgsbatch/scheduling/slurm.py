@@ -25,17 +25,15 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from sqlmodel import select
 
 from sgsbatch.errors import SchedulerError
 from sgsbatch.run.handle import RunHandle
-from sgsbatch.run.shards import Shard
+from sgsbatch.run.journal import journal_job
+from sgsbatch.run.shards import unfinished
+from sgsbatch.scheduling.liveness import Liveness, StallReason
 from sgsbatch.state.schema import SlurmJob
-
-LIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "COMPLETING",
-               "SUSPENDED", "RESIZING", "SIGNALING", "STAGE_OUT", "PREEMPTED", "RESV_DEL_HOLD"}
 
 
 def available(timeout: float = 10.0) -> bool:
@@ -120,28 +118,13 @@ def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], depend
     return job_id
 
 
-def journal_job(path: Path, record: dict[str, object]) -> None:
-    """Append one submission to the round's job journal (what `sgsbatch rebuild` reads back)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+b") as f:
-        end = f.seek(0, os.SEEK_END)
-        if end:
-            f.seek(end - 1)
-            if f.read(1) != b"\n":  # the last write was torn by a crash: end that line first
-                f.write(b"\n")
-        f.write(json.dumps(record).encode() + b"\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def submit_round(h: RunHandle, r: int, only_unfinished: bool = False) -> list[str]:
     """Submit round r's phases chained by dependencies; phases already active or done are skipped."""
     ids = []
     prev: tuple[str, str, bool] | None = None  # (job id, phase, covers all shards)
     for phase in h.cfg.phases_of_round(r):
         n = h.cfg.shard_count(phase)
-        todo = [i for i in range(n) if not Shard(h.paths.phase_dir(r, phase), i).is_done()] if only_unfinished \
-            else list(range(n))
+        todo = unfinished(h.paths.phase_dir(r, phase), n) if only_unfinished else list(range(n))
         if not todo:
             prev = None
             continue
@@ -207,3 +190,104 @@ def sacct(job_ids: Sequence[str]) -> dict[str, tuple[str, int]] | None:
 def cancel(job_ids: Sequence[str]) -> None:
     if job_ids:
         subprocess.run(["scancel", *job_ids], capture_output=True, timeout=60)
+
+
+def record_slurm_jobs(h: RunHandle, r: int) -> None:
+    """Store the round's Slurm task states and restart counts (sacct), when accounting answers."""
+    with h.db.read() as s:
+        jobs = s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.round == r)).all()
+        ids = [j.job_id for j in jobs]
+    acct = sacct(ids) if ids else None
+    if not acct:
+        return
+    with h.db.write() as s:
+        for job in s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.round == r)).all():
+            tasks = _tasks_of(acct, job.job_id)
+            job.task_states = json.dumps({k: v[0] for k, v in sorted(tasks.items())})
+            job.restarts = sum(v[1] for v in tasks.values())
+            states = {v[0] for v in tasks.values()}
+            job.state = states.pop() if len(states) == 1 else "MIXED"
+            s.add(job)
+
+
+def _tasks_of(acct: dict[str, tuple[str, int]], job_id: str) -> dict[str, tuple[str, int]]:
+    return {k: v for k, v in acct.items() if k == job_id or k.startswith(job_id + "_")}
+
+
+def _active_jobs(h: RunHandle, min_round: int) -> list[SlurmJob]:
+    with h.db.read() as s:
+        jobs = list(s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.active,
+                                                  SlurmJob.round >= min_round)).all())
+        for j in jobs:
+            s.expunge(j)
+    return jobs
+
+
+def _deactivate_jobs(h: RunHandle) -> list[str]:
+    with h.db.write() as s:
+        jobs = s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.active)).all()
+        ids = [j.job_id for j in jobs]
+        for j in jobs:
+            j.active = False
+            s.add(j)
+    return ids
+
+
+def liveness(h: RunHandle, r: int, phase: str) -> Liveness:
+    """Judge a run with unfinished work in round r from its active Slurm jobs (squeue, sacct)."""
+    name = h.cfg.run.name
+    jobs = _active_jobs(h, r)
+    ids = [j.job_id for j in jobs]
+    live = squeue(ids)
+    if live is None:
+        return Liveness("running", message="squeue does not answer: state unknown")
+    out = Liveness("running", message="")
+    acct = sacct(ids)
+    out.jobs = [{"job_id": j.job_id, "phase": j.phase, "round": j.round, "shards": json.loads(j.shards)}
+                for j in jobs]
+    if acct is not None:
+        for row in out.jobs:
+            tasks = _tasks_of(acct, row["job_id"])
+            row["task_states"] = {k: v[0] for k, v in tasks.items()}
+            row["restarts"] = sum(v[1] for v in tasks.values())
+    else:
+        out.sacct_unavailable = True
+    by_phase = {j.job_id: j.phase for j in jobs}
+    for t in live:
+        if "DependencyNeverSatisfied" in t.reason:
+            out.state, out.stall = "stalled", StallReason.dependency_never_satisfied
+            out.message = (f"job {t.job_id} ({by_phase.get(t.job_id.split('_')[0], '?')}) can never start: its "
+                           f"dependency failed or was cancelled; run `sgsbatch resume {name}`")
+            return out
+    if not live:
+        # the train job may have submitted the next round between our reads: look once more
+        if _active_jobs(h, r + 1):
+            return out
+        out.state, out.stall = "stalled", StallReason.no_live_job
+        out.message = f"no live Slurm job but unfinished work (round {r}, {phase}); run `sgsbatch resume {name}`"
+        return out
+    started = any(t.state != "PENDING" for t in live) or h.paths.phase_dir(0, "init").exists()
+    out.state = "running" if started else "pending"
+    return out
+
+
+class SlurmExecutor:
+    """Rounds as chains of Slurm job arrays (submitit); the train job submits the next round."""
+
+    name = "slurm"
+
+    def start(self, h: RunHandle, r: int) -> None:
+        submit_round(h, r, only_unfinished=True)
+
+    def stop(self, h: RunHandle) -> None:
+        cancel(_deactivate_jobs(h))
+
+    def liveness(self, h: RunHandle, r: int, phase: str) -> Liveness:
+        return liveness(h, r, phase)
+
+    def record_round(self, h: RunHandle, r: int) -> None:
+        record_slurm_jobs(h, r)
+
+    def continue_chain(self, h: RunHandle, r: int) -> None:
+        if r + 1 < h.cfg.run.rounds and h.cfg.run.submit_from_jobs:
+            submit_round(h, r + 1)

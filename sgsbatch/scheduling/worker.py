@@ -11,16 +11,17 @@ first `times` attempts of that shard fail that way, counted by the shard's failu
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
 from sgsbatch.config.loading import from_toml_text
+from sgsbatch.config.schema import PHASES
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard
@@ -50,13 +51,41 @@ def _fault(mode: str, spec: str) -> None:
         time.sleep(10**6)
 
 
+def phase_runner(phase: str) -> Callable[[Task], None]:
+    """What a task of `phase` runs (imported here, so a worker loads only its own phase's code)."""
+    if phase == "init":
+        from sgsbatch.phases import init
+
+        return init.run
+    if phase == "conjecture":
+        from sgsbatch.phases import conjecture
+
+        return conjecture.run
+    if phase == "solve":
+        from sgsbatch.phases import solve
+
+        return solve.run
+    if phase == "verify":
+        from sgsbatch.phases import verify
+
+        return verify.run
+    if phase == "guide":
+        from sgsbatch.phases import guide
+
+        return guide.run
+    if phase == "train":
+        from sgsbatch.scheduling.chain import train_job
+
+        return train_job
+    raise ValueError(f"unknown phase {phase!r}; valid: {', '.join(PHASES)}")
+
+
 def run_shard(run_dir: Path, r: int, phase: str, index: int) -> None:
     paths = RunPaths(run_dir)
     cfg = from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config))
     shard = Shard(paths.phase_dir(r, phase), index)
     _inject_fault(phase, shard)
-    module = importlib.import_module(f"sgsbatch.phases.{phase}")
-    module.run(Task(cfg, paths, r, phase, shard, lambda: _stop["requested"]))
+    phase_runner(phase)(Task(cfg, paths, r, phase, shard, lambda: _stop["requested"]))
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,8 @@
-"""The state database schema (sqlmodel tables). Version history lives in migrations.py.
+"""The state database schema (sqlmodel tables). Version history and migrations live in db.py.
 
 One database may hold several runs (a PostgreSQL `database_url`), so every row names its run.
+Row classes whose concept also exists in memory are named `...Row` (`ProblemRow`, `ReviewRow`);
+their table names are unchanged.
 Uniqueness constraints make ingestion idempotent: re-ingesting a shard inserts nothing new.
 """
 
@@ -97,7 +99,7 @@ class SlurmJob(SQLModel, table=True):
     restarts: int = 0  # Slurm requeues seen (preemption, node failure, self-requeue)
 
 
-class Problem(SQLModel, table=True):
+class ProblemRow(SQLModel, table=True):
     __tablename__ = "problems"
     __table_args__ = (UniqueConstraint("run_id", "problem_id"),)
     id: int | None = Field(default=None, primary_key=True)
@@ -144,7 +146,7 @@ class Attempt(SQLModel, table=True):
     verify_s: float = 0.0
 
 
-class Review(SQLModel, table=True):
+class ReviewRow(SQLModel, table=True):
     __tablename__ = "reviews"
     __table_args__ = (UniqueConstraint("run_id", "round", "conjecture_id"),)
     id: int | None = Field(default=None, primary_key=True)

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from sgsbatch.config.schema import Config
-from sgsbatch.verification.verdict import ERROR, Verdict
-from sgsbatch.verification.verifier import ProofJob, make_verifier
+from sgsbatch.verification.verdict import ERROR, ProofJob, Verdict
+from sgsbatch.verification.verifier import make_verifier
 
 MALFORMED = "malformed_row"
 BY = ":= by"

@@ -13,13 +13,11 @@ import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from sgsbatch.checkout import checkout_root
 from sgsbatch.config.schema import VerificationConfig
 from sgsbatch.verification.checks import check_proof, check_statement
 from sgsbatch.verification.pool import PoolSettings, ReplPool
-from sgsbatch.verification.verdict import FAILED, Verdict
-from sgsbatch.verification.verifier import ProofJob
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from sgsbatch.verification.verdict import FAILED, ProofJob, Verdict
 
 
 def resolve_project_dir(value: str) -> Path:
@@ -28,7 +26,7 @@ def resolve_project_dir(value: str) -> Path:
     Config files give `./lean`-style paths already resolved against the file (configfile.py).
     """
     path = Path(value).expanduser()
-    return path if path.is_absolute() else (REPO_ROOT / path).resolve()
+    return path if path.is_absolute() else (checkout_root() / path).resolve()
 
 
 def _preflight(command: Sequence[str], project_dir: Path) -> None:

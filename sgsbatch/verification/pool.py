@@ -35,8 +35,7 @@ from sgsbatch.verification.rules import (
     proof_failure,
     reference_type,
 )
-from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, Verdict
-from sgsbatch.verification.verifier import ProofJob
+from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, ProofJob, Verdict
 
 log = logging.getLogger(__name__)
 

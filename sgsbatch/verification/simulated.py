@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
+from collections.abc import Iterator, Sequence
 
 from sgsbatch.extraction import strip_lean_comments
-from sgsbatch.verification.verdict import FAILED, TIMEOUT, VERIFIED, Verdict
+from sgsbatch.verification.verdict import FAILED, TIMEOUT, VERIFIED, ProofJob, Verdict
 
 NOT_LEAN = "simulated verifier: not Lean"
 
@@ -178,3 +180,16 @@ def simulated_verify(
     if _unit("coin", _normalise(theorem), _normalise(code)) >= pass_probability:
         return _verdict(FAILED, "unlucky coin (stand-in for a wrong proof step)", details)
     return _verdict(VERIFIED, "strength meets difficulty", details)
+
+
+class SimulatedVerifier:
+    """SIMULATED: deterministic stand-in, not Lean (see verification/simulated.py)."""
+
+    def verify_stream(self, jobs: Sequence[ProofJob]) -> Iterator[tuple[ProofJob, Verdict, float]]:
+        for job in jobs:
+            t0 = time.perf_counter()
+            verdict = simulated_verify(job.header, job.theorem, job.proof)
+            yield job, verdict, time.perf_counter() - t0
+
+    def close(self) -> None:
+        return None

@@ -1,11 +1,14 @@
-"""The outcome of checking one proof: `Verdict`, shared by the Lean and the simulated verifiers.
+"""What every verifier shares: the proof to check (`ProofJob`), the outcome (`Verdict`), the interface.
 
-Covered: the four verdict values and the record. Not covered: how any verifier decides.
+Covered: the four verdict values, the records and the `Verifier` protocol the Lean and the
+simulated verifiers implement. Not covered: how any verifier decides (rules.py, simulated.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 VERIFIED = "verified"
 FAILED = "failed"
@@ -33,3 +36,21 @@ class Verdict:
     def ok(self) -> bool:
         """True for a verified proof."""
         return self.verdict == VERIFIED
+
+
+@dataclass(frozen=True)
+class ProofJob:
+    """One proof to check: Lean sees `header + theorem + proof` (extraction.solver_file)."""
+
+    key: str
+    header: str
+    theorem: str
+    proof: str
+
+
+class Verifier(Protocol):
+    def verify_stream(self, jobs: Sequence[ProofJob]) -> Iterator[tuple[ProofJob, Verdict, float]]:
+        """Yield (job, verdict, seconds) for every job exactly once, in completion order."""
+        ...
+
+    def close(self) -> None: ...

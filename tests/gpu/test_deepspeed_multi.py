@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE.parent))
 from ds_ranks import LR, digest  # noqa: E402
 from gpulib import build_model, multi_gpu_missing_reason  # noqa: E402
 
-from sgsbatch.models.tiny import is_complete  # noqa: E402
+from sgsbatch.run.checkpoint import is_complete  # noqa: E402
 
 _missing = multi_gpu_missing_reason(2)
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_missing is not None, reason=_missing or "")]

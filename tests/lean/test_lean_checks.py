@@ -10,8 +10,7 @@ import pytest
 from sgsbatch.verification import checks as C
 from sgsbatch.verification import rules as V
 from sgsbatch.verification.lean import static_verdict
-from sgsbatch.verification.verdict import FAILED, VERIFIED
-from sgsbatch.verification.verifier import ProofJob
+from sgsbatch.verification.verdict import FAILED, VERIFIED, ProofJob
 
 CHEATS: list[tuple[str, str]] = [
     ("\n  #eval IO.println \"hi\"\n  simp", C.EVAL),

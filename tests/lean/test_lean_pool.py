@@ -12,8 +12,7 @@ import pytest
 from leanlib import settings
 
 from sgsbatch.verification.pool import HEADER_ERROR, ReplPool
-from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, VERIFIED
-from sgsbatch.verification.verifier import ProofJob
+from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, VERIFIED, ProofJob
 
 HEADER = "import Mathlib\nopen Real"
 EXPECTED = {

@@ -9,8 +9,7 @@ import pytest
 
 from sgsbatch.config.schema import VerificationConfig
 from sgsbatch.verification.lean import LeanVerifier, resolve_project_dir
-from sgsbatch.verification.verdict import FAILED, TIMEOUT, VERIFIED
-from sgsbatch.verification.verifier import ProofJob
+from sgsbatch.verification.verdict import FAILED, TIMEOUT, VERIFIED, ProofJob
 
 pytestmark = pytest.mark.lean
 CFG = VerificationConfig()

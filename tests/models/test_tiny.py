@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sgsbatch.models.tiny import MARKER, build_tiny_random, is_complete
+from sgsbatch.models.tiny import build_tiny_random
+from sgsbatch.run.checkpoint import MARKER, is_complete
 
 CORPUS = ["theorem foo (x : ℝ) (h : 0 < x ∧ x ≤ 1) : x ^ 2 ≤ 1 := by", "nlinarith [sq_nonneg (x - 1)]"] * 5
 

@@ -65,9 +65,10 @@ class Chaos(threading.Thread):
 
     ACTIONS = ("requeue", "usr2", "preempt")
 
-    def __init__(self, run: str, seed: int = 1) -> None:
+    def __init__(self, run: str, out_dir: Path, seed: int = 1) -> None:
         super().__init__(daemon=True)
         self.run_name, self.rng, self.stop = run, random.Random(seed), threading.Event()
+        self.out_dir = out_dir  # the preemptor jobs' output goes here, not into the working directory
         self.hits: list[tuple[str, str, str]] = []
 
     def run(self) -> None:
@@ -98,14 +99,14 @@ class Chaos(threading.Thread):
                 subprocess.run(["scancel", "--signal=USR2", jid], capture_output=True)
             else:
                 subprocess.run(["sbatch", "-p", "urgent", "-n", "1", "-c", "2", "--mem=500M", "-J", "preemptor",
-                                "--wrap", "sleep 3"], capture_output=True)
+                                "--output", str(self.out_dir / "preemptor-%j.out"), "--wrap", "sleep 3"], capture_output=True)
             self.hits.append((phase, action, jid))
 
 
 def test_preempted_run_ends_exactly_like_an_uninterrupted_one(reference: dict[str, Any], runs_root: Path) -> None:
     launch = sgsbatch(*launch_args(runs_root, "chaos", "run.executor=slurm"))
     assert launch.returncode == 0, launch.stderr
-    chaos = Chaos("chaos")
+    chaos = Chaos("chaos", runs_root)
     chaos.start()
     try:
         st = _wait(runs_root, "chaos")

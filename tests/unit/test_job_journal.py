@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sgsbatch.ops.rebuild import _journal
-from sgsbatch.scheduling.slurm import journal_job
+from sgsbatch.run.journal import journal_job, read_journal
 
 
 def test_journal_appends_and_survives_a_torn_line(tmp_path: Path) -> None:
@@ -14,5 +13,5 @@ def test_journal_appends_and_survives_a_torn_line(tmp_path: Path) -> None:
     with path.open("a") as f:
         f.write('{"phase": "verify", "job_')  # a crash in the middle of a write
     journal_job(path, {"phase": "verify", "job_id": "12", "shards": [0, 1], "submitted_at": 2.0})
-    assert [(r["phase"], r["job_id"]) for r in _journal(path)] == [("solve", "11"), ("verify", "12")]
-    assert _journal(tmp_path / "absent.jsonl") == []
+    assert [(r["phase"], r["job_id"]) for r in read_journal(path)] == [("solve", "11"), ("verify", "12")]
+    assert read_journal(tmp_path / "absent.jsonl") == []

@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
-from sgsbatch.selection import (
-    SolvedStore,
-    conjecturer_band,
-    ei_needs_samples,
-    rates_of,
-    solve_rate,
-    solver_band,
-    unsolved,
-)
+from sgsbatch.selection import conjecturer_band, ei_targets, solve_rate, solver_band, unsolved
 
 
 def test_solve_rate() -> None:
@@ -24,9 +14,6 @@ def test_solve_rate() -> None:
     for bad in ((1, 0), (-1, 8), (9, 8)):
         with pytest.raises(ValueError):
             solve_rate(*bad)
-    assert rates_of({"a": 2, "b": 8}, 8) == {"a": 0.25, "b": 1.0}
-    with pytest.raises(ValueError):
-        rates_of({"a": 2}, {"b": 8})
 
 
 RATES = {
@@ -92,57 +79,14 @@ def test_conjecturer_band_small_and_empty() -> None:
         conjecturer_band({"x": 0.5}, percentile=1.5)
 
 
-def test_solved_store_cap_first_come_and_dedupe() -> None:
-    store = SolvedStore(cap=3)
-    assert store.add("t", "  simp\n", round=1)
-    assert not store.add("t", "simp", round=2)  # duplicate after strip
-    assert store.add_many("t", ["linarith", "nlinarith", "omega", "positivity"], round=2) == 2
-    assert store.proofs("t") == ["simp", "linarith", "nlinarith"]
-    assert store.count("t") == 3 and store.is_solved("t") and "t" in store
-    assert not store.is_solved("u") and "u" not in store
-    assert store.solved_ids() == ["t"]
-    assert store.solved_fraction(["t", "u"]) == 0.5
+def test_unsolved_keeps_order() -> None:
+    assert unsolved(["c", "b", "a"], {"b": 1, "a": 0}) == ["c", "a"]
+    assert unsolved([], {"a": 3}) == []
+
+
+def test_ei_targets_below_the_cap() -> None:
+    assert ei_targets(["a", "b", "c", "d"], {"a": 0, "b": 16, "c": 15, "d": 17}, 16) == ["a", "c"]
+    assert ei_targets(["a"], {"a": 2}, 2) == []
+    assert ei_targets(["x", "a"], {"a": 16}, 16) == ["x"]
     with pytest.raises(ValueError):
-        store.add("t", "   ")
-    with pytest.raises(ValueError):
-        SolvedStore(cap=0)
-
-
-def test_solved_store_recent_and_round_trip() -> None:
-    store = SolvedStore(cap=16)
-    store.add("b", "p1", round=1)
-    store.add("a", "p2", round=3)
-    store.add("a", "p3", round=4)
-    store.add("b", "p4", round=5)
-    assert store.recent(current_round=5, window=3) == [("a", "p2"), ("a", "p3"), ("b", "p4")]
-    assert store.recent(current_round=5, window=1) == [("b", "p4")]
-    again = SolvedStore.from_dict(store.to_dict())
-    assert again.to_dict() == store.to_dict()
-    smaller = SolvedStore.from_dict(store.to_dict(), cap=1)
-    assert smaller.proofs("a") == ["p2"]
-
-
-@dataclass(frozen=True)
-class _T:
-    id: str
-
-
-def test_unsolved_keeps_order_and_accepts_ids_or_objects() -> None:
-    store = SolvedStore()
-    store.add("b", "simp")
-    assert unsolved(["c", "b", "a"], store) == ["c", "a"]
-    objs = [_T("c"), _T("b"), _T("a")]
-    assert unsolved(objs, store) == [_T("c"), _T("a")]
-    assert unsolved(["c", "b", "a"], {"a"}) == ["c", "b"]
-
-
-def test_ei_needs_samples() -> None:
-    assert ei_needs_samples({"a": 0, "b": 16, "c": 15, "d": 17}) == ["a", "c"]
-    assert ei_needs_samples({"a": 2}, cap=2) == []
-    assert ei_needs_samples({"a": 16}, targets=["x", "a"]) == ["x"]
-    store = SolvedStore(cap=2)
-    store.add_many("a", ["p", "q"])
-    store.add("b", "p")
-    assert ei_needs_samples(store, cap=2, targets=[_T("a"), _T("b"), _T("c")]) == [_T("b"), _T("c")]
-    with pytest.raises(ValueError):
-        ei_needs_samples(store)
+        ei_targets(["a"], {}, 0)

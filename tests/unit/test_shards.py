@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sgsbatch.run.shards import Shard, phase_done, read_phase
+from sgsbatch.run.shards import Shard, failed_reason, read_phase, unfinished
 
 
 def test_item_log_skips_a_torn_last_line_and_repairs_it(tmp_path: Path) -> None:
@@ -19,9 +19,9 @@ def test_item_log_skips_a_torn_last_line_and_repairs_it(tmp_path: Path) -> None:
 
 def test_marker_is_written_after_the_output(tmp_path: Path) -> None:
     sh = Shard(tmp_path, 0)
-    assert not sh.is_done() and not phase_done(tmp_path, 1)
+    assert not sh.is_done() and unfinished(tmp_path, 1) == [0]
     sh.finish([{"key": "x"}], {"items": 1})
-    assert sh.is_done() and sh.output.exists()
+    assert sh.is_done() and sh.output.exists() and unfinished(tmp_path, 1) == []
     assert sh.marker.stat().st_mtime_ns >= sh.output.stat().st_mtime_ns
     assert read_phase(tmp_path, 1) == [{"key": "x"}]
     assert sh.meta()["items"] == 1
@@ -34,5 +34,6 @@ def test_failures_are_counted_and_cleared(tmp_path: Path) -> None:
     assert sh.record_failure("boom again") == 2
     sh.mark_failed("gave up")
     assert sh.failed_reason() == "gave up"
+    assert failed_reason(tmp_path, 3) == "gave up" and unfinished(tmp_path, 3) == [0, 1, 2]
     sh.clear_failures()
-    assert sh.failure_count() == 0 and sh.failed_reason() is None
+    assert sh.failure_count() == 0 and sh.failed_reason() is None and failed_reason(tmp_path, 3) is None

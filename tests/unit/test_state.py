@@ -28,7 +28,7 @@ def _run(tmp_path: Path) -> RunHandle:
 
 
 def _rows(verified_per_target: int, samples: int = 20) -> RoundRows:
-    rows = RoundRows(metrics={"pass@8": 0.5})
+    rows = RoundRows(metrics={"pass@8": 0.5}, store_metric="store/new_proofs")
     for t in range(3):
         for k in range(samples):
             ok = k < verified_per_target

@@ -1,0 +1,40 @@
+"""A round's job journal, `rounds/rNNNN/jobs.jsonl`: every Slurm submission, appended before its row.
+
+One JSON object per line (phase, job id, shards, submitted_at), fsynced. It is the run
+directory's record of which jobs belong to the run, so that `sgsbatch rebuild` can restore the
+database's job rows. A line torn by a crash is ended before the next append and skipped on read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def journal_job(path: Path, record: dict[str, object]) -> None:
+    """Append one submission to the round's job journal (what `sgsbatch rebuild` reads back)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+b") as f:
+        end = f.seek(0, os.SEEK_END)
+        if end:
+            f.seek(end - 1)
+            if f.read(1) != b"\n":  # the last write was torn by a crash: end that line first
+                f.write(b"\n")
+        f.write(json.dumps(record).encode() + b"\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_journal(path: Path) -> list[dict[str, Any]]:
+    """The job journal's records; a line torn by a crash is skipped."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
