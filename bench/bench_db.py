@@ -13,7 +13,7 @@ Run by hand (not a test):
     fake targets). Timed: `ingest_rows` (median over --repeats fresh databases) and the
     idempotent second call. Row generation is not timed.
 (b) Status: one run with --rounds rounds ingested the same way, each ended with
-    `advance._record` (the database part of `finish_round`: checkpoints, train metrics, round
+    `round/lifecycle._record` (the database part of `finish_round`: checkpoints, train metrics, round
     completed, next round's rows). run.rounds is --rounds + 1, so the run is still `running`
     with --rounds completed rounds (status then takes its non-terminal path). Timed:
     `sgsbatch status bench --json --runs-dir DIR` as a subprocess (median of 5, includes Python

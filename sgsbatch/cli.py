@@ -1,4 +1,4 @@
-"""The `sgsbatch` command: a thin click layer over control.py, status.py and the run store.
+"""The `sgsbatch` command: a thin click layer over the operator commands (ops/) and the run store.
 
 Library code raises typed errors (errors.py); here they become one clean line on stderr and
 an exit code (2: bad input, 1: run or scheduler problem). Nothing heavy is imported at module

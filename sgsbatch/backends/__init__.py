@@ -1,1 +1,1 @@
-"""backends."""
+"""Generation (transformers, vLLM) and training (DeepSpeed) engines; heavy imports happen inside."""

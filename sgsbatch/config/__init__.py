@@ -1,1 +1,1 @@
-"""config."""
+"""The run configuration: schema (typed, frozen, reference defaults), loading (TOML, inherit, --set), smoke."""

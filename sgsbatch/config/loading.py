@@ -5,7 +5,7 @@ over the parent's key by key. Path-valued keys (data.source, models.*, verificat
 that start with `.`, `/` or `~` are paths, resolved relative to the file that set them (or to
 the working directory for `--set`); anything else there is a Hugging Face id or `tiny-random`.
 Every problem is a `ConfigError` naming the file and the dotted key. Not covered here: the
-meaning of keys (config.py) and where a run lives on disk (paths.py).
+meaning of keys (config/schema.py) and where a run lives on disk (run/paths.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The run configuration: typed, frozen dataclasses with the SGS reference numbers as defaults.
 
 Every number in SGS-SPEC.md is a key here with the reference default. Loading TOML files,
-`inherit`, `--set` overrides and validation live in `configfile.py`; this module is only the
+`inherit`, `--set` overrides and validation live in `config/loading.py`; this module is only the
 schema plus the checks that need more than a type (ranges, choices, cross-key rules).
 """
 

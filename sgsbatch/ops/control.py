@@ -24,7 +24,7 @@ from sgsbatch.errors import ConfigError, RunError, SchedulerError
 from sgsbatch.ops.status import RunStatus, run_status
 from sgsbatch.round.lifecycle import first_unfinished_round, prepare_round
 from sgsbatch.run.handle import RunHandle, create_run
-from sgsbatch.run.shards import Shard
+from sgsbatch.run.shards import Shard, unfinished
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.state.schema import RunState
 
@@ -140,10 +140,8 @@ def resume(h: RunHandle, force: bool = False) -> str:
     executor_for(h).stop(h)
     r = first_unfinished_round(h)
     for phase in h.cfg.phases_of_round(r):
-        for i in range(h.cfg.shard_count(phase)):
-            sh = Shard(h.paths.phase_dir(r, phase), i)
-            if not sh.is_done():
-                sh.clear_failures()
+        for i in unfinished(h.paths.phase_dir(r, phase), h.cfg.shard_count(phase)):
+            Shard(h.paths.phase_dir(r, phase), i).clear_failures()
     end_round_from_marker(h, r)  # training finished but the round's ending was lost
     prepare_round(h, r)
     h.set_state(RunState.running, "resumed")

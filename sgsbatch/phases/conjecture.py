@@ -1,7 +1,7 @@
 """Conjecture phase: one Conjecturer sample per unsolved target, extracted strictly.
 
 Deduplication needs the whole round, so it happens where the conjectures are read back
-(round_data.round_conjectures). Not covered: checking conjectures in Lean (they count as valid
+(round/results.round_conjectures). Not covered: checking conjectures in Lean (they count as valid
 only once a Solver proof of them verifies).
 """
 

@@ -1,7 +1,7 @@
 """Guide phase: the frozen Guide reviews each in-band conjecture once (temperature 1.0).
 
 The band needs every solve rate of the round, so each task derives it from the verify shards
-(round_data.round_results) and takes its slice. Parsing keeps the number between the last pair
+(round/results.round_results) and takes its slice. Parsing keeps the number between the last pair
 of each tag; failed parses are filled with the round's mean when the train phase reads them.
 """
 

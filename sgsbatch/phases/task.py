@@ -1,7 +1,8 @@
 """What every phase task shares: its context, its slice of the items, resumable item loops.
 
 A task is one shard of one phase of one round. It reads the frozen config and the files of
-earlier phases, never the database (train is the exception: it is the round's single writer).
+earlier phases and never writes the database (the train job around the train phase does:
+scheduling/chain.py).
 Item i of a phase belongs to shard i % shards. Every item gets a seed derived from the run
 seed, the round, the phase and the item's key, so results do not depend on sharding, batch
 composition or on where a requeued task resumed. Not covered: the phases' own logic.

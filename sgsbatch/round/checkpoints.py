@@ -4,7 +4,7 @@ Round r samples with the role's weights after round r-1 (an error if they are mi
 that is never trained (the Guide always; the Conjecturer in the frozen ablation) uses its
 base weights: `checkpoints/init/<role>` for `tiny-random` (built by the init phase), otherwise
 the configured hub id or path, loaded as is. A checkpoint counts once its completion marker
-exists (models/tiny.py: written last). Retention keeps the last `keep_last` rounds and every `keep_every`-th.
+exists (run/checkpoint.py: written last). Retention keeps the last `keep_last` rounds and every `keep_every`-th.
 """
 
 from __future__ import annotations

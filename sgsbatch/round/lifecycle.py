@@ -162,7 +162,9 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
             if k not in have:
                 s.add(Metric(run_id=h.run_id, round=r, name=k, value=float(v)))
         rnd = s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == r)).one()
-        rnd.state, rnd.completed_at, rnd.generations = "completed", ended, int(prev + this)
+        if rnd.state != "completed":  # ending a round again keeps its first completion time
+            rnd.completed_at = ended
+        rnd.state, rnd.generations = "completed", int(prev + this)
         s.add(rnd)
         if last:
             run.state, run.message = RunState.completed, f"all {h.cfg.run.rounds} rounds completed"

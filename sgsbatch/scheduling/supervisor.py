@@ -23,9 +23,9 @@ from types import FrameType
 
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard
-from sgsbatch.scheduling.worker import REQUEUE_EXIT
 
 DONE, INTERRUPTED, FAILED = "done", "interrupted", "failed"
+REQUEUE_EXIT = 75  # a worker's EX_TEMPFAIL: "stopped on request (SIGUSR2), run me again"
 
 
 class TaskFailed(RuntimeError):

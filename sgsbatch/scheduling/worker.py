@@ -25,8 +25,8 @@ from sgsbatch.config.schema import PHASES
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard
+from sgsbatch.scheduling.supervisor import REQUEUE_EXIT
 
-REQUEUE_EXIT = 75  # EX_TEMPFAIL: "stopped on request, run me again"
 FAULT_ENV = "SGSBATCH_FAULT_INJECT"
 _stop = {"requested": False}
 

@@ -1,1 +1,1 @@
-"""The state database: schema, engine and migrations, ingestion."""
+"""The state store, a leaf of the package: schema, engine and migrations, writing ingested rows."""

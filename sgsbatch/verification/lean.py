@@ -1,10 +1,10 @@
 """The Lean verifier: static checks first, then a pool of leanprover-community REPL processes.
 
-`LeanVerifier(vcfg, processes)` is what `backends.make_verifier` builds for `backend = "lean"`.
+`LeanVerifier(vcfg, processes)` is what `verifier.make_verifier` builds for `backend = "lean"`.
 A proof or statement refused by checks.py gets `failed` with the check's reason code and never
 reaches Lean; everything else goes through pool.py (header once per process, per-proof timeout,
 memory limit, restarts, retries, axiom audit). Covered: wiring and path resolution. Not covered:
-installing Lean (lean/install.sh) or the rules themselves (checks.py, verdicts.py).
+installing Lean (lean/install.sh) or the rules themselves (checks.py, rules.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from sgsbatch.verification.verdict import FAILED, ProofJob, Verdict
 def resolve_project_dir(value: str) -> Path:
     """An absolute path as is; a relative one (the default `lean`) against the repository root.
 
-    Config files give `./lean`-style paths already resolved against the file (configfile.py).
+    Config files give `./lean`-style paths already resolved against the file (config/loading.py).
     """
     path = Path(value).expanduser()
     return path if path.is_absolute() else (checkout_root() / path).resolve()

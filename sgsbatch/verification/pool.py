@@ -1,7 +1,7 @@
 """A pool of REPL processes for one verify task: every proof gets exactly one verdict.
 
 Covered: N processes (one thread each); each elaborates a header once (`{"cmd": header}` -> env
-H) and checks every later proof with that header in env H, then audits it (verdicts.py); jobs
+H) and checks every later proof with that header in env H, then audits it (rules.py); jobs
 are queued per header and a process keeps taking jobs of its current header, so it re-imports
 only when its header's jobs run out. A process is killed and replaced after a proof timeout,
 a crash, garbage or a cut-off reply, the memory limit (RLIMIT_AS), or `max_proofs` proofs (the

@@ -6,7 +6,7 @@ reading one reply with a wall-clock timeout (select on the pipe, no reader threa
 the ways a reply can fail: the process hangs (`ReplTimeout`), dies, prints garbage or a reply
 cut off mid-JSON, or hits the memory limit (`ReplSystemError` with a `kind`); and killing only
 the process group this client started, before the process is reaped (so its id cannot have
-been reused). Not covered: what a reply means for a proof (verdicts.py), or pooling (pool.py).
+been reused). Not covered: what a reply means for a proof (rules.py), or pooling (pool.py).
 
 Protocol (REPL v4.15.0): the REPL reads lines until a blank one, parses them as one JSON
 command and prints one JSON reply (pretty-printed over several lines, never containing a blank

@@ -70,6 +70,9 @@ BAD = [
     ('inherit = "{tiny}"\n', ["run.rounds=0"], "run.rounds", ">= 1"),
     ('inherit = "{tiny}"\n', ["run.nope=1"], "run.nope", "unknown key"),
     ('inherit = "{tiny}"\n', ["run.rounds"], "run.rounds", "KEY=VALUE"),
+    # keys that once validated and did nothing: the error says what to do instead
+    ('inherit = "{tiny}"\n[train]\nepochs = 2\n', [], "train.epochs", "exactly one epoch"),
+    ('inherit = "{tiny}"\n[slurm]\nsubmitit_folder = "/x"\n', [], "slurm.submitit_folder", "<run dir>/slurm/"),
 ]
 
 

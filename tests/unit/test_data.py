@@ -140,3 +140,17 @@ def test_saved_hugging_face_dataset(tmp_path: Path) -> None:
     assert load_targets(tmp_path / "dict", fmt="hf", limit=1).ids == ["dddd0001"]
     with pytest.raises(DataError, match="no split"):
         load_targets(tmp_path / "dict", fmt="hf", split="test")
+
+
+def test_data_split_key_picks_the_split(tmp_path: Path) -> None:
+    """`data.split` reaches the loader: the run's targets come from the split the config names."""
+    datasets = pytest.importorskip("datasets")
+    from sgsbatch.ops.control import plan
+
+    datasets.DatasetDict({"train": datasets.Dataset.from_list([row("dddd0001"), row("dddd0002")]),
+                          "test": datasets.Dataset.from_list([row("eeee0001")])}).save_to_disk(str(tmp_path / "dd"))
+    tiny = Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml"
+    base = [f"data.source={tmp_path / 'dd'}", "data.format=hf", "run.executor=local"]
+    for split, ids in (("train", ["dddd0001", "dddd0002"]), ("test", ["eeee0001"])):
+        p, targets = plan(tiny, [*base, f"data.split={split}"], load_remote=True)
+        assert [t.id for t in targets] == ids and p.targets == len(ids)

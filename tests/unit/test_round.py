@@ -1,0 +1,373 @@
+"""The round glue (sgsbatch/round/, scheduling/chain.py) on a synthetic run directory.
+
+Round 0's shard files are written by hand (one shard per phase, 4 samples per problem) with
+verdicts chosen so that solve rates, bands and rewards can be computed by hand. Covered: reading
+a round back (conjecture deduplication and ids, verified counts, rates, samples joined with their
+verdicts); trainer examples per objective (reinforce, cispo, ei) and the Conjecturer's examples
+(guide on / off, frozen); ingesting and finishing rounds (metrics, the next round's rows and
+inputs, idempotence, the run's completion); checkpoint retention and `deleted` marks; ending a
+round from its train marker; which weights a role uses. Not covered: the formulas themselves
+(test_selection.py, test_rewards.py) and the phases' sampling, verification and training.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlmodel import select
+
+from sgsbatch.config.loading import load_config
+from sgsbatch.config.schema import Config
+from sgsbatch.data import Target
+from sgsbatch.round.checkpoints import prune, retained, weights_for
+from sgsbatch.round.examples import (
+    conjecturer_examples,
+    ei_stored_proofs,
+    in_band_conjectures,
+    solver_examples,
+)
+from sgsbatch.round.lifecycle import (
+    current_phase,
+    finish_round,
+    first_unfinished_round,
+    ingest_round,
+    prepare_round,
+    round_completed,
+)
+from sgsbatch.round.results import conjecture_id, round_conjectures, round_results, run_targets
+from sgsbatch.run.checkpoint import publish_dir, staging_dir
+from sgsbatch.run.handle import RunHandle, create_run
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import Shard, read_json
+from sgsbatch.scheduling.chain import end_round_from_marker
+from sgsbatch.state.ingest import is_ingested
+from sgsbatch.state.schema import Attempt, Checkpoint, Metric, Phase, Round, Run, RunState
+
+REPO = Path(__file__).resolve().parents[2]
+TARGETS = [Target(f"t{i}", f"import Mathlib\n-- h{i}\n", f"theorem t{i} : {i} + 0 = {i} := by") for i in range(4)]
+HEADERS = [t.header for t in TARGETS]
+CA, CB, CC, CD = (f"theorem c{n} : {n} + {n} = {2 * n} := by" for n in (2, 3, 4, 5))
+A, B, C, D = (conjecture_id(0, s) for s in (CA, CB, CC, CD))
+# round 0's conjecture samples per target (None: malformed); the 2nd of t0 is an exact copy of target t1,
+# the 1st of t1 is cA up to whitespace, the 1st of t2 is target t3 up to whitespace
+CONJ0: dict[str, list[str | None]] = {"t0": [CA, TARGETS[1].theorem], "t1": [" theorem c2 :  2 + 2\n= 4 := by ", None, CB],
+                                      "t2": ["theorem t3 :\t3 + 0 = 3  := by", CC], "t3": [CD]}
+# verdict per sample: v verified, L verified and over-long (86 tokens), T verified using `try`, f failed,
+# t timeout, u unextracted; rates t0 0, t1 .25, t2 .5, t3 1, A .25, B .25, C .5, D .75
+SOLVE0 = {"t0": "ffut", "t1": "vfff", "t2": "vLff", "t3": "vvvv", A: "fvff", B: "Tfff", C: "vTff", D: "vvvf"}
+REVIEWS0: dict[str, tuple[int | None, int | None, int | None]] = {A: (4, 0, 1), B: (2, 1, 2), C: (None, None, None)}
+VERDICT = {"v": "verified", "L": "verified", "T": "verified", "f": "failed", "t": "timeout", "u": "unextracted"}
+TRAIN = {"solver": {"steps": 2, "sequences": 5, "mean_loss": 0.5}}
+LONG_WEIGHT = -(86 - 0.8 * 96) / (0.2 * 96)  # tiny: solver.max_tokens 96, length_penalty_start 0.8
+
+
+def _cfg(tmp: Path, *extra: str) -> Config:
+    return load_config(REPO / "jobs" / "tiny.toml", [
+        f"run.runs_dir={tmp}", "run.name=r", "run.executor=local", "run.rounds=3", "shards.conjecture=1",
+        "shards.solve=1", "shards.guide=1", "solver.samples=4", *extra])
+
+
+def _run(tmp: Path, *extra: str) -> RunHandle:
+    h = create_run(_cfg(tmp, *extra), TARGETS, "local")
+    prepare_round(h, 0)
+    return h
+
+
+def _write_round(h: RunHandle, r: int, conj: dict[str, list[str | None]], solve: dict[str, str],
+                 reviews: dict[str, tuple[int | None, int | None, int | None]]) -> None:
+    """Every shard of round r but train; solve prompt ids are [1000 + position], sample tokens [10 * position + k]."""
+    def shard(phase: str) -> Shard:
+        return Shard(h.paths.phase_dir(r, phase), 0)
+
+    if r == 0:
+        shard("init").finish([])
+    items = []
+    for tid, stmts in conj.items():
+        i = int(tid[1:])
+        samples = [{"text": f"```lean4\n{s}\n```", "token_ids": [300 + 10 * i + k] * 2, "logprobs": [-0.5] * 2,
+                    "finish_reason": "stop", "ok": s is not None, "statement": s,
+                    "reason": None if s is not None else "no_statement"} for k, s in enumerate(stmts)]
+        items.append({"key": tid, "target_id": tid, "prompt_ids": [200 + i], "samples": samples})
+    shard("conjecture").finish(items)
+    solved, verified = [], []
+    for idx, (pid, spec) in enumerate(solve.items()):
+        samples, verdicts = [], []
+        for k, c in enumerate(spec):
+            n = 86 if c == "L" else 3
+            samples.append({"text": "proof", "token_ids": [10 * idx + k] * n, "logprobs": [-0.1 * (k + 1)] * n,
+                            "finish_reason": "length" if c == "L" else "stop", "ok": c != "u",
+                            "proof": None if c == "u" else ("try simp" if c == "T" else "simp"),
+                            "reason": "no_code_block" if c == "u" else None})
+            verdicts.append({"verdict": VERDICT[c], "verify_reason": None if c in "vLT" else f"{VERDICT[c]}!",
+                             "messages": [], "time_s": 0.5})
+        solved.append({"key": pid, "problem_id": pid, "is_target": pid.startswith("t"), "prompt_ids": [1000 + idx],
+                       "samples": samples})
+        verified.append({"key": pid, "problem_id": pid, "verdicts": verdicts})
+    shard("solve").finish(solved)
+    shard("verify").finish(verified)
+    shard("guide").finish([{"key": cid, "conjecture_id": cid, "text": "review", "token_ids": [7] * 4,
+                            "logprobs": [-1.0] * 4, "finish_reason": "stop", "ok": rel is not None,
+                            "reason": None if rel is not None else "missing_relevance", "relevance": rel,
+                            "redundant": red, "complexity": cx} for cid, (rel, red, cx) in reviews.items()])
+
+
+def _round0(tmp: Path, *extra: str) -> RunHandle:
+    h = _run(tmp, *extra)
+    _write_round(h, 0, CONJ0, SOLVE0, REVIEWS0)
+    return h
+
+
+def _metrics(h: RunHandle, r: int) -> dict[str, float]:
+    with h.db.read() as s:
+        return {m.name: m.value for m in s.exec(select(Metric).where(Metric.round == r)).all()}
+
+
+def _snapshot(h: RunHandle) -> list[Any]:
+    """Every row finishing a round writes."""
+    with h.db.read() as s:
+        return [sorted((m.round, m.name, m.value) for m in s.exec(select(Metric)).all()),
+                sorted((x.index, x.state, x.unsolved, x.generations, x.completed_at)
+                       for x in s.exec(select(Round))),
+                sorted((p.round, p.kind, p.status, p.wall_s) for p in s.exec(select(Phase)).all()),
+                sorted((c.round, c.role, c.path, c.steps, c.deleted) for c in s.exec(select(Checkpoint)).all())]
+
+
+def test_round_results_deduplicates_conjectures_and_joins_verdicts(tmp_path: Path) -> None:
+    h = _round0(tmp_path)
+    problems, rows, funnel = round_conjectures(h.cfg, h.paths, 0, run_targets(h.paths))
+    assert [(p.problem_id, p.theorem, p.target_id, p.header, p.is_target) for p in problems] == [
+        (A, CA, "t0", HEADERS[0], False), (B, CB, "t1", HEADERS[1], False),
+        (C, CC, "t2", HEADERS[2], False), (D, CD, "t3", HEADERS[3], False)]
+    assert A.startswith("c0-") and len(A) == 15 and conjecture_id(1, CA) != A
+    assert [(x["target_id"], x["sample"], x["status"], x["conjecture_id"]) for x in rows] == [
+        ("t0", 0, "ok", A), ("t0", 1, "duplicate", None), ("t1", 0, "duplicate", None), ("t1", 1, "malformed", None),
+        ("t1", 2, "ok", B), ("t2", 0, "duplicate", None), ("t2", 1, "ok", C), ("t3", 0, "ok", D)]
+    assert (funnel.generated, funnel.well_formed, funnel.unique, funnel.rejected) == (8, 7, 4, {"no_statement": 1})
+    res = round_results(h.cfg, h.paths, 0)
+    assert list(res) == ["t0", "t1", "t2", "t3", A, B, C, D]
+    assert {k: (v.verified, v.rate) for k, v in res.items()} == {
+        "t0": (0, 0.0), "t1": (1, 0.25), "t2": (2, 0.5), "t3": (4, 1.0), A: (1, 0.25), B: (1, 0.25), C: (2, 0.5),
+        D: (3, 0.75)}
+    t0 = res["t0"].samples
+    assert [x["verdict"] for x in t0] == ["failed", "failed", "unextracted", "timeout"]
+    assert (t0[2]["ok"], t0[2]["reason"], t0[3]["verify_reason"], t0[3]["time_s"]) == (False, "no_code_block",
+                                                                                       "timeout!", 0.5)
+    t2 = res["t2"].samples[1]
+    assert (t2["verdict"], t2["proof"], t2["token_ids"], t2["finish_reason"]) == ("verified", "simp", [21] * 86,
+                                                                                  "length")
+    assert res[A].prompt_ids == [1004] and res[A].problem.target_id == "t0" and not res[A].problem.is_target
+
+
+def test_reinforce_trains_on_verified_samples_of_the_hard_band(tmp_path: Path) -> None:
+    h = _round0(tmp_path)
+    ex = solver_examples(h.cfg, h.paths, round_results(h.cfg, h.paths, 0))
+    # band 0 < s <= .5: t1, t2, A, B, C; B's only proof and C's 2nd use `try` (weight 0: no example);
+    # t0 (s=0), t3 (s=1), D (s=.75) give none
+    got = {(e.prompt_ids[0], e.completion_ids[0], len(e.completion_ids)): e.weight for e in ex}
+    assert len(ex) == len(got) == 5
+    assert got == pytest.approx({(1001, 10, 3): 1.0, (1002, 20, 3): 1.0, (1002, 21, 86): LONG_WEIGHT,
+                                 (1004, 41, 3): 1.0, (1006, 60, 3): 1.0})
+    assert pytest.approx(-0.4791667) == LONG_WEIGHT
+    assert all(e.group is None and e.sampler_logprobs is None for e in ex)
+
+
+def test_cispo_trains_on_whole_groups_with_advantages(tmp_path: Path) -> None:
+    h = _round0(tmp_path)
+    ex = solver_examples(_cfg(tmp_path, "solver.objective=cispo"), h.paths, round_results(h.cfg, h.paths, 0))
+    # band 0 < s < 1: t1, t2, A, B, C, D; B's rewards are all 0 (its proof uses `try`): group dropped
+    keys = sorted(["t1", "t2", A, C, D])
+    prompt = {pid: 1000 + i for i, pid in enumerate(SOLVE0)}
+    assert len(ex) == 20
+    for gid, key in enumerate(keys):
+        group = [e for e in ex if e.group == gid]
+        assert [e.prompt_ids for e in group] == [[prompt[key]]] * 4
+        assert [e.completion_ids[0] % 10 for e in group] == [0, 1, 2, 3]
+        assert [e.sampler_logprobs for e in group] == [[-0.1 * (k + 1)] * len(e.completion_ids)
+                                                      for k, e in enumerate(group)]
+        assert sum(e.weight for e in group) == pytest.approx(0.0, abs=1e-6)
+    r3 = math.sqrt(3)
+    assert [e.weight for e in ex if e.group == keys.index("t1")] == pytest.approx([r3, -1 / r3, -1 / r3, -1 / r3], rel=1e-4)
+    assert [e.weight for e in ex if e.group == keys.index(D)] == pytest.approx([1 / r3, 1 / r3, 1 / r3, -r3], rel=1e-4)
+
+
+def test_expert_iteration_reads_stored_proofs_back_from_the_solve_shard(tmp_path: Path) -> None:
+    h = _round0(tmp_path)
+    assert ingest_round(h, 0)
+    stored = ei_stored_proofs(h, 0)
+    assert sorted(stored) == [(0, "t1", 0), (0, "t2", 0), (0, "t2", 1), (0, "t3", 0), (0, "t3", 1), (0, "t3", 2),
+                              (0, "t3", 3)]  # targets only; conjectures' proofs are not stored
+    assert ei_stored_proofs(h, 3) == []  # ei_rounds = 3: rounds 1..3 only
+    cfg = _cfg(tmp_path, "solver.objective=ei", "conjecturer.enabled=false")
+    ex = solver_examples(cfg, h.paths, {}, [(0, "t2", 1), (0, "t1", 0)])
+    assert [(e.prompt_ids, e.completion_ids, e.weight) for e in ex] == [([1001], [10] * 3, 1.0),
+                                                                          ([1002], [21] * 86, 1.0)]
+
+
+def test_conjecturer_examples_reward_in_band_conjectures(tmp_path: Path) -> None:
+    h = _round0(tmp_path)
+    res = round_results(h.cfg, h.paths, 0)
+    # conjecture rates .25, .25, .5, .75: threshold sorted[int(.7 * 4)] = .5, so A, B, C
+    assert in_band_conjectures(h.cfg, res) == {A, B, C}
+    # guide scores A 4+1+1 = 6, B 2+0+0 = 2, C failed: the mean 4; R = 4.5, 1.5, 2 -> 1, 0, 1/6
+    ex, rewards = conjecturer_examples(h.cfg, h.paths, 0, res)
+    assert rewards == pytest.approx({A: 1.0, B: 0.0, C: 1 / 6})
+    assert {(tuple(e.prompt_ids), tuple(e.completion_ids)): e.weight for e in ex} == pytest.approx(
+        {((200,), (300, 300)): 1.0, ((202,), (321, 321)): 1 / 6})
+    # no guide: R = 1 - s = .75, .75, .5 -> 1, 1, 0
+    ex, rewards = conjecturer_examples(_cfg(tmp_path, "guide.enabled=false"), h.paths, 0, res)
+    assert rewards == pytest.approx({A: 1.0, B: 1.0, C: 0.0})
+    assert sorted((e.prompt_ids, e.completion_ids, e.weight) for e in ex) == [([200], [300, 300], 1.0),
+                                                                              ([201], [312, 312], 1.0)]
+    assert conjecturer_examples(_cfg(tmp_path, "conjecturer.train=false"), h.paths, 0, res) == ([], {})
+
+
+def test_finish_round_records_metrics_prepares_next_round_and_is_idempotent(tmp_path: Path) -> None:
+    h = _round0(tmp_path)
+    assert ingest_round(h, 0) and not ingest_round(h, 0)
+    train = {**TRAIN, "conjecturer": {"steps": 1, "sequences": 2, "mean_loss": 0.25, "reward_mean": 0.4}}
+    finish_round(h, 0, train)
+    m = _metrics(h, 0)
+    expected = {"cumulative_solve_rate": 0.75, "solved_targets": 3, "generations/round": 8 + 32 + 3,
+                "generations/total": 43, "train/solver_steps": 2, "train/solver_sequences": 5,
+                "train/solver_loss": 0.5, "train/conjecturer_steps": 1, "conjecturer/reward_mean": 0.4,
+                "pass@8": 0.75, "store/new_proofs": 7, "conjectures/in_band": 3, "conjectures/unique": 4}
+    assert {k: m[k] for k in expected} == expected
+    assert round_completed(h, 0) and not round_completed(h, 1)
+    with h.db.read() as s:
+        r1 = s.exec(select(Round).where(Round.index == 1)).one()
+        assert (r1.state, r1.unsolved) == ("pending", 1)
+        assert s.exec(select(Round).where(Round.index == 0)).one().generations == 43
+        assert sorted(p.kind for p in s.exec(select(Phase).where(Phase.round == 1))) == sorted(
+            ["conjecture", "solve", "verify", "guide", "train"])
+        assert {p.status for p in s.exec(select(Phase).where(Phase.round == 0))} == {"completed"}
+        assert sorted((c.round, c.role, c.path) for c in s.exec(select(Checkpoint))) == [
+            (0, "conjecturer", str(h.paths.checkpoint(0, "conjecturer"))),
+            (0, "solver", str(h.paths.checkpoint(0, "solver")))]
+    inputs = read_json(h.paths.round_inputs(1))
+    assert inputs == {"round": 1, "unsolved": ["t0"], "solve_targets": ["t0", "t1", "t2", "t3"], "solved": 3}
+    assert list(h.paths.tb.glob("events.out.tfevents.*"))
+    before = _snapshot(h)
+    finish_round(h, 0, train)  # ending it again (a retried train job) changes nothing, completion time included
+    assert _snapshot(h) == before and read_json(h.paths.round_inputs(1)) == inputs
+    # round 1 solves t0 and has one malformed conjecture: 1 + 16 generations, cumulative 4/4
+    _write_round(h, 1, {"t0": [None]}, {"t0": "vfff", "t1": "ffff", "t2": "ffff", "t3": "ffff"}, {})
+    assert ingest_round(h, 1)
+    finish_round(h, 1, TRAIN)
+    m = _metrics(h, 1)
+    assert (m["generations/round"], m["generations/total"], m["cumulative_solve_rate"], m["solved_targets"]) == (
+        17, 60, 1.0, 4)
+    assert "train/conjecturer_steps" not in m
+    assert read_json(h.paths.round_inputs(2))["unsolved"] == []
+    # the last round completes the run and prepares nothing more
+    _write_round(h, 2, {}, {"t0": "ffff", "t1": "ffff", "t2": "ffff", "t3": "ffff"}, {})
+    assert ingest_round(h, 2)
+    finish_round(h, 2, TRAIN)
+    assert h.row().state == RunState.completed and _metrics(h, 2)["generations/total"] == 76
+    assert not h.paths.round_inputs(3).exists() and first_unfinished_round(h) == 2
+    with h.db.read() as s:
+        assert s.exec(select(Round).where(Round.index == 3)).first() is None
+
+
+def test_retention_keeps_last_rounds_and_every_nth(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, "checkpoints.keep_last=2", "checkpoints.keep_every=3")
+    assert [r for r in range(8) if retained(cfg, r, 6)] == [2, 5, 6, 7]
+    assert [r for r in range(7) if retained(_cfg(tmp_path, "checkpoints.keep_every=0"), r, 6)] == [5, 6]
+    paths = RunPaths(tmp_path / "p")
+    assert prune(cfg, paths, 6) == []  # no checkpoints directory yet
+    for name in ["init", *(f"r{r:04d}" for r in range(8))]:
+        for role in ("solver", "conjecturer"):
+            (paths.checkpoints_dir() / name / role).mkdir(parents=True)
+    root = paths.checkpoints_dir()
+    assert prune(cfg, paths, 6) == [root / "r0000", root / "r0001", root / "r0003", root / "r0004"]
+    assert sorted(p.name for p in root.iterdir()) == ["init", "r0002", "r0005", "r0006", "r0007"]
+    assert prune(cfg, paths, 6) == []
+
+
+def test_finish_round_marks_pruned_checkpoints_deleted(tmp_path: Path) -> None:
+    h = _run(tmp_path, "checkpoints.keep_last=1", "checkpoints.keep_every=0")
+    for r in (0, 1):
+        ck = h.paths.checkpoint(r, "solver")
+        publish_dir(staging_dir(ck), ck, {"round": r})
+        finish_round(h, r, TRAIN)
+    assert not h.paths.checkpoint(0, "solver").exists() and h.paths.checkpoint(1, "solver").exists()
+    with h.db.read() as s:
+        assert sorted((c.round, c.deleted) for c in s.exec(select(Checkpoint))) == [(0, True), (1, False)]
+
+
+def test_end_round_from_marker_ingests_and_completes_the_round(tmp_path: Path) -> None:
+    h = _run(tmp_path)
+    assert (current_phase(h.cfg, h.paths, 0), first_unfinished_round(h)) == ("init", 0)
+    _write_round(h, 0, CONJ0, SOLVE0, REVIEWS0)
+    marker = Shard(h.paths.phase_dir(0, "verify"), 0).marker
+    marker.rename(marker.with_suffix(".off"))
+    assert current_phase(h.cfg, h.paths, 0) == "verify"
+    marker.with_suffix(".off").rename(marker)
+    assert current_phase(h.cfg, h.paths, 0) == "train"
+    assert end_round_from_marker(h, 0) is False  # the train job has not finished
+    with h.db.read() as s:
+        assert s.exec(select(Attempt)).first() is None and s.exec(select(Round).where(Round.index == 1)).first() is None
+    assert not is_ingested(h.db, h.run_id, 0) and not round_completed(h, 0)
+    assert not h.paths.round_inputs(1).exists() and first_unfinished_round(h) == 0
+    train = Shard(h.paths.phase_dir(0, "train"), 0)
+    train.mark_started()
+    train.finish([{"key": "solver", "role": "solver", "steps": 2, "sequences": 5, "mean_loss": 0.5,
+                   "target_tokens": 10}])
+    assert end_round_from_marker(h, 0) is True
+    with h.db.read() as s:
+        attempts = {(a.problem_id, a.sample): a for a in s.exec(select(Attempt)).all()}
+        completed_at = s.exec(select(Round).where(Round.index == 0)).one().completed_at
+    assert len(attempts) == 32
+    a = attempts[("t2", 1)]
+    assert (a.verdict, a.proof, a.tokens, a.finish_reason, a.is_target) == ("verified", "simp", 86, "length", True)
+    a = attempts[("t0", 2)]
+    assert (a.extracted, a.extract_reason, a.verdict, a.proof) == (False, "no_code_block", "unextracted", None)
+    assert attempts[("t0", 0)].proof is None  # proof text is kept for verified samples only
+    assert round_completed(h, 0) and first_unfinished_round(h) == 1 and completed_at == train.meta()["time"]
+    m = _metrics(h, 0)
+    assert (m["train/solver_steps"], m["train/solver_sequences"], m["cumulative_solve_rate"]) == (2, 5, 0.75)
+    assert m["wall_s/train"] == pytest.approx(train.meta()["time"] - (train.started() or 0.0))
+    assert (current_phase(h.cfg, h.paths, 0), current_phase(h.cfg, h.paths, 1)) == ("train", "conjecture")
+    before = _snapshot(h)
+    assert end_round_from_marker(h, 0) is True and _snapshot(h) == before
+
+
+def test_weights_for_base_previous_round_or_error(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path)
+    paths = RunPaths(tmp_path / "w")
+    for role in ("solver", "conjecturer", "guide"):
+        assert weights_for(cfg, paths, role, 0) == str(paths.checkpoint(None, role))
+    ck = paths.checkpoint(0, "solver")
+    with pytest.raises(FileNotFoundError, match=re.escape(str(ck))):
+        weights_for(cfg, paths, "solver", 1)
+    ck.mkdir(parents=True)
+    (ck / "model.safetensors").write_text("half written")
+    with pytest.raises(FileNotFoundError, match="round 0"):  # no completion marker: not a checkpoint
+        weights_for(cfg, paths, "solver", 1)
+    shutil.rmtree(ck)
+    tmp = staging_dir(ck)
+    (tmp / "model.safetensors").write_text("weights")
+    assert publish_dir(tmp, ck, {"round": 0})
+    assert weights_for(cfg, paths, "solver", 1) == str(ck)
+    with pytest.raises(FileNotFoundError, match=re.escape(str(paths.checkpoint(1, "solver")))):
+        weights_for(cfg, paths, "solver", 2)  # never falls back to older weights
+    with pytest.raises(FileNotFoundError, match="conjecturer weights after round 0"):
+        weights_for(cfg, paths, "conjecturer", 1)
+    assert weights_for(cfg, paths, "guide", 2) == str(paths.checkpoint(None, "guide"))
+    frozen = _cfg(tmp_path, "conjecturer.train=false", "models.guide=org/guide-7b")
+    assert weights_for(frozen, paths, "conjecturer", 2) == str(paths.checkpoint(None, "conjecturer"))
+    assert weights_for(frozen, paths, "guide", 5) == "org/guide-7b"
+    assert weights_for(_cfg(tmp_path, "solver.train=false"), paths, "solver", 3) == str(paths.checkpoint(None, "solver"))
+
+
+def test_run_row_counts_targets(tmp_path: Path) -> None:
+    h = _run(tmp_path)
+    with h.db.read() as s:
+        run = s.exec(select(Run)).one()
+    assert (run.targets, run.executor) == (4, "local")
+    assert read_json(h.paths.round_inputs(0)) == {"round": 0, "unsolved": ["t0", "t1", "t2", "t3"],
+                                                  "solve_targets": ["t0", "t1", "t2", "t3"], "solved": 0}

@@ -1,0 +1,192 @@
+"""`run_status` in every state and for every stall reason, and what `watch` does about each.
+
+The local executor is exercised for real (a process whose command line names the run stands in
+for the local driver only where a driver must be alive; a dead one is just absent). For Slurm,
+`squeue`/`sacct` answers are replaced by recorded-style answers (`TaskState` rows), so the
+liveness rules are tested without a cluster; the real-cluster stalls are in tests/slurm.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sgsbatch.cli import main
+from sgsbatch.config.loading import load_config
+from sgsbatch.data import Target
+from sgsbatch.ops import control
+from sgsbatch.ops.status import run_status
+from sgsbatch.round.lifecycle import prepare_round
+from sgsbatch.run.handle import RunHandle, create_run
+from sgsbatch.run.shards import Shard
+from sgsbatch.scheduling import local, slurm
+from sgsbatch.scheduling.liveness import StallReason
+from sgsbatch.scheduling.slurm import TaskState
+from sgsbatch.state.schema import RunState, SlurmJob
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(tmp_path: Path, executor: str, name: str = "st") -> RunHandle:
+    cfg = load_config(REPO / "jobs" / "tiny.toml", [f"run.runs_dir={tmp_path}", f"run.name={name}",
+                                                    f"run.executor={executor}", "run.rounds=2"])
+    targets = [Target(f"t{i}", "import Mathlib\n", f"theorem t{i} : True := by") for i in range(3)]
+    h = create_run(cfg, targets, executor)
+    prepare_round(h, 0)
+    h.set_state(RunState.running)
+    return h
+
+
+@pytest.fixture
+def fake_driver() -> Iterator[Callable[[RunHandle], int]]:
+    """A live process whose command line is a local driver's for the run (stands in for the driver)."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(h: RunHandle) -> int:
+        code = "import time; time.sleep(120)"
+        p = subprocess.Popen([sys.executable, "-c", code, local.DRIVER_MODULE, str(h.paths.root)])
+        procs.append(p)
+        h.paths.local.mkdir(parents=True, exist_ok=True)
+        local.pid_file(h.paths).write_text(str(p.pid))
+        return p.pid
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def _slurm_answers(monkeypatch: pytest.MonkeyPatch, live: list[TaskState] | None,
+                   acct: dict[str, tuple[str, int]] | None = None) -> None:
+    monkeypatch.setattr(slurm, "squeue", lambda ids: live)
+    monkeypatch.setattr(slurm, "sacct", lambda ids: acct)
+
+
+def _add_job(h: RunHandle, r: int, phase: str, job_id: str, shards: list[int]) -> None:
+    with h.db.write() as s:
+        s.add(SlurmJob(run_id=h.run_id, round=r, phase=phase, job_id=job_id, shards=json.dumps(shards),
+                       submitted_at=time.time(), active=True))
+
+
+def test_local_states(tmp_path: Path, fake_driver: Callable[[RunHandle], int]) -> None:
+    h = _run(tmp_path, "local")
+    st = run_status(h)
+    assert (st.state, st.stall, st.round, st.phase) == ("stalled", StallReason.local_driver_dead, 0, "init")
+    assert st.repairable and "local driver is not running" in st.message and "resume st" in st.message
+    pid = fake_driver(h)
+    st = run_status(h)
+    assert (st.state, st.stall, st.driver_pid) == ("running", None, pid)
+    assert st.to_json()["driver_pid"] == pid and st.to_json()["stall"] is None
+    assert run_status(h, live=False).driver_pid is None  # live=False never asks the executor
+
+
+def test_a_shard_out_of_retries_stalls_and_is_not_repairable(tmp_path: Path,
+                                                              fake_driver: Callable[[RunHandle], int]) -> None:
+    h = _run(tmp_path, "local")
+    fake_driver(h)  # even with a live driver: the failed shard decides
+    Shard(h.paths.phase_dir(0, "init"), 0).mark_failed("round 0 init shard 0 failed 3 times; last: boom")
+    st = run_status(h)
+    assert (st.state, st.stall, st.repairable) == ("stalled", StallReason.shard_out_of_retries, False)
+    assert st.message.startswith("round 0 init shard 0 failed 3 times") and st.to_json()["stall"] == "shard_out_of_retries"
+
+
+def test_ended_runs(tmp_path: Path) -> None:
+    h = _run(tmp_path, "local")
+    h.set_state(RunState.cancelled, "cancelled by user")
+    st = run_status(h)
+    assert (st.state, st.phase, st.stall, st.message) == ("cancelled", "init", None, "cancelled by user")
+    h.set_state(RunState.completed, "all 2 rounds completed")
+    st = run_status(h)
+    assert (st.state, st.phase) == ("completed", None)
+    js = st.to_json()
+    for key in ("name", "state", "message", "executor", "rounds", "rounds_completed", "round", "phase", "simulated",
+                "smoke", "targets", "run_dir", "metrics", "stall"):
+        assert key in js, key
+    assert "jobs" not in js and "driver_pid" not in js
+
+
+def test_slurm_liveness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    h = _run(tmp_path, "slurm")
+    _add_job(h, 0, "init", "11", [0])
+    _add_job(h, 0, "conjecture", "12", [0])
+    _slurm_answers(monkeypatch, [TaskState("11", "PENDING", "None"), TaskState("12", "PENDING", "Dependency")])
+    st = run_status(h)
+    assert (st.state, st.stall) == ("pending", None) and st.to_json()["sacct"].startswith("unavailable")
+    _slurm_answers(monkeypatch, [TaskState("11", "RUNNING", "None")], {"11": ("RUNNING", 1), "12": ("PENDING", 0)})
+    st = run_status(h)
+    assert st.state == "running" and st.message == ""
+    assert st.jobs is not None and [(j["job_id"], j["phase"], j["restarts"]) for j in st.jobs] == [
+        ("11", "init", 1), ("12", "conjecture", 0)]
+    _slurm_answers(monkeypatch, None)
+    st = run_status(h)
+    assert (st.state, st.jobs, st.message) == ("running", None, "squeue does not answer: state unknown")
+
+
+def test_slurm_stalls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    h = _run(tmp_path, "slurm")
+    _add_job(h, 0, "init", "11", [0])
+    _add_job(h, 0, "conjecture", "12", [0])
+    _slurm_answers(monkeypatch, [TaskState("12_0", "PENDING", "DependencyNeverSatisfied")])
+    st = run_status(h)
+    assert (st.state, st.stall, st.repairable) == ("stalled", StallReason.dependency_never_satisfied, True)
+    assert "job 12_0 (conjecture) can never start" in st.message
+    _slurm_answers(monkeypatch, [])
+    st = run_status(h)
+    assert (st.state, st.stall) == ("stalled", StallReason.no_live_job)
+    assert "round 0, init" in st.message
+    _add_job(h, 1, "conjecture", "21", [0])  # the train job just submitted the next round: not a stall
+    st = run_status(h)
+    assert (st.state, st.stall) == ("running", None)
+
+
+def _stalled_by(reason: StallReason, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunHandle:
+    if reason is StallReason.local_driver_dead:
+        return _run(tmp_path, "local", reason.value)
+    h = _run(tmp_path, "slurm", reason.value)
+    _add_job(h, 0, "init", "11", [0])
+    if reason is StallReason.shard_out_of_retries:
+        Shard(h.paths.phase_dir(0, "init"), 0).mark_failed("round 0 init shard 0 failed 3 times")
+        _slurm_answers(monkeypatch, [TaskState("11", "RUNNING", "None")])
+    elif reason is StallReason.dependency_never_satisfied:
+        _slurm_answers(monkeypatch, [TaskState("11", "PENDING", "DependencyNeverSatisfied")])
+    else:
+        _slurm_answers(monkeypatch, [])
+    return h
+
+
+@pytest.mark.parametrize("reason", list(StallReason))
+def test_watch_repairs_every_repairable_stall(reason: StallReason, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through `sgsbatch watch` itself: each stall reason once; resume is recorded, not run."""
+    h = _stalled_by(reason, tmp_path, monkeypatch)
+    assert run_status(h).stall is reason
+    resumed: list[str] = []
+    monkeypatch.setattr(control, "resume", lambda h, force=False: resumed.append(h.cfg.run.name) or "resumed it")
+    out = CliRunner().invoke(main, ["watch", reason.value, "--runs-dir", str(tmp_path), "--interval", "0",
+                                    "--max-checks", "1"])
+    assert out.exit_code == 0, out.output
+    assert "stalled" in out.output
+    if reason.repairable:
+        assert resumed == [reason.value] and "resumed it" in out.output
+    else:
+        assert resumed == [] and "resumed it" not in out.output
+
+
+def test_watch_really_restarts_a_dead_local_driver(tmp_path: Path) -> None:
+    h = _run(tmp_path, "local")
+    out = CliRunner().invoke(main, ["watch", "st", "--runs-dir", str(tmp_path), "--interval", "0", "--max-checks", "1"])
+    try:
+        assert out.exit_code == 0, out.output
+        assert "resubmitted unfinished work from round 0" in out.output
+        pid = local.driver_alive(h.paths)
+        assert pid is not None
+        assert run_status(h).state == "running" and h.row().message == "resumed"
+    finally:
+        local.stop_driver(h.paths)
