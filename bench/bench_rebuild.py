@@ -8,7 +8,7 @@ Run by hand (not a test):
 A run directory is synthesized with the record formats the phases write (learned from a real
 `sgsbatch launch jobs/tiny.toml` run): config.toml = jobs/tiny.toml loaded with `load_config`
 and frozen with `to_toml` as launch does (executor local, --rounds rounds, solver.samples 8,
-shards conjecture/solve/guide = 8/64/8 as jobs/sgs.toml, one conjecture per target), 3,323
+shards conjecture/solve/guide = 8/64/8 (jobs/sgs.toml then; now 2/64/1), one conjecture per target), 3,323
 targets, and per round: inputs.json; init (round 0); conjecture (1,800 samples: 1,677 unique,
 61 duplicates, 62 malformed); solve + verify (3,323 targets + 1,677 conjectures, 8 samples each
 = 40,000 attempts, 300-800 character proofs, 200-500 token ids and logprobs per sample, ~6 %

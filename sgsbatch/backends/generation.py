@@ -1,24 +1,34 @@
-"""Generation backends behind one small interface: `transformers` (CPU) and `vllm` (GPU).
+"""Generation backends behind one streaming interface: `transformers` (CPU) and `vllm` (GPU).
 
-Covered: the `Generator` protocol, chat-templating prompts into token ids (shared by every
-backend and by training, so the trained sequences are exactly the sampled ones), a CPU
-sampler on `transformers` models with per-token logprobs, a thin `vllm` backend, and a
-factory.
+A generator is an engine with requests in flight: `add(request)` queues a prompt (its own `n`,
+seed and sampling settings), `step()` advances the engine and returns the requests that finished
+in that step, `abort()` drops everything in flight (a stopped task redoes them after requeue).
+The phases keep a window of `generation.max_in_flight` requests in the engine
+(phases/sampling.py); `generate()` is the same engine for one list of prompts (warm-up, tests).
 
 Semantics shared by both backends:
-- prompt i of a call is sampled with its own seed `derive_seed(seed, i)`; its `n` samples
-  depend only on (model, messages[i], n, seed, i, sampling settings), never on the other
-  prompts of the call or on earlier calls. Callers that need item-level reproducibility
-  independent of position pass one prompt per call (or a stable order).
+- a request's `n` samples depend only on (model, its prompt, n, its seed, sampling settings),
+  never on the other requests in flight or on earlier calls: on the transformers backend exactly
+  as far as the model's float32 kernels give a row the same numbers in any batch (checked by
+  tests/models/test_generation.py for windows of 1, 3 and 16 prompts); on vLLM up to its
+  documented batch-dependent numerics (the same seed in a different batch can differ).
+- a request's completion budget is `min(max_tokens, max_model_len - prompt length)` (vLLM's
+  `max_model_len` counts prompt and completion together; the reference serves with 8192), and on
+  the transformers backend also the model's position limit.
 - `Sample.token_ids` are the generated ids as sampled, including the terminating eos when
   `finish_reason == "stop"`; `Sample.logprobs` has one entry per token id; `Sample.text` is the
   decoded text without special tokens.
-- The transformers backend records logprobs under the sampling distribution (logits / T,
-  then top-p renormalised); temperature <= 0 means greedy with temperature-1 logprobs. The
-  vllm backend asks for `logprobs_mode="processed_logprobs"` (vLLM >= 0.10.2) to match, and
-  falls back to vLLM's raw logprobs on older versions (identical at T=1, top_p=1).
+- The transformers backend records logprobs under the sampling distribution (logits / T, then
+  top-p renormalised); temperature <= 0 means greedy with temperature-1 logprobs. The vllm backend
+  asks for `logprobs_mode="processed_logprobs"` (vLLM >= 0.10.2) to match, and falls back to
+  vLLM's raw logprobs on older versions (identical at T=1, top_p=1).
+- The transformers backend batches statically: requests added while a batch decodes join the next
+  batch (left padding, attention masks, position ids from the mask, one torch.Generator per
+  request). vLLM batches continuously (`LLMEngine.add_request` / `step` / `abort_request`).
+- `stats` counts what reached the engine: start-up seconds, prompts, sequences, prompt and
+  generated tokens, seconds spent in `step()`.
 
-Not covered: the vllm backend cannot run without a GPU and is tested only for lazy import.
+Not covered: the vllm backend cannot run without a GPU; it is tested in tests/gpu only.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 BACKENDS = ("transformers", "vllm")
+
 
 
 @dataclass
@@ -46,17 +57,60 @@ class Generation:
     samples: list[Sample] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Request:
+    """One prompt to sample `n` completions of, with its own seed. `key` names it in the engine."""
+
+    key: str
+    messages: list[dict[str, str]]
+    n: int
+    seed: int
+    max_tokens: int
+    temperature: float
+    top_p: float = 1.0
+
+
+@dataclass
+class EngineStats:
+    """What reached the engine in this process (a task's generation cost)."""
+
+    startup_s: float = 0.0
+    prompts: int = 0
+    sequences: int = 0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    generate_s: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        tps = self.generated_tokens / self.generate_s if self.generate_s > 0 else 0.0
+        return {"startup_s": round(self.startup_s, 3), "generate_s": round(self.generate_s, 3),
+                "prompts": self.prompts, "sequences": self.sequences, "prompt_tokens": self.prompt_tokens,
+                "generated_tokens": self.generated_tokens, "tokens_per_s": round(tps, 3)}
+
+
 class Generator(Protocol):
-    def generate(
-        self,
-        messages: Sequence[list[dict[str, str]]],
-        n: int,
-        *,
-        seed: int,
-        max_tokens: int,
-        temperature: float,
-        top_p: float = 1.0,
-    ) -> list[Generation]: ...
+    stats: EngineStats
+
+    def add(self, request: Request) -> None:
+        """Queue a request; keys must be unique among the requests in flight."""
+        ...
+
+    def step(self) -> list[tuple[Request, Generation]]:
+        """Advance the engine; the requests that finished in this step (maybe none)."""
+        ...
+
+    def abort(self) -> None:
+        """Drop every request in flight."""
+        ...
+
+    def in_flight(self) -> int:
+        """Requests added and not yet returned by `step`."""
+        ...
+
+    def generate(self, messages: Sequence[list[dict[str, str]]], n: int, *, seed: int, max_tokens: int,
+                 temperature: float, top_p: float = 1.0) -> list[Generation]:
+        """All prompts at once; prompt i gets the seed `derive_seed(seed, i)`."""
+        ...
 
 
 def derive_seed(seed: int, index: int) -> int:
@@ -72,76 +126,196 @@ def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]
     return [int(i) for i in ids]
 
 
-class TransformersGenerator:
-    """CPU sampling with a `transformers` causal LM in float32 (one prompt at a time, n rows)."""
+def completion_budget(max_tokens: int, prompt_len: int, max_model_len: int | None) -> int:
+    """Tokens a request may generate: `max_tokens`, capped so that prompt + completion fit `max_model_len`."""
+    if max_model_len is None:
+        return max(0, max_tokens)
+    return max(0, min(max_tokens, max_model_len - prompt_len))
 
-    def __init__(self, model_dir: Path, threads: int | None = None) -> None:
+
+class _Engine:
+    """`generate` on top of add/step, shared by the backends."""
+
+    stats: EngineStats
+
+    def add(self, request: Request) -> None:
+        raise NotImplementedError
+
+    def step(self) -> list[tuple[Request, Generation]]:
+        raise NotImplementedError
+
+    def in_flight(self) -> int:
+        raise NotImplementedError
+
+    def generate(self, messages: Sequence[list[dict[str, str]]], n: int, *, seed: int, max_tokens: int,
+                 temperature: float, top_p: float = 1.0) -> list[Generation]:
+        assert self.in_flight() == 0, "generate() needs an idle engine"
+        for i, msgs in enumerate(messages):
+            self.add(Request(str(i), msgs, n, derive_seed(seed, i), max_tokens, temperature, top_p))
+        out: dict[str, Generation] = {}
+        while self.in_flight():
+            out.update((req.key, gen) for req, gen in self.step())
+        return [out[str(i)] for i in range(len(messages))]
+
+
+@dataclass
+class _Group:
+    """One request inside a transformers batch: its rows, budget, generator and progress."""
+
+    request: Request
+    prompt_ids: list[int]
+    rows: list[int]
+    budget: int
+    gen: Any  # torch.Generator
+    steps: int = 0
+    tokens: list[list[int]] = field(default_factory=list)
+    logps: list[list[float]] = field(default_factory=list)
+    done: list[bool] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.steps >= self.budget or all(self.done)
+
+
+class TransformersGenerator(_Engine):
+    """CPU sampling with a `transformers` causal LM in float32, requests batched statically."""
+
+    def __init__(self, model_dir: Path, threads: int | None = None, max_model_len: int | None = None) -> None:
+        import time
+
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        t0 = time.perf_counter()
         if threads is not None:
             torch.set_num_threads(threads)
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
         self.model.eval()
         self.eos_id = int(self.tokenizer.eos_token_id)
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else self.eos_id)
         self.max_positions = int(getattr(self.model.config, "max_position_embeddings", 1 << 30))
+        self.max_model_len = max_model_len
+        self.stats = EngineStats(startup_s=time.perf_counter() - t0)
+        self._queue: list[tuple[Request, list[int]]] = []
+        self._batch: _Batch | None = None
 
-    def generate(
-        self,
-        messages: Sequence[list[dict[str, str]]],
-        n: int,
-        *,
-        seed: int,
-        max_tokens: int,
-        temperature: float,
-        top_p: float = 1.0,
-    ) -> list[Generation]:
-        out: list[Generation] = []
-        for i, msgs in enumerate(messages):
-            prompt_ids = chat_prompt_ids(self.tokenizer, msgs)
-            samples = self._sample(prompt_ids, n, derive_seed(seed, i), max_tokens, temperature, top_p)
-            out.append(Generation(prompt_ids=prompt_ids, samples=samples))
-        return out
+    def add(self, request: Request) -> None:
+        ids = chat_prompt_ids(self.tokenizer, request.messages)
+        self.stats.prompts += 1
+        self.stats.sequences += request.n
+        self.stats.prompt_tokens += len(ids)
+        self._queue.append((request, ids))
 
-    def _sample(
-        self, prompt_ids: list[int], n: int, seed: int, max_tokens: int, temperature: float, top_p: float
-    ) -> list[Sample]:
+    def in_flight(self) -> int:
+        return len(self._queue) + (self._batch.open() if self._batch is not None else 0)
+
+    def abort(self) -> None:
+        self._queue.clear()
+        self._batch = None
+
+    def step(self) -> list[tuple[Request, Generation]]:
+        """Decode the current batch until at least one request finishes (a new batch from the queue if none)."""
+        import time
+
+        t0 = time.perf_counter()
+        try:
+            if self._batch is None or not self._batch.open():
+                if not self._queue:
+                    return []
+                self._batch = _Batch(self, self._queue)
+                self._queue = []
+            return self._batch.advance()
+        finally:
+            self.stats.generate_s += time.perf_counter() - t0
+
+    def _budget(self, request: Request, prompt_len: int) -> int:
+        return min(completion_budget(request.max_tokens, prompt_len, self.max_model_len),
+                   max(0, self.max_positions - prompt_len))
+
+    def _finish(self, g: _Group) -> Generation:
+        samples = []
+        for r in range(len(g.rows)):
+            ids = g.tokens[r]
+            body = ids[:-1] if g.done[r] else ids
+            text = str(self.tokenizer.decode(body, skip_special_tokens=True))
+            samples.append(Sample(text, ids, g.logps[r], "stop" if g.done[r] else "length"))
+            self.stats.generated_tokens += len(ids)
+        return Generation(prompt_ids=g.prompt_ids, samples=samples)
+
+
+class _Batch:
+    """A static batch: every request's rows left-padded to one length, decoded step by step."""
+
+    def __init__(self, owner: TransformersGenerator, queued: list[tuple[Request, list[int]]]) -> None:
         import torch
 
-        if n <= 0:
-            return []
-        budget = max(0, min(max_tokens, self.max_positions - len(prompt_ids)))
-        gen = torch.Generator().manual_seed(seed)
-        tokens: list[list[int]] = [[] for _ in range(n)]
-        logps: list[list[float]] = [[] for _ in range(n)]
-        done = [False] * n
-        with torch.inference_mode():
-            input_ids = torch.tensor([prompt_ids] * n, dtype=torch.long)
-            past: Any = None
-            for _ in range(budget):
-                res = self.model(input_ids=input_ids, past_key_values=past, use_cache=True)
-                past = res.past_key_values
-                logits = res.logits[:, -1, :].float()
-                chosen, chosen_logp = _pick(logits, temperature, top_p, gen)
-                for r in range(n):
-                    if done[r]:
+        self.owner = owner
+        self.groups: list[_Group] = []
+        rows = 0
+        for req, ids in queued:
+            n = max(0, req.n)
+            g = _Group(req, ids, list(range(rows, rows + n)), owner._budget(req, len(ids)),
+                       torch.Generator().manual_seed(req.seed))
+            g.tokens, g.logps, g.done = [[] for _ in range(n)], [[] for _ in range(n)], [False] * n
+            rows += n
+            self.groups.append(g)
+        self.returned: set[int] = set()
+        self.past: Any = None
+        width = max((len(g.prompt_ids) for g in self.groups if g.rows), default=0)
+        ids_rows, mask_rows = [], []
+        for g in self.groups:
+            pad = width - len(g.prompt_ids)
+            for _ in g.rows:
+                ids_rows.append([owner.pad_id] * pad + g.prompt_ids)
+                mask_rows.append([0] * pad + [1] * len(g.prompt_ids))
+        self.input_ids = torch.tensor(ids_rows, dtype=torch.long).reshape(rows, width)
+        self.mask = torch.tensor(mask_rows, dtype=torch.long).reshape(rows, width)
+        self.positions = (self.mask.cumsum(-1) - 1).clamp(min=0)
+
+    def open(self) -> int:
+        return len(self.groups) - len(self.returned)
+
+    def _ready(self) -> list[tuple[Request, Generation]]:
+        out = []
+        for i, g in enumerate(self.groups):
+            if i not in self.returned and g.finished:
+                self.returned.add(i)
+                out.append((g.request, self.owner._finish(g)))
+        return out
+
+    def advance(self) -> list[tuple[Request, Generation]]:
+        import torch
+
+        ready = self._ready()  # requests with nothing to generate (n = 0, no budget)
+        while not ready and self.open():
+            with torch.inference_mode():
+                res = self.owner.model(input_ids=self.input_ids, attention_mask=self.mask,
+                                       position_ids=self.positions, past_key_values=self.past, use_cache=True)
+            self.past = res.past_key_values
+            logits = res.logits[:, -1, :].float()
+            nxt = torch.full((logits.shape[0],), self.owner.pad_id, dtype=torch.long)
+            for g in self.groups:
+                if g.finished or not g.rows:
+                    continue
+                chosen, chosen_logp = _pick(logits[g.rows[0]:g.rows[-1] + 1], g.request.temperature,
+                                            g.request.top_p, g.gen)
+                for k in range(len(g.rows)):
+                    nxt[g.rows[k]] = chosen[k]
+                    if g.done[k]:
                         continue
-                    tok = int(chosen[r])
-                    tokens[r].append(tok)
-                    logps[r].append(float(chosen_logp[r]))
-                    if tok == self.eos_id:
-                        done[r] = True
-                if all(done):
-                    break
-                input_ids = chosen.view(n, 1)
-        samples = []
-        for r in range(n):
-            ids = tokens[r]
-            body = ids[:-1] if done[r] else ids
-            text = str(self.tokenizer.decode(body, skip_special_tokens=True))
-            samples.append(Sample(text, ids, logps[r], "stop" if done[r] else "length"))
-        return samples
+                    tok = int(chosen[k])
+                    g.tokens[k].append(tok)
+                    g.logps[k].append(float(chosen_logp[k]))
+                    if tok == self.owner.eos_id:
+                        g.done[k] = True
+                g.steps += 1
+            self.input_ids = nxt.view(-1, 1)
+            self.positions = self.positions[:, -1:] + 1
+            self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+            ready = self._ready()
+        return ready
 
 
 def _pick(logits: Any, temperature: float, top_p: float, gen: Any) -> tuple[Any, Any]:
@@ -163,8 +337,8 @@ def _pick(logits: Any, temperature: float, top_p: float, gen: Any) -> tuple[Any,
     return ids, logp.gather(1, ids[:, None])[:, 0]
 
 
-class VllmGenerator:
-    """GPU sampling with vLLM: one engine, prompts passed as token ids, one seed per prompt."""
+class VllmGenerator(_Engine):
+    """GPU sampling with vLLM's engine: continuous batching, prompts as token ids, one seed per request."""
 
     def __init__(
         self,
@@ -174,8 +348,11 @@ class VllmGenerator:
         seed: int = 0,
         max_model_len: int | None = None,
     ) -> None:
+        import time
+
         import vllm
 
+        t0 = time.perf_counter()
         kw: dict[str, Any] = {
             "model": str(model_dir),
             "tensor_parallel_size": tensor_parallel_size,
@@ -190,45 +367,60 @@ class VllmGenerator:
             if "logprobs_mode" not in str(exc):
                 raise
             self.llm = vllm.LLM(**kw)
+        self.engine = self.llm.llm_engine
         self.tokenizer = self.llm.get_tokenizer()
+        self.max_model_len = max_model_len
+        self.stats = EngineStats(startup_s=time.perf_counter() - t0)
+        self._requests: dict[str, tuple[Request, list[int]]] = {}
+        self._empty: list[tuple[Request, Generation]] = []  # no room for a completion: answered at once
 
-    def generate(
-        self,
-        messages: Sequence[list[dict[str, str]]],
-        n: int,
-        *,
-        seed: int,
-        max_tokens: int,
-        temperature: float,
-        top_p: float = 1.0,
-    ) -> list[Generation]:
+    def add(self, request: Request) -> None:
         from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
 
-        prompt_ids = [chat_prompt_ids(self.tokenizer, m) for m in messages]
-        params = [
-            SamplingParams(
-                n=n,
-                temperature=temperature,
-                top_p=top_p,
-                max_tokens=max_tokens,
-                seed=derive_seed(seed, i),
-                logprobs=0,
-                skip_special_tokens=True,
-            )
-            for i in range(len(prompt_ids))
-        ]
-        prompts = [{"prompt_token_ids": ids} for ids in prompt_ids]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        result = []
-        for ids, req in zip(prompt_ids, outputs, strict=True):
+        ids = chat_prompt_ids(self.tokenizer, request.messages)
+        self.stats.prompts += 1
+        self.stats.sequences += request.n
+        self.stats.prompt_tokens += len(ids)
+        budget = completion_budget(request.max_tokens, len(ids), self.max_model_len)
+        if budget == 0 or request.n <= 0:
+            self._empty.append((request, Generation(ids, [Sample("", [], [], "length")] * max(0, request.n))))
+            return
+        params = SamplingParams(n=request.n, temperature=request.temperature, top_p=request.top_p,
+                                max_tokens=budget, seed=request.seed, logprobs=0, skip_special_tokens=True,
+                                output_kind=RequestOutputKind.FINAL_ONLY)
+        self.engine.add_request(request.key, {"prompt_token_ids": ids}, params)
+        self._requests[request.key] = (request, ids)
+
+    def in_flight(self) -> int:
+        return len(self._requests) + len(self._empty)
+
+    def abort(self) -> None:
+        if self._requests:
+            self.engine.abort_request(list(self._requests))
+        self._requests.clear()
+        self._empty.clear()
+
+    def step(self) -> list[tuple[Request, Generation]]:
+        import time
+
+        out, self._empty = self._empty, []
+        if not self._requests:
+            return out
+        t0 = time.perf_counter()
+        for res in self.engine.step():
+            if not res.finished or res.request_id not in self._requests:
+                continue
+            req, ids = self._requests.pop(res.request_id)
             samples = []
-            for comp in req.outputs:
+            for comp in res.outputs:
                 tok_ids = [int(t) for t in comp.token_ids]
                 lps = [float(step[t].logprob) for t, step in zip(tok_ids, comp.logprobs or [], strict=True)]
-                reason = "length" if comp.finish_reason == "length" else "stop"
-                samples.append(Sample(comp.text, tok_ids, lps, reason))
-            result.append(Generation(prompt_ids=ids, samples=samples))
-        return result
+                samples.append(Sample(comp.text, tok_ids, lps, "length" if comp.finish_reason == "length" else "stop"))
+                self.stats.generated_tokens += len(tok_ids)
+            out.append((req, Generation(prompt_ids=ids, samples=samples)))
+        self.stats.generate_s += time.perf_counter() - t0
+        return out
 
 
 def make_generator(backend: str, model_dir: Path, **kw: Any) -> Generator:

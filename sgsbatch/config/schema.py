@@ -69,6 +69,8 @@ class GenerationConfig:
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
     threads: int = 0  # torch CPU threads for the transformers backend; 0 = the task's cpus
+    max_in_flight: int = 512  # prompts a generating task keeps in the engine at once (continuous batching)
+    max_model_len: int = 8192  # prompt + completion tokens per request (the reference serves with 8192)
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,8 @@ class SlurmPhaseConfig:
     array_parallelism: int = 64
     signal_delay_s: int = 120  # SIGUSR2 this long before the time limit
     extra: dict[str, str] = field(default_factory=dict)  # more sbatch options, e.g. {constraint = "h200"}
+    # node-local directory to copy a model's weights into before loading (e.g. "$TMPDIR"; "" = load in place)
+    scratch: str = ""
 
 
 @dataclass(frozen=True)
@@ -254,6 +258,9 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
         sec = getattr(cfg, role)
         check(sec.max_tokens >= 1, f"{role}.max_tokens", "must be >= 1")
         check(sec.temperature >= 0, f"{role}.temperature", "must be >= 0")
+    g = cfg.generation
+    check(g.max_in_flight >= 1, "generation.max_in_flight", f"must be >= 1, got {g.max_in_flight}")
+    check(g.max_model_len >= 2, "generation.max_model_len", f"must be >= 2, got {g.max_model_len}")
     s = cfg.solver
     check(s.samples >= 1, "solver.samples", f"must be >= 1, got {s.samples}")
     for key, val in (("band_low", s.band_low), ("band_high", s.band_high),

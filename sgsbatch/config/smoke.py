@@ -43,7 +43,7 @@ def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Co
               executor=cfg.run.executor if "run.executor" in explicit else "local", smoke=True),
         data=r(cfg.data, source=source, format="auto", limit=SMOKE_TARGETS),
         models=r(cfg.models, solver=TINY_RANDOM, conjecturer=TINY_RANDOM, guide=TINY_RANDOM),
-        generation=r(cfg.generation, backend="transformers", threads=1),
+        generation=r(cfg.generation, backend="transformers", threads=1, max_in_flight=4),
         solver=r(cfg.solver, max_tokens=SMOKE_MAX_TOKENS, batch_size=min(cfg.solver.batch_size, 8)),
         conjecturer=r(cfg.conjecturer, max_tokens=SMOKE_MAX_TOKENS, batch_size=min(cfg.conjecturer.batch_size, 8)),
         guide=r(cfg.guide, max_tokens=48),

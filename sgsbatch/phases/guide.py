@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sgsbatch.backends.generation import Generator
-from sgsbatch.phases.sampling import generator_for, sample_record
-from sgsbatch.phases.task import Task, run_items
+from sgsbatch.backends.generation import Generation, Request
+from sgsbatch.phases.sampling import generator_for, request_for, sample_record, stream_items
+from sgsbatch.phases.task import Task
 from sgsbatch.prompts import guide_messages
 from sgsbatch.review import parse_review
 from sgsbatch.round.examples import in_band_conjectures
@@ -22,17 +22,18 @@ def run(task: Task) -> None:
     cfg = task.cfg.guide
     results = round_results(task.cfg, task.paths, task.round)
     targets = {t.problem_id: t for t in run_targets(task.paths)}
-    band = in_band_conjectures(task.cfg, results)
-    items = [results[k] for k in sorted(band)]
-    gen: list[Generator] = []
+    items = [results[k] for k in sorted(in_band_conjectures(task.cfg, results))]
 
-    def process(res: ProblemResult) -> dict[str, Any]:
+    def request(res: ProblemResult) -> Request:
         msgs = guide_messages(targets[res.problem.target_id].theorem, res.problem.theorem)
-        (out,) = gen[0].generate([msgs], 1, seed=task.seed(res.problem.problem_id), max_tokens=cfg.max_tokens,
-                                 temperature=cfg.temperature, top_p=task.cfg.generation.top_p)
+        return request_for(task, res.problem.problem_id, msgs, 1, max_tokens=cfg.max_tokens,
+                           temperature=cfg.temperature)
+
+    def record(res: ProblemResult, out: Generation) -> dict[str, Any]:
         s = out.samples[0]
         review = parse_review(s.text)
-        return {"conjecture_id": res.problem.problem_id, **sample_record(s), "ok": review.ok, "reason": review.reason,
-                "relevance": review.relevance, "redundant": review.redundant, "complexity": review.complexity}
+        return {"conjecture_id": res.problem.problem_id, **sample_record(s), "ok": review.ok,
+                "reason": review.reason, "relevance": review.relevance, "redundant": review.redundant,
+                "complexity": review.complexity}
 
-    run_items(task, items, lambda r: r.problem.problem_id, process, lambda: gen.append(generator_for(task, "guide")))
+    stream_items(task, items, request, record, lambda: generator_for(task, "guide"))

@@ -1,39 +1,136 @@
-"""Loading a role's generator inside a phase task, sampling, and turning samples into shard records."""
+"""Sampling in a phase task: a role's generator, and a window of requests streamed through it.
+
+`stream_items` is how every generating phase (conjecture, solve, guide) runs its shard: the items
+not finished by an earlier attempt are sorted by prompt length (shortest first, then key: long and
+short prompts do not stall each other, and the order is deterministic), and up to
+`generation.max_in_flight` of them are kept in the engine at once; each item whose request
+finishes is turned into its record and appended to the shard's item log at once, then the window
+is refilled. On a stop request the requests in flight are aborted and `Interrupted` is raised:
+only they are lost, and a requeued task skips every finished item. Every item's request carries
+its own seed (`derive_seed(task.seed(key), 0)`, as when items were sampled one per call), so an
+item's samples do not depend on the window, the shard's other items or where a task resumed.
+The shard's completion marker records what reached the engine (EngineStats).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+import os
+import shutil
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from sgsbatch.backends.generation import Generator, Sample, make_generator
+from sgsbatch.backends.generation import Generation, Generator, Request, Sample, derive_seed, make_generator
 from sgsbatch.extraction import Extraction
-from sgsbatch.phases.task import Task
+from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import weights_for
+from sgsbatch.run.checkpoint import MARKER, is_complete, publish_dir, staging_dir
+
+T = TypeVar("T")
+
+
+def local_weights(weights: Path, scratch: str) -> Path:
+    """`weights` copied into node-local `scratch` (env variables expanded) once per node, or as is.
+
+    A hub id or a missing directory is returned unchanged; `scratch = ""` turns copying off. The copy
+    is published with the checkpoint protocol (run/checkpoint.py) under a name derived from the
+    source path and its completion marker, so tasks on one node share it and a half copy is never used.
+    """
+    root = os.path.expandvars(scratch) if scratch else ""
+    if not root or "$" in root or not weights.is_dir():
+        return weights
+    tag = hashlib.sha256(f"{weights.resolve()}:{(weights / MARKER).read_text() if is_complete(weights) else ''}"
+                         .encode()).hexdigest()[:16]
+    dst = Path(root) / "sgsbatch-weights" / f"{weights.name}-{tag}"
+    if not is_complete(dst):
+        tmp = staging_dir(dst)
+        shutil.rmtree(tmp)
+        shutil.copytree(weights, tmp, ignore=shutil.ignore_patterns(MARKER))
+        publish_dir(tmp, dst, {"copied_from": str(weights)})
+    return dst
 
 
 def generator_for(task: Task, role: str) -> Generator:
     """The generator of `role` with the weights of this round (heavy imports happen here)."""
     cfg = task.cfg
-    weights = Path(weights_for(cfg, task.paths, role, task.round))
-    if cfg.generation.backend == "transformers":
-        return make_generator("transformers", weights, threads=task.threads())
-    return make_generator("vllm", weights, tensor_parallel_size=cfg.generation.tensor_parallel_size,
-                          gpu_memory_utilization=cfg.generation.gpu_memory_utilization, seed=cfg.run.seed)
+    weights = local_weights(Path(weights_for(cfg, task.paths, role, task.round)),
+                            cfg.phase_resources(task.phase).scratch)
+    g = cfg.generation
+    if g.backend == "transformers":
+        return make_generator("transformers", weights, threads=task.threads(), max_model_len=g.max_model_len)
+    return make_generator("vllm", weights, tensor_parallel_size=g.tensor_parallel_size,
+                          gpu_memory_utilization=g.gpu_memory_utilization, seed=cfg.run.seed,
+                          max_model_len=g.max_model_len)
+
+
+def request_for(task: Task, key: str, messages: list[dict[str, str]], n: int, *, max_tokens: int,
+                temperature: float) -> Request:
+    """The request of one item: n samples, seeded by the item's key."""
+    return Request(key, messages, n, derive_seed(task.seed(key), 0), max_tokens, temperature,
+                   task.cfg.generation.top_p)
 
 
 def sample_record(s: Sample) -> dict[str, Any]:
     return {"text": s.text, "token_ids": s.token_ids, "logprobs": s.logprobs, "finish_reason": s.finish_reason}
 
 
-def sample_and_extract(task: Task, gen: Generator, messages: list[dict[str, str]], key: str, n: int, *,
-                       max_tokens: int, temperature: float, extract: Callable[[str], Extraction],
-                       field: str) -> tuple[list[int], list[dict[str, Any]]]:
-    """n samples for one prompt (seeded by the item's key), each with its extraction under `field`."""
-    (out,) = gen.generate([messages], n, seed=task.seed(key), max_tokens=max_tokens, temperature=temperature,
-                          top_p=task.cfg.generation.top_p)
+def extracted_samples(out: Generation, extract: Callable[[str], Extraction], field: str) -> list[dict[str, Any]]:
+    """Each sample's record with its extraction under `field` (ok, value, reason)."""
     samples = []
     for s in out.samples:
         ex = extract(s.text)
         samples.append({**sample_record(s), "ok": ex.ok, field: ex.value, "reason": ex.reason})
-    return out.prompt_ids, samples
+    return samples
+
+
+def _prompt_size(req: Request) -> int:
+    return sum(len(m["content"]) for m in req.messages)
+
+
+def stream_items(
+    task: Task,
+    items: Sequence[T],
+    request_of: Callable[[T], Request],
+    record_of: Callable[[T, Generation], dict[str, Any]],
+    make: Callable[[], Generator],
+) -> None:
+    """Run this shard's items through a generator, `generation.max_in_flight` requests at a time.
+
+    `request_of(item)` gives the item's request (its key is the item's key); `record_of(item, out)`
+    its record once generated. `make()` builds the generator, only if some item is left.
+    """
+    if task.shard.is_done():
+        return
+    mine = task.mine(items)
+    requests = {id(it): request_of(it) for it in mine}
+    done = task.shard.done_items()
+    todo = sorted((it for it in mine if requests[id(it)].key not in done),
+                  key=lambda it: (_prompt_size(requests[id(it)]), requests[id(it)].key))
+    meta: dict[str, Any] = {"items": len(mine)}
+    if todo:
+        t0 = time.perf_counter()
+        gen = make()
+        startup = time.perf_counter() - t0
+        width = task.cfg.generation.max_in_flight
+        pending = deque(todo)
+        flying: dict[str, T] = {}
+        while pending or flying:
+            while pending and len(flying) < width:
+                it = pending.popleft()
+                req = requests[id(it)]
+                flying[req.key] = it
+                gen.add(req)
+            if task.should_stop():
+                gen.abort()
+                raise Interrupted(f"round {task.round} {task.phase} shard {task.shard.index}: stop requested; "
+                                  f"{len(flying)} requests in flight dropped")
+            for req, out in gen.step():
+                rec = record_of(flying.pop(req.key), out)
+                rec["key"] = req.key
+                task.shard.append_item(rec)
+                done[req.key] = rec
+        meta.update(gen.stats.as_dict(), startup_s=round(startup, 3), max_in_flight=width)
+    task.shard.finish([done[requests[id(it)].key] for it in mine], meta)

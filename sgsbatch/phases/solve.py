@@ -8,23 +8,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from sgsbatch.backends.generation import Generator
+from sgsbatch.backends.generation import Generation, Request
 from sgsbatch.extraction import extract_proof
-from sgsbatch.phases.sampling import generator_for, sample_and_extract
-from sgsbatch.phases.task import Task, run_items
+from sgsbatch.phases.sampling import extracted_samples, generator_for, request_for, stream_items
+from sgsbatch.phases.task import Task
 from sgsbatch.prompts import solver_messages
 from sgsbatch.round.results import Problem, solve_problems
 
 
 def run(task: Task) -> None:
     cfg = task.cfg.solver
-    items = solve_problems(task.cfg, task.paths, task.round)
-    gen: list[Generator] = []
 
-    def process(p: Problem) -> dict[str, Any]:
-        prompt_ids, samples = sample_and_extract(task, gen[0], solver_messages(p.header, p.theorem), p.problem_id,
-                                                 cfg.samples, max_tokens=cfg.max_tokens,
-                                                 temperature=cfg.temperature, extract=extract_proof, field="proof")
-        return {"problem_id": p.problem_id, "is_target": p.is_target, "prompt_ids": prompt_ids, "samples": samples}
+    def request(p: Problem) -> Request:
+        return request_for(task, p.problem_id, solver_messages(p.header, p.theorem), cfg.samples,
+                           max_tokens=cfg.max_tokens, temperature=cfg.temperature)
 
-    run_items(task, items, lambda p: p.problem_id, process, lambda: gen.append(generator_for(task, "solver")))
+    def record(p: Problem, out: Generation) -> dict[str, Any]:
+        return {"problem_id": p.problem_id, "is_target": p.is_target, "prompt_ids": out.prompt_ids,
+                "samples": extracted_samples(out, extract_proof, "proof")}
+
+    stream_items(task, solve_problems(task.cfg, task.paths, task.round), request, record,
+                 lambda: generator_for(task, "solver"))

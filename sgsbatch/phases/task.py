@@ -1,4 +1,4 @@
-"""What every phase task shares: its context, its slice of the items, resumable item loops.
+"""What every phase task shares: its context, its slice of the items, its seeds, stopping.
 
 A task is one shard of one phase of one round. It reads the frozen config and the files of
 earlier phases and never writes the database (the train job around the train phase does:
@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sgsbatch.config.schema import Config
 from sgsbatch.run.paths import RunPaths
@@ -52,31 +52,3 @@ class Task:
     def check_stop(self) -> None:
         if self.should_stop():
             raise Interrupted(f"round {self.round} {self.phase} shard {self.shard.index}: stop requested")
-
-
-def run_items(
-    task: Task,
-    items: Sequence[T],
-    key: Callable[[T], str],
-    process: Callable[[T], dict[str, Any]],
-    setup: Callable[[], None] = lambda: None,
-) -> None:
-    """Process this shard's items in order, skipping ones an earlier attempt finished.
-
-    `setup` (e.g. loading a model) runs only if some item is left. Each finished item is
-    appended to the shard's item log at once; the shard's output and marker come last.
-    """
-    if task.shard.is_done():
-        return
-    mine = task.mine(items)
-    done = task.shard.done_items()
-    todo = [it for it in mine if key(it) not in done]
-    if todo:
-        setup()
-    for it in todo:
-        task.check_stop()
-        rec = process(it)
-        rec["key"] = key(it)
-        task.shard.append_item(rec)
-        done[rec["key"]] = rec
-    task.shard.finish([done[key(it)] for it in mine], {"items": len(mine)})

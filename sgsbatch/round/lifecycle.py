@@ -26,7 +26,7 @@ from sgsbatch.round.examples import in_band_conjectures
 from sgsbatch.round.results import ProblemResult, guide_reviews, round_conjectures, round_results, run_targets
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import Shard, atomic_write_json, phase_wall_s, unfinished
+from sgsbatch.run.shards import Shard, atomic_write_json, phase_wall_s, shards, unfinished
 from sgsbatch.selection import ei_targets, unsolved
 from sgsbatch.state.db import locked_retry
 from sgsbatch.state.ingest import RoundRows, ingest_rows, is_ingested
@@ -111,6 +111,7 @@ def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemR
         wall = phase_wall_s(paths.phase_dir(r, phase), cfg.shard_count(phase)) if phase != "train" else None
         if wall is not None:
             m[M.wall_s(phase)] = wall
+    m.update(generation_metrics(cfg, paths, r))
     m[M.GENERATIONS_ROUND] = funnel.generated + n_attempts + len(out.reviews)
     m[M.TOKENS_ROUND] = (sum(a["tokens"] for a in out.attempts) + sum(c["tokens"] for c in conj_rows)
                          + sum(x["tokens"] for x in out.reviews))
@@ -124,6 +125,33 @@ def ingest_round(h: RunHandle, r: int, results: dict[str, ProblemResult] | None 
     if results is None:
         results = round_results(h.cfg, h.paths, r)
     return ingest_rows(h.db, h.run_id, r, round_rows(h.cfg, h.paths, r, results), h.cfg.solver.store_cap)
+
+
+GENERATING_PHASES = ("conjecture", "solve", "guide")
+
+
+def generation_metrics(cfg: Config, paths: RunPaths, r: int) -> dict[str, float]:
+    """`gen/<phase>/...` from the generating tasks' completion markers (what reached their engines).
+
+    tokens_per_s is one task's throughput (generated tokens / seconds in the engine, over the
+    phase's tasks), startup_s the mean engine start-up of the tasks that started one. A requeued
+    task's marker counts its last attempt only.
+    """
+    out: dict[str, float] = {}
+    for phase in GENERATING_PHASES:
+        if phase not in cfg.phases_of_round(r):
+            continue
+        metas = [s.meta() for s in shards(paths.phase_dir(r, phase), cfg.shard_count(phase)) if s.is_done()]
+        metas = [x for x in metas if "generated_tokens" in x]
+        if not metas:
+            continue
+        tokens = sum(int(x["generated_tokens"]) for x in metas)
+        secs = sum(float(x["generate_s"]) for x in metas)
+        out[M.gen(phase, "tokens")] = tokens
+        out[M.gen(phase, "sequences")] = sum(int(x["sequences"]) for x in metas)
+        out[M.gen(phase, "tokens_per_s")] = tokens / secs if secs > 0 else 0.0
+        out[M.gen(phase, "startup_s")] = sum(float(x["startup_s"]) for x in metas) / len(metas)
+    return out
 
 
 @locked_retry

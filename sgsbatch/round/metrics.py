@@ -62,6 +62,22 @@ def solve_rate_hist(kind: str, k: int) -> str:
     return f"{HIST_PREFIX}{kind}_{k}"
 
 
+GEN_STATS = ("tokens_per_s", "startup_s", "sequences", "tokens")
+COST_GPU_HOURS = "cost/gpu_hours"  # the round's GPU-hours (sacct: elapsed x allocated GPUs, requeues included)
+COST_CPU_HOURS = "cost/cpu_hours"
+
+
+def gen(phase: str, what: str) -> str:
+    """A generating phase's engine statistics over its tasks (see round/lifecycle.generation_metrics)."""
+    assert what in GEN_STATS, what
+    return f"gen/{phase}/{what}"
+
+
+def cost(phase: str, what: str) -> str:
+    assert what in ("gpu_hours", "cpu_hours"), what
+    return f"cost/{phase}/{what}"
+
+
 def wall_s(phase: str) -> str:
     return f"wall_s/{phase}"
 

@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from sqlmodel import select
 
 from sgsbatch.errors import SchedulerError
+from sgsbatch.round import metrics as M
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.journal import journal_job
 from sgsbatch.run.shards import unfinished
 from sgsbatch.scheduling.liveness import Liveness, StallReason
-from sgsbatch.state.schema import SlurmJob
+from sgsbatch.state.schema import Metric, SlurmJob
 
 
 def available(timeout: float = 10.0) -> bool:
@@ -187,20 +188,74 @@ def sacct(job_ids: Sequence[str]) -> dict[str, tuple[str, int]] | None:
     return seen
 
 
+def parse_tres(tres: str) -> tuple[int, int]:
+    """(cpus, gpus) of an AllocTRES string such as "billing=33,cpu=33,gres/gpu=8,mem=64G,node=1"."""
+    cpus = gpus = 0
+    for part in tres.split(","):
+        key, _, value = part.partition("=")
+        if key == "cpu" and value.isdigit():
+            cpus = int(value)
+        elif (key == "gres/gpu" or key.startswith("gres/gpu:")) and value.isdigit() and key.count(":") <= 1:
+            gpus = max(gpus, int(value)) if key.startswith("gres/gpu:") else int(value)
+    return cpus, gpus
+
+
+def sacct_usage(job_ids: Sequence[str]) -> dict[str, tuple[float, float]] | None:
+    """(CPU-hours, GPU-hours) per job id: elapsed x allocation, every requeued instance included.
+
+    None when accounting is unavailable. A job still running counts its time so far.
+    """
+    if not job_ids:
+        return {}
+    out = _run(["sacct", "-n", "-P", "-X", "-D", "-j", ",".join(job_ids), "-o", "JobID,ElapsedRaw,AllocTRES"])
+    if out is None:
+        return None
+    usage: dict[str, tuple[float, float]] = {}
+    for line in out.splitlines():
+        parts = line.split("|")
+        if len(parts) != 3 or not parts[1].isdigit():
+            continue
+        job = parts[0].split("_")[0]
+        cpus, gpus = parse_tres(parts[2])
+        hours = int(parts[1]) / 3600
+        c, g = usage.get(job, (0.0, 0.0))
+        usage[job] = (c + cpus * hours, g + gpus * hours)
+    return usage
+
+
 def cancel(job_ids: Sequence[str]) -> None:
     if job_ids:
         subprocess.run(["scancel", *job_ids], capture_output=True, timeout=60)
 
 
 def record_slurm_jobs(h: RunHandle, r: int) -> None:
-    """Store the round's Slurm task states and restart counts (sacct), when accounting answers."""
+    """Store the round's Slurm task states, restart counts and cost (sacct), when accounting answers.
+
+    Cost: `cost/<phase>/{gpu,cpu}_hours` and the round's `cost/{gpu,cpu}_hours` metrics, from every
+    job of the round (resubmissions and requeued instances included; the train job calling this
+    counts its time so far).
+    """
     with h.db.read() as s:
         jobs = s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.round == r)).all()
         ids = [j.job_id for j in jobs]
+        phase_of = {j.job_id: j.phase for j in jobs}
     acct = sacct(ids) if ids else None
     if not acct:
         return
+    usage = sacct_usage(ids) or {}
+    costs: dict[str, float] = {}
+    for job_id, (cpu_h, gpu_h) in usage.items():
+        phase = phase_of.get(job_id)
+        if phase is None:
+            continue
+        for name, value in ((M.cost(phase, "cpu_hours"), cpu_h), (M.cost(phase, "gpu_hours"), gpu_h),
+                            (M.COST_CPU_HOURS, cpu_h), (M.COST_GPU_HOURS, gpu_h)):
+            costs[name] = costs.get(name, 0.0) + value
     with h.db.write() as s:
+        have = set(s.exec(select(Metric.name).where(Metric.run_id == h.run_id, Metric.round == r)).all())
+        for name, value in sorted(costs.items()):
+            if name not in have:
+                s.add(Metric(run_id=h.run_id, round=r, name=name, value=round(value, 6)))
         for job in s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.round == r)).all():
             tasks = _tasks_of(acct, job.job_id)
             job.task_states = json.dumps({k: v[0] for k, v in sorted(tasks.items())})

@@ -169,3 +169,28 @@ def test_sampling_records_the_models_logprobs(backends: tuple[Any, Any]) -> None
         assert len({tuple(s.token_ids) for s in g.samples}) > 1, f"prompt {i}: the {n} samples are all identical"
         for k, s in enumerate(g.samples):
             _check_logprobs(hf_gen.model, g.prompt_ids, s.token_ids, s.logprobs, f"prompt {i} sample {k} ({dtype})")
+
+
+def test_vllm_streams_a_window_and_caps_the_length(backends: tuple[Any, Any]) -> None:
+    """The engine path the phases use: requests added and finished one by one, abort, max_model_len."""
+    from sgsbatch.backends.generation import Request, derive_seed
+
+    vllm_gen, _ = backends
+    reqs = [Request(f"r{i}", m, 2, derive_seed(5, i), MAX_TOKENS, 1.0) for i, m in enumerate(PROMPTS)]
+    got: dict[str, Any] = {}
+    todo = list(reqs)
+    while todo or vllm_gen.in_flight():
+        while todo and vllm_gen.in_flight() < 2:
+            vllm_gen.add(todo.pop(0))
+        got.update((r.key, g) for r, g in vllm_gen.step())
+    assert sorted(got) == sorted(r.key for r in reqs) and all(len(g.samples) == 2 for g in got.values())
+    vllm_gen.add(reqs[0])
+    vllm_gen.abort()
+    assert vllm_gen.in_flight() == 0 and vllm_gen.step() == []
+    limit = len(got["r0"].prompt_ids) + 5
+    vllm_gen.max_model_len = limit  # the cap the backend applies per request (prompt + completion)
+    try:
+        (g,) = vllm_gen.generate(PROMPTS[:1], 2, seed=1, max_tokens=MAX_TOKENS, temperature=1.0)
+    finally:
+        vllm_gen.max_model_len = None
+    assert all(len(g.prompt_ids) + len(s.token_ids) <= limit for s in g.samples)

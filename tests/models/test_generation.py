@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from sgsbatch.backends.generation import TransformersGenerator, derive_seed, make_generator
+from sgsbatch.backends.generation import (
+    Generation,
+    Request,
+    TransformersGenerator,
+    completion_budget,
+    derive_seed,
+    make_generator,
+)
 
 M1 = [{"role": "user", "content": "Prove: theorem t (x : ℝ) : x ^ 2 ≥ 0 := by"}]
 M2 = [{"role": "user", "content": "Propose a lemma about ℕ."}]
@@ -96,3 +103,57 @@ def test_vllm_backend_needs_vllm(tiny_dir: Path) -> None:
             make_generator("vllm", tiny_dir)
     else:
         pytest.skip("vllm is installed: the vllm backend is exercised by the gpu tier")
+
+
+def _window(gen: TransformersGenerator, requests: list[Request], width: int) -> dict[str, Generation]:
+    """Feed `requests` through the engine keeping at most `width` in flight (the phases' way)."""
+    out: dict[str, Generation] = {}
+    todo = list(requests)
+    while todo or gen.in_flight():
+        while todo and gen.in_flight() < width:
+            gen.add(todo.pop(0))
+        out.update((req.key, g) for req, g in gen.step())
+    return out
+
+
+def _tokens(out: dict[str, Generation]) -> dict[str, list[tuple[list[int], str, str]]]:
+    return {k: [(s.token_ids, s.finish_reason, s.text) for s in g.samples] for k, g in out.items()}
+
+
+def test_samples_do_not_depend_on_the_window(gen: TransformersGenerator, targets: list[tuple[str, str, str]]) -> None:
+    """Windows of 1, 3 and 16 requests (and another order) give every request the same samples.
+
+    Tokens, texts and finish reasons are compared exactly; logprobs to 1e-5: float32 kernels give
+    a row numbers that differ by ~1e-7 between batch shapes (left padding, batch size).
+    """
+    msgs = [[{"role": "user", "content": f"Complete the following Lean 4 code:\n{h}{t}"}] for _, h, t in targets[:16]]
+    reqs = [Request(f"r{i}", m, 3, derive_seed(11, i), 24, 1.0, 0.95 if i % 2 else 1.0) for i, m in enumerate(msgs)]
+    one = _window(gen, reqs, 1)
+    three = _window(gen, reqs, 3)
+    sixteen = _window(gen, list(reversed(reqs)), 16)
+    assert _tokens(three) == _tokens(one) and _tokens(sixteen) == _tokens(one)
+    for k, g in one.items():
+        assert g.prompt_ids == sixteen[k].prompt_ids
+        for a, b in zip(g.samples, sixteen[k].samples, strict=True):
+            assert max((abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)), default=0.0) < 1e-5
+    assert all(len(g.samples) == 3 for g in one.values()) and len({tuple(g.samples[0].token_ids) for g in one.values()}) > 1
+    assert gen.in_flight() == 0
+
+
+def test_max_model_len_caps_the_completion(tiny_dir: Path) -> None:
+    gen = TransformersGenerator(tiny_dir, threads=1, max_model_len=40)
+    (out,) = gen.generate([M1], 2, seed=1, max_tokens=1000, temperature=1.0)
+    for s in out.samples:
+        assert len(out.prompt_ids) + len(s.token_ids) <= 40
+        assert s.finish_reason == "stop" or len(out.prompt_ids) + len(s.token_ids) == 40
+    assert completion_budget(8192, 100, 8192) == 8092 and completion_budget(500, 100, 8192) == 500
+    assert completion_budget(500, 9000, 8192) == 0 and completion_budget(500, 9000, None) == 500
+
+
+def test_abort_drops_the_requests_in_flight(gen: TransformersGenerator) -> None:
+    gen.add(Request("a", M1, 2, 1, 30, 1.0))
+    gen.add(Request("b", M2, 2, 2, 30, 1.0))
+    assert gen.in_flight() == 2
+    gen.abort()
+    assert gen.in_flight() == 0 and gen.step() == []
+    assert gen.stats.prompts >= 2 and gen.stats.generate_s >= 0.0
