@@ -147,11 +147,18 @@ class CheckpointConfig:
 
 @dataclass(frozen=True)
 class ShardsConfig:
-    """Array sizes. Verify uses the solve count: verify shard i checks solve shard i (aftercorr)."""
+    """Array sizes (tasks per phase and round).
+
+    verify = 0: as many verify tasks as solve tasks, verify task i checks solve shard i and starts
+    as soon as solve task i is done (aftercorr). verify = k x solve: verify task j checks every
+    verify-th problem of solve shard j mod solve and the verify array starts when the whole solve
+    array is done (afterok): few GPU tasks (one engine start each) with many CPU tasks for Lean.
+    """
 
     conjecture: int = 8
     solve: int = 64
     guide: int = 8
+    verify: int = 0
 
 
 @dataclass(frozen=True)
@@ -228,7 +235,7 @@ class Config:
         if phase in ("init", "train"):
             return 1
         if phase == "verify":
-            return self.shards.solve
+            return self.shards.verify or self.shards.solve
         count: int = getattr(self.shards, phase)
         return count
 
@@ -293,6 +300,9 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     for phase in ("conjecture", "solve", "guide"):
         n = getattr(cfg.shards, phase)
         check(n >= 1, f"shards.{phase}", f"must be >= 1, got {n}")
+    sh = cfg.shards
+    check(sh.verify == 0 or (sh.verify >= sh.solve and sh.verify % sh.solve == 0), "shards.verify",
+          f"must be 0 (as many as shards.solve) or a multiple of shards.solve ({sh.solve}), got {sh.verify}")
     check(cfg.checkpoints.keep_last >= 1, "checkpoints.keep_last", "must be >= 1 (the next round needs the last weights)")
     check(cfg.checkpoints.keep_every >= 0, "checkpoints.keep_every", "must be >= 0")
     sc = cfg.scaling

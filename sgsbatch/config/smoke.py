@@ -49,6 +49,6 @@ def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Co
         guide=r(cfg.guide, max_tokens=48),
         train=r(cfg.train, bf16=False, gradient_checkpointing=False, zero_stage=0),
         verification=r(cfg.verification, backend=verifier),
-        shards=r(cfg.shards, conjecture=2, solve=2, guide=1),
+        shards=r(cfg.shards, conjecture=2, solve=2, guide=1, verify=0),
         slurm=SlurmConfig(init=phase, conjecture=phase, solve=phase, verify=phase, guide=phase, train=phase),
     )

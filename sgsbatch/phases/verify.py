@@ -1,4 +1,8 @@
-"""Verify phase (CPU array): shard i checks the proofs of solve shard i (aftercorr dependency).
+"""Verify phase (CPU array): shard j checks proofs of solve shard j mod solve (see ShardsConfig).
+
+With as many verify as solve tasks, verify task i checks all of solve shard i and starts when solve
+task i is done (aftercorr); with k times as many, each checks every verify-th problem of its solve
+shard, after the whole solve array.
 
 All remaining proofs of the shard go to the verifier at once (a pool of one REPL per allotted
 core stays busy); a problem's record is appended to the item log as soon as its last sample has
@@ -27,8 +31,9 @@ def run(task: Task) -> None:
     if task.shard.is_done():
         return
     problems = task.mine(solve_problems(task.cfg, task.paths, task.round))
-    solved = {it["key"]: it for it in Shard(task.paths.phase_dir(task.round, "solve"), task.shard.index).read()}
-    assert [p.problem_id for p in problems] == list(solved), "verify shard i must see solve shard i's problems"
+    solve_shard = task.shard.index % task.cfg.shard_count("solve")  # verify is a multiple of solve
+    solved = {it["key"]: it for it in Shard(task.paths.phase_dir(task.round, "solve"), solve_shard).read()}
+    assert all(p.problem_id in solved for p in problems), "verify shard j checks problems of solve shard j mod solve"
     done = task.shard.done_items()
     pending: dict[str, list[dict[str, Any] | None]] = {}
     jobs = []

@@ -119,10 +119,9 @@ def solve_problems(cfg: Config, paths: RunPaths, r: int) -> list[Problem]:
 def round_results(cfg: Config, paths: RunPaths, r: int) -> dict[str, ProblemResult]:
     """Solve samples joined with their verdicts, with verified counts and solve rates."""
     problems = {p.problem_id: p for p in solve_problems(cfg, paths, r)}
-    n = cfg.shard_count("solve")
-    verdicts = {v["key"]: v["verdicts"] for v in read_phase(paths.phase_dir(r, "verify"), n)}
+    verdicts = {v["key"]: v["verdicts"] for v in read_phase(paths.phase_dir(r, "verify"), cfg.shard_count("verify"))}
     out: dict[str, ProblemResult] = {}
-    for item in read_phase(paths.phase_dir(r, "solve"), n):
+    for item in read_phase(paths.phase_dir(r, "solve"), cfg.shard_count("solve")):
         samples = [{**s, **v} for s, v in zip(item["samples"], verdicts[item["key"]], strict=True)]
         verified = sum(1 for s in samples if s["verdict"] == VERIFIED)
         out[item["key"]] = ProblemResult(problems[item["key"]], item["prompt_ids"], samples, verified,

@@ -119,6 +119,16 @@ def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], depend
     return job_id
 
 
+def dependency(prev: tuple[str, str, bool], phase: str, todo: int, n: int, solve_n: int) -> str:
+    """The sbatch dependency of a phase on the one before (`prev`: job id, phase, covers all its shards).
+
+    Verify task i may start when solve task i is done (aftercorr) only when both arrays are whole
+    and of one size (task i checks solve shard i); otherwise, and for every other phase, afterok.
+    """
+    corr = phase == "verify" and prev[1] == "solve" and prev[2] and todo == n == solve_n and n > 1
+    return f"{'aftercorr' if corr else 'afterok'}:{prev[0]}"
+
+
 def submit_round(h: RunHandle, r: int, only_unfinished: bool = False) -> list[str]:
     """Submit round r's phases chained by dependencies; phases already active or done are skipped."""
     ids = []
@@ -133,10 +143,7 @@ def submit_round(h: RunHandle, r: int, only_unfinished: bool = False) -> list[st
         if active is not None:
             prev = (active.job_id, phase, len(json.loads(active.shards)) == n)
             continue
-        dep = None
-        if prev is not None:
-            corr = phase == "verify" and prev[1] == "solve" and prev[2] and len(todo) == n and n > 1
-            dep = f"{'aftercorr' if corr else 'afterok'}:{prev[0]}"
+        dep = None if prev is None else dependency(prev, phase, len(todo), n, h.cfg.shard_count("solve"))
         job_id = submit_phase(h, r, phase, todo, dep)
         ids.append(job_id)
         prev = (job_id, phase, len(todo) == n)

@@ -35,3 +35,14 @@ def test_local_crash_stalls_then_resume_completes(tmp_path: Path, cli_env: dict[
     res = sgsbatch("resume", "lc", "--runs-dir", str(tmp_path), "--wait", env=cli_env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert status(tmp_path, "lc")["state"] == "completed"
+
+
+def test_more_verify_than_solve_tasks_gives_the_same_round(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    """shards.verify = 2 x shards.solve: every proof checked once, the round identical to verify = solve."""
+    for name, extra in (("same", []), ("wide", ["shards.verify=4"])):
+        proc = sgsbatch(*launch_args(tmp_path, name, "run.executor=local", "run.rounds=1", *extra), "--wait",
+                        env=cli_env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    wide = tmp_path / "wide" / "rounds" / "r0000" / "verify"
+    assert sorted(p.name for p in wide.glob("shard_*.done")) == [f"shard_{i:05d}.done" for i in range(4)]
+    assert outcome(tmp_path / "wide") == outcome(tmp_path / "same")

@@ -33,7 +33,7 @@ def test_tiny_inherits_sgs_and_overrides() -> None:
     assert tiny.run.name == "tiny" and tiny.run.rounds == 3
     assert tiny.verification.backend == "simulated" and tiny.simulated
     assert not sgs.simulated
-    assert tiny.shards.solve == 2 and sgs.shards.solve == 64
+    assert tiny.shards.solve == 2 and sgs.shards.solve == 8 and sgs.shard_count("verify") == 64
     assert Path(tiny.data.source).is_absolute() and Path(tiny.data.source).exists()
 
 
@@ -73,6 +73,8 @@ BAD = [
     # keys that once validated and did nothing: the error says what to do instead
     ('inherit = "{tiny}"\n[train]\nepochs = 2\n', [], "train.epochs", "exactly one epoch"),
     ('inherit = "{tiny}"\n[slurm]\nsubmitit_folder = "/x"\n', [], "slurm.submitit_folder", "<run dir>/slurm/"),
+    ('inherit = "{tiny}"\n[shards]\nverify = 3\n', [], "shards.verify", "multiple of shards.solve"),
+    ('inherit = "{tiny}"\n[generation]\nmax_in_flight = 0\n', [], "generation.max_in_flight", ">= 1"),
 ]
 
 
