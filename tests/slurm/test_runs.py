@@ -85,14 +85,16 @@ class Chaos(threading.Thread):
             fresh = [j for j in running if j[1] not in hit_phases] or running
             if not fresh:
                 continue
-            # the way used least so far (cycle order on ties), so that no way is starved. A manual
-            # SIGUSR2 needs the task's handlers installed, so it goes to a task running for 3 s or
-            # more (fresh phases first); a requeue or a preemption is absorbed at any moment (Slurm
-            # itself requeues the job), so it goes to any task, fresh phases first.
+            # the way used least so far (cycle order on ties), so that no way is starved. SIGUSR2
+            # needs the task's handlers installed (a task killed by it in its first second fails):
+            # a manual one goes to a task running for 3 s or more, and a preemption (which signals
+            # its victims first) is started only while every running task of the run is that old,
+            # as Slurm picks the victim. A requeue is absorbed at any moment.
             used = [a for _, a, _ in self.hits]
             order = sorted(self.ACTIONS, key=lambda a: (used.count(a), (self.ACTIONS.index(a) - n) % 3))
             old = [j for j in fresh if j[3] >= 3] or [j for j in running if j[3] >= 3]
-            action = next(a for a in order if a != "usr2" or old)
+            settled = all(j[3] >= 3 for j in _jobs(self.run_name) if j[2] == "RUNNING")
+            action = next(a for a in order if (a != "usr2" or old) and (a != "preempt" or settled))
             jid, phase, _, secs = self.rng.choice(old if action == "usr2" else fresh)
             n += 1
             if action == "requeue":
