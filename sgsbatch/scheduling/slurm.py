@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -92,6 +94,19 @@ def _parameters(h: RunHandle, r: int, phase: str, n: int, dependency: str | None
     return params
 
 
+def python_command(python: str = sys.executable) -> str:
+    """How a task starts Python: with SIGUSR2 ignored until the task installs its handlers.
+
+    A preemption signals its victims first (PreemptMode=REQUEUE with a user signal) and the time
+    limit warning is SIGUSR2 too. Delivered in a task's first second, before Python and submitit
+    have a handler, its default action killed the task: the job FAILED and every dependent job
+    could never start. An ignored disposition survives `exec`, so the task starts ignoring it and
+    its handlers (submitit's, then the supervisor's) replace SIG_IGN once installed. A signal lost
+    that way costs nothing: a preemption requeues the job after its grace time anyway.
+    """
+    return f"/bin/sh -c 'trap \"\" USR2; exec \"$0\" \"$@\"' {shlex.quote(python)}"
+
+
 def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], dependency: str | None) -> str:
     """Submit one phase (an array over `shards`); returns the Slurm (array) job id."""
     import submitit
@@ -99,7 +114,7 @@ def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], depend
     from sgsbatch.scheduling.supervisor import SlurmTask
 
     folder = h.paths.slurm / f"r{r:04d}" / phase / "%j"
-    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
+    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=python_command())
     ex.update_parameters(**_parameters(h, r, phase, len(shards), dependency))
     k = len(shards)
     gpus = h.cfg.phase_resources(phase).gpus

@@ -226,3 +226,23 @@ def sqlite_rows(db: Path, query: str) -> list[tuple[Any, ...]]:
         return con.execute(query).fetchall()
     finally:
         con.close()
+
+
+def test_a_signal_in_a_tasks_first_moments_does_not_fail_it(slurm_cluster: object, runs_root: Path) -> None:
+    """SIGUSR2 (a preemption's first signal, the time-limit warning) the moment a task starts: the task
+    starts with it ignored until its handlers are installed, so the run still completes."""
+    name = "early"
+    launch = sgsbatch(*launch_args(runs_root, name, "run.executor=slurm", "run.rounds=1"))
+    assert launch.returncode == 0, launch.stderr
+    signalled: set[tuple[str, str]] = set()
+    trained = runs_root / name / "rounds" / "r0000" / "train" / "shard_00000.done"
+    deadline = time.time() + 900
+    while time.time() < deadline and not trained.exists() and "train" not in {p for p, _ in signalled}:
+        for jid, phase, state, secs in _jobs(name):
+            if state == "RUNNING" and secs < 1 and (phase, jid) not in signalled:
+                subprocess.run(["scancel", "--signal=USR2", jid], capture_output=True)
+                signalled.add((phase, jid))
+        time.sleep(0.02)
+    st = _wait(runs_root, name, until=("completed", "stalled", "failed"))
+    assert st["state"] == "completed", (st, sorted(signalled))
+    assert {"init", "conjecture"} <= {p for p, _ in signalled}, signalled
