@@ -85,17 +85,12 @@ class Chaos(threading.Thread):
             fresh = [j for j in running if j[1] not in hit_phases] or running
             if not fresh:
                 continue
-            # the way used least so far (cycle order on ties), so that no way is starved. SIGUSR2
-            # needs the task's handlers installed (a task killed by it in its first second fails):
-            # a manual one goes to a task running for 3 s or more, and a preemption (which signals
-            # its victims first) is started only while every running task of the run is that old,
-            # as Slurm picks the victim. A requeue is absorbed at any moment.
+            # the way used least so far (cycle order on ties), so that no way is starved; at any
+            # moment of a task, its first second included (a task starts with SIGUSR2 ignored until
+            # its handlers exist, see scheduling/slurm.python_command)
             used = [a for _, a, _ in self.hits]
-            order = sorted(self.ACTIONS, key=lambda a: (used.count(a), (self.ACTIONS.index(a) - n) % 3))
-            old = [j for j in fresh if j[3] >= 3] or [j for j in running if j[3] >= 3]
-            settled = all(j[3] >= 3 for j in _jobs(self.run_name) if j[2] == "RUNNING")
-            action = next(a for a in order if (a != "usr2" or old) and (a != "preempt" or settled))
-            jid, phase, _, secs = self.rng.choice(old if action == "usr2" else fresh)
+            action = min(self.ACTIONS, key=lambda a: (used.count(a), (self.ACTIONS.index(a) - n) % 3))
+            jid, phase, _, _ = self.rng.choice(fresh)
             n += 1
             if action == "requeue":
                 subprocess.run(["scontrol", "requeue", jid], capture_output=True)
