@@ -102,7 +102,8 @@ def python_command(python: str = sys.executable) -> str:
     have a handler, its default action killed the task: the job FAILED and every dependent job
     could never start. An ignored disposition survives `exec`, so the task starts ignoring it and
     its handlers (submitit's, then the supervisor's) replace SIG_IGN once installed. A signal lost
-    that way costs nothing: a preemption requeues the job after its grace time anyway.
+    that way costs nothing: a preemption requeues the job after its grace time anyway. Not covered:
+    the few milliseconds between the step's start and the shell's `trap`.
     """
     return f"/bin/sh -c 'trap \"\" USR2; exec \"$0\" \"$@\"' {shlex.quote(python)}"
 
