@@ -81,22 +81,22 @@ class Chaos(threading.Thread):
             eager = any(j[1] not in hit_phases for j in jobs)
             self.stop.wait(self.rng.uniform(0.03, 0.15) if eager else self.rng.uniform(2.0, 6.0))
             # each job (array task) is hit at most once, so the run always makes progress
-            # a task is hit once it runs for a second: its Python then ignores SIGUSR2 or handles it
-            # (scheduling/slurm.python_command); in the first milliseconds, before its shell's `trap`,
-            # a SIGUSR2 still kills it (see test_a_signal_in_a_tasks_first_moments_does_not_fail_it)
             now = _jobs(self.run_name)
-            running = [j for j in now if j[2] == "RUNNING" and j[0] not in hit_jobs and j[3] >= 1]
+            running = [j for j in now if j[2] == "RUNNING" and j[0] not in hit_jobs]
             fresh = [j for j in running if j[1] not in hit_phases] or running
             if not fresh:
                 continue
-            # the way used least so far (cycle order on ties), so that no way is starved; a
-            # preemption's victim is Slurm's choice, so it is started only while no task of the
-            # run is in its first second
+            # the way used least so far (cycle order on ties), so that no way is starved. A requeue
+            # is absorbed at any moment. SIGUSR2 goes to a task running for a second or more: its
+            # Python then ignores or handles it (scheduling/slurm.python_command), while in its
+            # first milliseconds, before its shell's `trap`, it would still die of it. A preemption
+            # signals a victim Slurm picks, so it starts only while no task of the run is that young.
             used = [a for _, a, _ in self.hits]
-            settled = all(j[3] >= 1 for j in now if j[2] == "RUNNING")
             order = sorted(self.ACTIONS, key=lambda a: (used.count(a), (self.ACTIONS.index(a) - n) % 3))
-            action = next(a for a in order if a != "preempt" or settled)
-            jid, phase, _, _ = self.rng.choice(fresh)
+            old = [j for j in fresh if j[3] >= 1] or [j for j in running if j[3] >= 1]
+            settled = all(j[3] >= 1 for j in now if j[2] == "RUNNING")
+            action = next(a for a in order if (a != "usr2" or old) and (a != "preempt" or settled))
+            jid, phase, _, _ = self.rng.choice(old if action == "usr2" else fresh)
             n += 1
             if action == "requeue":
                 subprocess.run(["scontrol", "requeue", jid], capture_output=True)
