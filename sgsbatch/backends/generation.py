@@ -72,7 +72,8 @@ class Request:
 
 @dataclass
 class EngineStats:
-    """What reached the engine in this process (a task's generation cost)."""
+    """What reached the engine in this process (a task's generation cost); `startup_s` is set by
+    whoever builds the engine and times it (phases/sampling.stream_items)."""
 
     startup_s: float = 0.0
     prompts: int = 0
@@ -181,12 +182,9 @@ class TransformersGenerator(_Engine):
     """CPU sampling with a `transformers` causal LM in float32, requests batched statically."""
 
     def __init__(self, model_dir: Path, threads: int | None = None, max_model_len: int | None = None) -> None:
-        import time
-
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        t0 = time.perf_counter()
         if threads is not None:
             torch.set_num_threads(threads)
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -197,7 +195,7 @@ class TransformersGenerator(_Engine):
         self.pad_id = int(pad if pad is not None else self.eos_id)
         self.max_positions = int(getattr(self.model.config, "max_position_embeddings", 1 << 30))
         self.max_model_len = max_model_len
-        self.stats = EngineStats(startup_s=time.perf_counter() - t0)
+        self.stats = EngineStats()
         self._queue: list[tuple[Request, list[int]]] = []
         self._batch: _Batch | None = None
 
@@ -348,11 +346,8 @@ class VllmGenerator(_Engine):
         seed: int = 0,
         max_model_len: int | None = None,
     ) -> None:
-        import time
-
         import vllm
 
-        t0 = time.perf_counter()
         kw: dict[str, Any] = {
             "model": str(model_dir),
             "tensor_parallel_size": tensor_parallel_size,
@@ -370,7 +365,7 @@ class VllmGenerator(_Engine):
         self.engine = self.llm.llm_engine
         self.tokenizer = self.llm.get_tokenizer()
         self.max_model_len = max_model_len
-        self.stats = EngineStats(startup_s=time.perf_counter() - t0)
+        self.stats = EngineStats()
         self._requests: dict[str, tuple[Request, list[int]]] = {}
         self._empty: list[tuple[Request, Generation]] = []  # no room for a completion: answered at once
 

@@ -28,7 +28,6 @@ from sgsbatch.run.shards import Shard, unfinished
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.state.schema import RunState
 
-TERMINAL = ("completed", "failed", "cancelled", "stalled")
 ENDED = ("completed", "failed", "cancelled")
 
 

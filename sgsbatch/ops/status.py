@@ -22,15 +22,13 @@ from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.scheduling.liveness import StallReason
 from sgsbatch.state.schema import Metric, Round, RunState
 
-STATES = ("pending", "running", "stalled", "completed", "failed", "cancelled")
-
 
 @dataclass
 class RunStatus:
     """What `sgsbatch status RUN` shows. `round` is 0-based; `rounds_completed` a count."""
 
     name: str
-    state: str  # one of STATES
+    state: str  # pending | running | stalled | completed | failed | cancelled
     message: str
     executor: str
     rounds: int

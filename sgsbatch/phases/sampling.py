@@ -113,7 +113,7 @@ def stream_items(
     if todo:
         t0 = time.perf_counter()
         gen = make()
-        startup = time.perf_counter() - t0
+        gen.stats.startup_s = time.perf_counter() - t0  # weights choice, scratch copy and engine start
         width = task.cfg.generation.max_in_flight
         pending = deque(todo)
         flying: dict[str, T] = {}
@@ -132,5 +132,5 @@ def stream_items(
                 rec["key"] = req.key
                 task.shard.append_item(rec)
                 done[req.key] = rec
-        meta.update(gen.stats.as_dict(), startup_s=round(startup, 3), max_in_flight=width)
+        meta.update(gen.stats.as_dict(), max_in_flight=width)
     task.shard.finish([done[requests[id(it)].key] for it in mine], meta)
