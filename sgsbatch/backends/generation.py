@@ -18,10 +18,11 @@ Semantics shared by both backends:
 - `Sample.token_ids` are the generated ids as sampled, including the terminating eos when
   `finish_reason == "stop"`; `Sample.logprobs` has one entry per token id; `Sample.text` is the
   decoded text without special tokens.
-- The transformers backend records logprobs under the sampling distribution (logits / T, then
-  top-p renormalised); temperature <= 0 means greedy with temperature-1 logprobs. The vllm backend
-  asks for `logprobs_mode="processed_logprobs"` (vLLM >= 0.10.2) to match, and falls back to
-  vLLM's raw logprobs on older versions (identical at T=1, top_p=1).
+- `logprobs = "raw"` (the default, and the reference's: vLLM's default `raw_logprobs`) records
+  each token's log-softmax of the model's plain logits; `"processed"` records it under the
+  sampling distribution (logits / T, then top-p renormalised: backends/distribution.py; on vLLM
+  `logprobs_mode="processed_logprobs"`, which has that meaning from vLLM 0.10.2). The two agree
+  at temperature 1 and top_p 1. Greedy (temperature <= 0) records temperature-1 logprobs.
 - The transformers backend batches statically: requests added while a batch decodes join the next
   batch (left padding, attention masks, position ids from the mask, one torch.Generator per
   request). vLLM batches continuously (`LLMEngine.add_request` / `step` / `abort_request`).
@@ -39,7 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from sgsbatch.backends.distribution import sampling_logprobs
+
 BACKENDS = ("transformers", "vllm")
+LOGPROBS = ("raw", "processed")
 
 
 
@@ -181,10 +185,12 @@ class _Group:
 class TransformersGenerator(_Engine):
     """CPU sampling with a `transformers` causal LM in float32, requests batched statically."""
 
-    def __init__(self, model_dir: Path, threads: int | None = None, max_model_len: int | None = None) -> None:
+    def __init__(self, model_dir: Path, threads: int | None = None, max_model_len: int | None = None,
+                 logprobs: str = "raw") -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        self.processed_logprobs = _logprobs_mode(logprobs) == "processed_logprobs"
         if threads is not None:
             torch.set_num_threads(threads)
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -297,7 +303,8 @@ class _Batch:
             for g in self.groups:
                 if g.finished or not g.rows:
                     continue
-                chosen, chosen_logp = _pick(logits[g.rows[0]:g.rows[-1] + 1], g.request.temperature,
+                chosen, chosen_logp = _pick(logits[g.rows[0]:g.rows[-1] + 1], self.owner.processed_logprobs,
+                                            g.request.temperature,
                                             g.request.top_p, g.gen)
                 for k in range(len(g.rows)):
                     nxt[g.rows[k]] = chosen[k]
@@ -316,23 +323,23 @@ class _Batch:
         return ready
 
 
-def _pick(logits: Any, temperature: float, top_p: float, gen: Any) -> tuple[Any, Any]:
-    """Sample one token per row; return (ids, logprob of each id under the sampling distribution)."""
+def _logprobs_mode(logprobs: str) -> str:
+    if logprobs not in LOGPROBS:
+        raise ValueError(f"unknown logprobs {logprobs!r}; valid: {', '.join(LOGPROBS)}")
+    return f"{logprobs}_logprobs"
+
+
+def _pick(logits: Any, processed: bool, temperature: float, top_p: float, gen: Any) -> tuple[Any, Any]:
+    """Sample one token per row; return (ids, the logprob of each id: plain, or `processed`)."""
     import torch
 
+    logp = sampling_logprobs(logits, temperature, top_p)
     if temperature <= 0:
-        logp = torch.log_softmax(logits, dim=-1)
         ids = torch.argmax(logits, dim=-1)
-        return ids, logp.gather(1, ids[:, None])[:, 0]
-    logp = torch.log_softmax(logits / temperature, dim=-1)
-    if top_p < 1.0:
-        sorted_logp, order = torch.sort(logp, dim=-1, descending=True)
-        cum = sorted_logp.exp().cumsum(dim=-1)
-        drop_sorted = (cum - sorted_logp.exp()) >= top_p  # always keeps the top token
-        drop = torch.zeros_like(drop_sorted).scatter(1, order, drop_sorted)
-        logp = torch.log_softmax(logp.masked_fill(drop, float("-inf")), dim=-1)
-    ids = torch.multinomial(logp.exp(), 1, generator=gen)[:, 0]
-    return ids, logp.gather(1, ids[:, None])[:, 0]
+    else:
+        ids = torch.multinomial(logp.exp(), 1, generator=gen)[:, 0]
+    recorded = logp if processed else torch.log_softmax(logits, dim=-1)
+    return ids, recorded.gather(1, ids[:, None])[:, 0]
 
 
 class VllmGenerator(_Engine):
@@ -345,6 +352,7 @@ class VllmGenerator(_Engine):
         gpu_memory_utilization: float = 0.9,
         seed: int = 0,
         max_model_len: int | None = None,
+        logprobs: str = "raw",
     ) -> None:
         import vllm
 
@@ -356,12 +364,9 @@ class VllmGenerator(_Engine):
         }
         if max_model_len is not None:
             kw["max_model_len"] = max_model_len
-        try:
-            self.llm = vllm.LLM(**kw, logprobs_mode="processed_logprobs")
-        except TypeError as exc:  # vLLM < 0.10.2 has no logprobs_mode
-            if "logprobs_mode" not in str(exc):
-                raise
-            self.llm = vllm.LLM(**kw)
+        if _logprobs_mode(logprobs) != "raw_logprobs":  # vLLM's default: older versions work unchanged
+            kw["logprobs_mode"] = _logprobs_mode(logprobs)  # vLLM >= 0.10.2 (pyproject's gpu extra)
+        self.llm = vllm.LLM(**kw)
         self.engine = self.llm.llm_engine
         self.tokenizer = self.llm.get_tokenizer()
         self.max_model_len = max_model_len

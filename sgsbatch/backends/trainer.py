@@ -21,129 +21,71 @@ Not covered: LR schedules, KL/entropy terms (the spec has none), multi-node test
 
 from __future__ import annotations
 
-import hashlib
+import gc
 import json
+import logging
 import os
-import random
 import shutil
 import socket
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from sgsbatch.backends.batches import (
+    OBJECTIVES,
+    Example,
+    TrainResult,
+    TrainSettings,
+    fingerprint,
+    group_indices,
+    loss_scales,
+    plan_steps,
+    rank_shares,
+)
+from sgsbatch.backends.distribution import sampling_logprobs
 from sgsbatch.run.checkpoint import is_complete, publish_dir, read_marker, staging_dir
 
-OBJECTIVES = ("reinforce", "cispo")
+__all__ = ["OBJECTIVES", "Example", "TrainResult", "TrainSettings", "TrainingInterrupted", "batch_loss",
+           "completion_logprobs", "group_indices", "loss_scales", "plan_steps", "train"]
+log = logging.getLogger(__name__)
 PROGRESS = "progress.json"
 RESULT = "train_result.json"
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    lr: float = 3e-6
-    betas: tuple[float, float] = (0.9, 0.95)
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    batch_size: int = 32  # sequences per optimizer step
-    micro_batch_size: int = 1
-    zero_stage: int = 2
-    bf16: bool = False
-    gradient_checkpointing: bool = False
-    seed: int = 0
-    objective: str = "reinforce"  # "reinforce" | "cispo"
-    cispo_clip_max: float = 4.0
-    threads: int | None = None
-
-
-@dataclass
-class Example:
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    weight: float  # REINFORCE weight, or the group's advantage A for CISPO
-    group: int | None = None
-    sampler_logprobs: list[float] | None = None
-
-
-@dataclass
-class TrainResult:
-    steps: int
-    sequences: int
-    target_tokens: int
-    mean_loss: float
+FP32_DIR = "fp32"  # with train.keep_fp32_master: the trainer's fp32 weights beside the bf16 export
+STEP_SLEEP_ENV = "SGSBATCH_TRAIN_STEP_SLEEP_S"  # test aid: seconds to wait after each optimizer step
 
 
 class TrainingInterrupted(Exception):
     """Raised after a resumable checkpoint was saved because `should_stop()` returned true."""
 
 
-# ----------------------------------------------------------------------------- pure logic
+def completion_logprobs(model: Any, prompt_ids: Sequence[int], completion_ids: Sequence[int],
+                        sampling: tuple[float, float] | None = None) -> Any:
+    """log p(completion token t | prefix) under `model`, one value per completion token.
 
-
-def plan_steps(examples: Sequence[Example], settings: TrainSettings) -> list[list[int]]:
-    """Example indices of each optimizer step, in order (deterministic from settings.seed).
-
-    reinforce: shuffled examples in chunks of batch_size. cispo: shuffled whole groups packed
-    greedily up to batch_size sequences (a group larger than batch_size is a step on its own).
+    With `sampling = (temperature, top_p)` returns (plain, under the sampling distribution).
     """
-    if settings.objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {settings.objective!r}; valid: {', '.join(OBJECTIVES)}")
-    rng = random.Random(settings.seed)
-    if settings.objective == "reinforce":
-        order = list(range(len(examples)))
-        rng.shuffle(order)
-        bs = settings.batch_size
-        return [order[i : i + bs] for i in range(0, len(order), bs)]
-    groups = group_indices(examples)
-    rng.shuffle(groups)
-    steps: list[list[int]] = []
-    current: list[int] = []
-    for g in groups:
-        if current and len(current) + len(g) > settings.batch_size:
-            steps.append(current)
-            current = []
-        current = current + g
-    if current:
-        steps.append(current)
-    return steps
-
-
-def group_indices(examples: Sequence[Example]) -> list[list[int]]:
-    """Indices grouped by `Example.group` in first-seen order; group None = a group of its own."""
-    by_key: dict[Any, list[int]] = {}
-    for i, ex in enumerate(examples):
-        key = ("solo", i) if ex.group is None else ("group", ex.group)
-        by_key.setdefault(key, []).append(i)
-    return list(by_key.values())
-
-
-def loss_scales(examples: Sequence[Example], step: Sequence[int], objective: str) -> dict[int, float]:
-    """Per-example factor c_x so that the step loss = sum_x c_x * sum_t (w_t) NLL_{x,t}."""
-    if objective == "reinforce":
-        total = sum(len(examples[i].completion_ids) for i in step)
-        return {i: examples[i].weight / max(total, 1) for i in step}
-    groups = group_indices([examples[i] for i in step])
-    scales: dict[int, float] = {}
-    for g in groups:
-        members = [step[j] for j in g]
-        tokens = sum(len(examples[i].completion_ids) for i in members)
-        for i in members:
-            scales[i] = examples[i].weight / max(tokens, 1) / len(groups)
-    return scales
-
-
-def completion_logprobs(model: Any, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> Any:
-    """log p(completion token t | prefix) under `model`, one value per completion token."""
     import torch
 
     ids = torch.tensor([list(prompt_ids) + list(completion_ids)], dtype=torch.long, device=model.device)
     logits = model(input_ids=ids, use_cache=False).logits[0, len(prompt_ids) - 1 : -1].float()
-    target = ids[0, len(prompt_ids) :]
-    return torch.log_softmax(logits, dim=-1).gather(1, target[:, None])[:, 0]
+    target = ids[0, len(prompt_ids) :, None]
+    plain = torch.log_softmax(logits, dim=-1).gather(1, target)[:, 0]
+    if sampling is None:
+        return plain
+    with torch.no_grad():
+        processed = sampling_logprobs(logits.detach(), *sampling).gather(1, target)[:, 0]
+    return plain, processed
 
 
-def sequence_loss(logp: Any, example: Example, scale: float, objective: str, clip_max: float) -> Any:
-    """scale * sum_t NLL_t (reinforce) or scale * sum_t w_t NLL_t with detached clamped w (cispo)."""
+def sequence_loss(logp: Any, example: Example, scale: float, objective: str, clip_max: float,
+                  logp_sampling: Any = None) -> Any:
+    """scale * sum_t NLL_t (reinforce) or scale * sum_t w_t NLL_t with detached clamped w (cispo).
+
+    CISPO's w compares the sampler's logprobs with the current policy's under the same sampling
+    distribution (`logp_sampling`; the plain `logp` when None, i.e. temperature 1 and top_p 1).
+    """
     import torch
 
     nll = -logp
@@ -151,31 +93,31 @@ def sequence_loss(logp: Any, example: Example, scale: float, objective: str, cli
         if example.sampler_logprobs is None or len(example.sampler_logprobs) != len(example.completion_ids):
             raise ValueError("cispo needs sampler_logprobs, one per completion token")
         old = torch.tensor(example.sampler_logprobs, dtype=logp.dtype, device=logp.device)
-        w = torch.exp(logp.detach() - old).clamp(0.0, clip_max)
+        current = (logp if logp_sampling is None else logp_sampling).detach()
+        w = torch.exp(current - old).clamp(0.0, clip_max)
         return scale * (w * nll).sum()
     return scale * nll.sum()
 
 
-def batch_loss(model: Any, examples: Sequence[Example], objective: str, clip_max: float = 4.0) -> Any:
+def _example_loss(model: Any, ex: Example, scale: float, settings: TrainSettings) -> Any:
+    sampling = (settings.sampling_temperature, settings.sampling_top_p)
+    if settings.objective == "cispo" and sampling != (1.0, 1.0):
+        logp, logp_sampling = completion_logprobs(model, ex.prompt_ids, ex.completion_ids, sampling)
+    else:
+        logp, logp_sampling = completion_logprobs(model, ex.prompt_ids, ex.completion_ids), None
+    return sequence_loss(logp, ex, scale, settings.objective, settings.cispo_clip_max, logp_sampling)
+
+
+def batch_loss(model: Any, examples: Sequence[Example], objective: str, clip_max: float = 4.0,
+               settings: TrainSettings | None = None) -> Any:
     """The loss of one optimizer step holding all of `examples` (pure torch; for tests and checks)."""
+    settings = settings or TrainSettings(objective=objective, cispo_clip_max=clip_max)
     step = list(range(len(examples)))
-    scales = loss_scales(examples, step, objective)
+    scales = loss_scales(examples, step, settings.objective)
     total: Any = 0.0
     for i in step:
-        ex = examples[i]
-        logp = completion_logprobs(model, ex.prompt_ids, ex.completion_ids)
-        total = total + sequence_loss(logp, ex, scales[i], objective, clip_max)
+        total = total + _example_loss(model, examples[i], scales[i], settings)
     return total
-
-
-def fingerprint(model_dir: Path, examples: Sequence[Example], settings: TrainSettings) -> str:
-    """Identifies a training call, so a checkpoint is only resumed by the same call."""
-    h = hashlib.sha256()
-    h.update(str(Path(model_dir).resolve()).encode())
-    h.update(json.dumps(asdict(settings), sort_keys=True).encode())
-    for ex in examples:
-        h.update(json.dumps(asdict(ex)).encode())
-    return h.hexdigest()
 
 
 # ----------------------------------------------------------------------------- distributed
@@ -189,6 +131,7 @@ def free_port() -> int:
 
 
 def _init_distributed(on_gpu: bool) -> None:
+    """Join the ranks the launcher started (RANK/WORLD_SIZE set), or a world of one."""
     import deepspeed
     import torch.distributed as dist
 
@@ -208,31 +151,58 @@ def _init_distributed(on_gpu: bool) -> None:
 
 
 def _ds_config(settings: TrainSettings, world: int) -> dict[str, Any]:
+    if settings.zero_stage not in (0, 1, 2):
+        raise ValueError(f"zero_stage {settings.zero_stage} is not supported (0, 1, 2): ZeRO-3 partitions the "
+                         "weights and the export does not gather them")
     return {
         "train_micro_batch_size_per_gpu": settings.micro_batch_size,
         "gradient_accumulation_steps": 1,  # boundaries are set by hand (variable step sizes)
         "train_batch_size": settings.micro_batch_size * world,
         "gradient_clipping": settings.grad_clip,
         "zero_optimization": {"stage": settings.zero_stage},
-        "bf16": {"enabled": settings.bf16},
+        # keep_fp32_master: fp32 weights and optimizer, bf16 autocast in the forward (ours)
+        "bf16": {"enabled": settings.bf16 and not settings.keep_fp32_master},
         "zero_allow_untested_optimizer": True,
         "steps_per_print": 1 << 30,
         "wall_clock_breakdown": False,
     }
 
 
-# ----------------------------------------------------------------------------- training
+# ----------------------------------------------------------------------------- weights
 
 
-def _copy_weights(model_dir: Path, out_dir: Path, result: TrainResult) -> None:
+def resolve_weights(model: str | Path) -> Path:
+    """A local directory holding `model`: itself, or a hub id's snapshot in the Hugging Face cache."""
+    if Path(model).is_dir():
+        return Path(model)
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(str(model)))
+    except Exception as e:  # offline, unknown id, no cache entry
+        raise FileNotFoundError(f"weights {model!r}: not a directory, and not in the Hugging Face cache "
+                                f"({e}); download them first (huggingface-cli download {model})") from e
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)  # same filesystem: no bytes copied, and safe from retention of the source
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def carry_weights(model: str | Path, out_dir: Path, result: TrainResult) -> None:
+    """Publish `model`'s weights unchanged as `out_dir` (a role with nothing to train this round)."""
+    src = resolve_weights(model)
     tmp = staging_dir(out_dir)
     shutil.rmtree(tmp)
-    shutil.copytree(model_dir, tmp, ignore=shutil.ignore_patterns("SGSBATCH_COMPLETE"))
+    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("SGSBATCH_COMPLETE", ".*"), copy_function=_link_or_copy)
+    (tmp / RESULT).unlink(missing_ok=True)  # a hard link to the source's result: never write through it
     (tmp / RESULT).write_text(json.dumps(asdict(result)) + "\n")
-    publish_dir(tmp, out_dir, {"kind": "trained", "result": asdict(result)})
+    publish_dir(tmp, out_dir, {"kind": "carried", "source": str(model), "result": asdict(result)})
 
 
-def _stored_result(out_dir: Path) -> TrainResult | None:
+def stored_result(out_dir: Path) -> TrainResult | None:
     if not is_complete(out_dir):
         return None
     marker = read_marker(out_dir)
@@ -241,8 +211,39 @@ def _stored_result(out_dir: Path) -> TrainResult | None:
     return TrainResult(**marker["result"])
 
 
+def _load_model(model_dir: Path, settings: TrainSettings, device: Any) -> Any:
+    """The weights straight in the dtype they train in (bf16 unless fp32 masters are kept)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    source = model_dir
+    if settings.keep_fp32_master and (model_dir / FP32_DIR).is_dir():
+        source = model_dir / FP32_DIR
+    dtype = torch.bfloat16 if settings.bf16 and not settings.keep_fp32_master else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(str(source), dtype=dtype, low_cpu_mem_usage=True)
+    return model.to(device)
+
+
+def _export(engine: Any, model_dir: Path, out_dir: Path, result: TrainResult, settings: TrainSettings) -> None:
+    import torch
+    from transformers import AutoTokenizer
+
+    tmp = staging_dir(out_dir)
+    module = engine.module
+    if settings.keep_fp32_master:
+        module.save_pretrained(tmp / FP32_DIR)
+        module = module.to(torch.bfloat16)
+    module.save_pretrained(tmp)
+    AutoTokenizer.from_pretrained(str(model_dir)).save_pretrained(tmp)
+    (tmp / RESULT).write_text(json.dumps(asdict(result)) + "\n")
+    publish_dir(tmp, out_dir, {"kind": "trained", "result": asdict(result)})
+
+
+# ----------------------------------------------------------------------------- training
+
+
 def train(
-    model_dir: Path,
+    model_dir: Path | str,
     out_dir: Path,
     examples: Sequence[Example],
     settings: TrainSettings,
@@ -250,17 +251,22 @@ def train(
     state_dir: Path,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> TrainResult:
-    """Train one epoch over `examples` from `model_dir`; export to `out_dir` (see module docs)."""
-    model_dir, out_dir, state_dir = Path(model_dir), Path(out_dir), Path(state_dir)
-    stored = _stored_result(out_dir)
+    """Train one epoch over `examples` from `model_dir`; export to `out_dir` (see module docs).
+
+    `model_dir` may be a hub id only when there is nothing to train (the weights are carried).
+    """
+    out_dir, state_dir = Path(out_dir), Path(state_dir)
+    stored = stored_result(out_dir)
     if stored is not None:
         return stored
-    steps = plan_steps(examples, settings)
-    target_tokens = sum(len(ex.completion_ids) for ex in examples)
     if not examples:
         result = TrainResult(steps=0, sequences=0, target_tokens=0, mean_loss=0.0)
-        _copy_weights(model_dir, out_dir, result)
+        if int(os.environ.get("RANK", "0")) == 0:
+            carry_weights(model_dir, out_dir, result)
         return result
+    model_dir = resolve_weights(model_dir)
+    steps = plan_steps(examples, settings)
+    target_tokens = sum(len(ex.completion_ids) for ex in examples)
     if any(not ex.prompt_ids or not ex.completion_ids for ex in examples):
         raise ValueError("every example needs a non-empty prompt and completion")
     import torch
@@ -272,12 +278,12 @@ def train(
         torch.set_num_threads(settings.threads)
     import deepspeed
     import torch.distributed as dist
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     _init_distributed(on_gpu)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(settings.seed)
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+    model = _load_model(model_dir, settings, device)
     model.config.use_cache = False
     if settings.gradient_checkpointing:
         model.gradient_checkpointing_enable()
@@ -286,35 +292,64 @@ def train(
         model.parameters(), lr=settings.lr, betas=settings.betas, weight_decay=settings.weight_decay
     )
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=_ds_config(settings, world))
+    try:
+        fp = fingerprint(model_dir, examples, settings)
+        done_steps, loss_sum = 0, 0.0
+        progress_file = state_dir / PROGRESS
+        if progress_file.is_file():
+            progress = json.loads(progress_file.read_text())
+            if progress.get("fingerprint") == fp:
+                engine.load_checkpoint(str(state_dir), tag=progress["tag"])
+                done_steps, loss_sum = int(progress["steps"]), float(progress["loss_sum"])
+                log.info("resuming %s at optimizer step %d/%d", out_dir.name, done_steps, len(steps))
+            else:  # a checkpoint of some other call (other data, settings or weights): start afresh
+                _clear_state(state_dir)
+        sleep_s = float(os.environ.get(STEP_SLEEP_ENV, "0") or 0)
+        for step_no in range(done_steps, len(steps)):
+            step_loss = _optimizer_step(engine, examples, steps[step_no], settings, rank, world)
+            loss_sum += step_loss
+            finished = step_no + 1
+            if rank == 0:
+                log.info("train %s: optimizer step %d/%d loss %.6g", out_dir.name, finished, len(steps), step_loss)
+            if sleep_s:
+                time.sleep(sleep_s)
+            if finished < len(steps) and _agree_stop(should_stop(), engine.device):
+                t0 = time.monotonic()
+                _save_progress(engine, state_dir, fp, finished, loss_sum, rank)
+                log.info("checkpoint of step %d saved in %.1f s", finished, time.monotonic() - t0)
+                raise TrainingInterrupted(f"stopped after optimizer step {finished}/{len(steps)}")
 
-    fp = fingerprint(model_dir, examples, settings)
-    done_steps, loss_sum = 0, 0.0
-    progress_file = state_dir / PROGRESS
-    if progress_file.is_file():
-        progress = json.loads(progress_file.read_text())
-        if progress.get("fingerprint") == fp:
-            engine.load_checkpoint(str(state_dir), tag=progress["tag"])
-            done_steps, loss_sum = int(progress["steps"]), float(progress["loss_sum"])
-        else:  # a checkpoint of some other call (other data, settings or weights): start afresh
+        result = TrainResult(len(steps), len(examples), target_tokens, mean_loss=loss_sum / len(steps))
+        if rank == 0:
+            _export(engine, model_dir, out_dir, result, settings)
             _clear_state(state_dir)
+        dist.barrier()
+        return result
+    finally:
+        _free(engine, on_gpu)
 
-    for step_no in range(done_steps, len(steps)):
-        loss_sum += _optimizer_step(engine, examples, steps[step_no], settings, rank, world)
-        finished = step_no + 1
-        if finished < len(steps) and _agree_stop(should_stop(), engine.device):
-            _save_progress(engine, state_dir, fp, finished, loss_sum, rank)
-            raise TrainingInterrupted(f"stopped after optimizer step {finished}/{len(steps)}")
 
-    result = TrainResult(len(steps), len(examples), target_tokens, mean_loss=loss_sum / len(steps))
-    if rank == 0:
-        tmp = staging_dir(out_dir)
-        engine.module.save_pretrained(tmp)
-        AutoTokenizer.from_pretrained(str(model_dir)).save_pretrained(tmp)
-        (tmp / RESULT).write_text(json.dumps(asdict(result)) + "\n")
-        publish_dir(tmp, out_dir, {"kind": "trained", "result": asdict(result)})
-        _clear_state(state_dir)
-    dist.barrier()
-    return result
+def _free(engine: Any, on_gpu: bool) -> None:
+    """Release the engine's weights and optimizer before the next role loads its own."""
+    destroy = getattr(engine, "destroy", None)
+    if callable(destroy):
+        destroy()
+    del engine
+    gc.collect()
+    if on_gpu:
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def _autocast(settings: TrainSettings, device: Any) -> Any:
+    import contextlib
+
+    import torch
+
+    if settings.keep_fp32_master and settings.bf16:
+        return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def _optimizer_step(
@@ -325,29 +360,23 @@ def _optimizer_step(
     import torch.distributed as dist
 
     scales = loss_scales(examples, step, settings.objective)
-    if settings.objective == "cispo":
-        units = [[step[j] for j in g] for g in group_indices([examples[i] for i in step])]
-        local = [i for g in units[rank::world] for i in g]
-        counts = [sum(len(g) for g in units[r::world]) for r in range(world)]
-    else:
-        local = step[rank::world]
-        counts = [len(step[r::world]) for r in range(world)]
+    shares = rank_shares(examples, step, settings.objective, world)
+    local = shares[rank]
     mbs = settings.micro_batch_size
-    n_micro = max(1, -(-max(counts) // mbs))
+    n_micro = max(1, -(-max(len(s) for s in shares) // mbs))
     local_loss = 0.0
     for m in range(n_micro):
         chunk = local[m * mbs : (m + 1) * mbs]
         engine.set_gradient_accumulation_boundary(m == n_micro - 1)
         loss: Any = None
-        if chunk:
-            for i in chunk:
-                ex = examples[i]
-                logp = completion_logprobs(engine.module, ex.prompt_ids, ex.completion_ids)
-                term = sequence_loss(logp, ex, scales[i], settings.objective, settings.cispo_clip_max)
-                loss = term if loss is None else loss + term
-        else:  # dummy micro-batch keeps this rank's collectives in step with the others
-            ex = examples[step[0]]
-            loss = 0.0 * completion_logprobs(engine.module, ex.prompt_ids, ex.completion_ids).sum()
+        with _autocast(settings, engine.device):
+            if chunk:
+                for i in chunk:
+                    term = _example_loss(engine.module, examples[i], scales[i], settings)
+                    loss = term if loss is None else loss + term
+            else:  # dummy micro-batch keeps this rank's collectives in step with the others
+                ex = examples[step[0]]
+                loss = 0.0 * completion_logprobs(engine.module, ex.prompt_ids, ex.completion_ids).sum()
         local_loss += float(loss.detach())
         # ZeRO averages gradients over ranks: scale by world so the result is the global sum.
         engine.backward(loss * world, scale_wrt_gas=False)

@@ -71,6 +71,9 @@ class GenerationConfig:
     threads: int = 0  # torch CPU threads for the transformers backend; 0 = the task's cpus
     max_in_flight: int = 512  # prompts a generating task keeps in the engine at once (continuous batching)
     max_model_len: int = 8192  # prompt + completion tokens per request (the reference serves with 8192)
+    # the sampled tokens' logprobs CISPO's importance weights compare with the trainer's: "raw" (the
+    # reference: plain log-softmax on both sides) or "processed" (both under temperature and top-p)
+    logprobs: Literal["raw", "processed"] = "raw"
 
 
 @dataclass(frozen=True)
@@ -120,9 +123,13 @@ class TrainConfig:
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     micro_batch_size: int = 1
-    zero_stage: int = 2
+    zero_stage: int = 2  # 0, 1 or 2; 3 is refused (export does not gather partitioned weights)
     bf16: bool = True
     gradient_checkpointing: bool = True
+    # true: fp32 weights are kept between rounds for the trainer (bf16 autocast), bf16 exported for
+    # generation; false (the reference): each round trains from the bf16 weights of the last
+    keep_fp32_master: bool = False
+    cpu_ranks: int = 1  # training processes per node when slurm.train.gpus = 0 (gloo; CPU rehearsals)
 
 
 @dataclass(frozen=True)
@@ -166,8 +173,9 @@ class SlurmPhaseConfig:
     partition: str = ""
     account: str = ""
     qos: str = ""
-    gpus: int = 0  # GPUs per task
-    cpus: int = 1  # CPUs per task
+    gpus: int = 0  # GPUs per task (per node)
+    cpus: int = 1  # CPUs per task (per node)
+    nodes: int = 1  # nodes per task: train only (one Slurm task per node, ranks = nodes x gpus)
     mem: str = "8G"
     time_min: int = 240
     array_parallelism: int = 64
@@ -203,7 +211,10 @@ class SlurmConfig:
         default_factory=lambda: SlurmPhaseConfig(cpus=33, mem="128G", time_min=480, array_parallelism=128)
     )
     guide: SlurmPhaseConfig = field(default_factory=lambda: _gpu(1, 8, "64G", 240))
-    train: SlurmPhaseConfig = field(default_factory=lambda: _gpu(8, 64, "800G", 720))
+    # 600 s of warning: a ZeRO-2 checkpoint of a 7B model with Adam states is ~100 GB (README: sizing)
+    train: SlurmPhaseConfig = field(
+        default_factory=lambda: SlurmPhaseConfig(gpus=8, cpus=64, mem="800G", time_min=720, signal_delay_s=600)
+    )
 
 
 @dataclass(frozen=True)
@@ -230,6 +241,10 @@ class Config:
     def phase_resources(self, phase: str) -> SlurmPhaseConfig:
         res: SlurmPhaseConfig = getattr(self.slurm, phase)
         return res
+
+    def train_ranks_per_node(self) -> int:
+        """Training processes per node: one per GPU, or `train.cpu_ranks` without GPUs."""
+        return self.slurm.train.gpus or self.train.cpu_ranks
 
     def shard_count(self, phase: str) -> int:
         if phase in ("init", "train"):
@@ -288,7 +303,14 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
           "must be false when solver.objective = \"ei\" (Expert Iteration uses no conjectures)")
     t = cfg.train
     check(all(0.0 <= b < 1.0 for b in t.betas), "train.betas", f"each must be within [0, 1), got {list(t.betas)}")
-    check(t.zero_stage in (0, 1, 2, 3), "train.zero_stage", f"must be one of 0, 1, 2, 3, got {t.zero_stage}")
+    check(t.zero_stage in (0, 1, 2), "train.zero_stage",
+          f"must be one of 0, 1, 2, got {t.zero_stage}" + (" (ZeRO-3 partitions the weights, and exporting "
+                                                           "them for generation does not gather them yet)"
+                                                           if t.zero_stage == 3 else ""))
+    check(t.cpu_ranks >= 1, "train.cpu_ranks", f"must be >= 1, got {t.cpu_ranks}")
+    check(t.cpu_ranks == 1 or cfg.slurm.train.gpus == 0, "train.cpu_ranks",
+          f"applies only when slurm.train.gpus = 0 (CPU training); with GPUs there is one rank per GPU, got "
+          f"{t.cpu_ranks} with slurm.train.gpus = {cfg.slurm.train.gpus}")
     check(t.grad_clip >= 0, "train.grad_clip", "must be >= 0")
     v = cfg.verification
     check(v.timeout_s > 0, "verification.timeout_s", "must be > 0")
@@ -318,4 +340,6 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
         for key, val, low in (("gpus", r.gpus, 0), ("cpus", r.cpus, 1), ("time_min", r.time_min, 1),
                               ("array_parallelism", r.array_parallelism, 1), ("signal_delay_s", r.signal_delay_s, 0)):
             check(val >= low, f"slurm.{phase}.{key}", f"must be >= {low}, got {val}")
+        check(r.nodes == 1 or (phase == "train" and r.nodes >= 1), f"slurm.{phase}.nodes",
+              "must be 1 (only the train job spans nodes)" if phase != "train" else f"must be >= 1, got {r.nodes}")
     return errs

@@ -33,8 +33,14 @@ _BUILD_CODE = ("sgsbatch.models.tiny", "sgsbatch.models.warmup", "sgsbatch.backe
 
 
 def cache_key(cfg: Config, targets: list[tuple[str, str, str]]) -> str:
+    """Seed, tiny config, targets, build code, and where it was built: a GPU-built model's numbers
+    differ from a CPU-built one's, so neither is reused for the other."""
+    import torch
+
+    device = f"cuda:{torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "cpu"
+    built = [device, "float32", torch.__version__]
     h = hashlib.sha256()
-    h.update(json.dumps([cfg.run.seed, dataclasses.asdict(cfg.models.tiny), targets], sort_keys=True).encode())
+    h.update(json.dumps([cfg.run.seed, dataclasses.asdict(cfg.models.tiny), targets, built], sort_keys=True).encode())
     for name in _BUILD_CODE:
         spec = importlib.util.find_spec(name)
         assert spec is not None and spec.origin is not None, f"build module {name} not found"

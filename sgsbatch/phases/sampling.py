@@ -60,10 +60,11 @@ def generator_for(task: Task, role: str) -> Generator:
                             cfg.phase_resources(task.phase).scratch)
     g = cfg.generation
     if g.backend == "transformers":
-        return make_generator("transformers", weights, threads=task.threads(), max_model_len=g.max_model_len)
+        return make_generator("transformers", weights, threads=task.threads(), max_model_len=g.max_model_len,
+                              logprobs=g.logprobs)
     return make_generator("vllm", weights, tensor_parallel_size=g.tensor_parallel_size,
                           gpu_memory_utilization=g.gpu_memory_utilization, seed=cfg.run.seed,
-                          max_model_len=g.max_model_len)
+                          max_model_len=g.max_model_len, logprobs=g.logprobs)
 
 
 def request_for(task: Task, key: str, messages: list[dict[str, str]], n: int, *, max_tokens: int,

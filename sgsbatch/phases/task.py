@@ -22,6 +22,9 @@ from sgsbatch.run.shards import Shard
 T = TypeVar("T")
 
 
+REQUEUE_EXIT = 75  # EX_TEMPFAIL: a process that stopped on request (SIGUSR2/SIGTERM): "run me again"
+
+
 class Interrupted(Exception):
     """The task was asked to stop (SIGUSR2: preemption or time limit); its files are consistent."""
 

@@ -1,27 +1,35 @@
-"""Train phase: train the Solver, then the Conjecturer, on this round's examples; nothing else.
+"""Train phase: write each trainable role's examples once, then train the Solver and the Conjecturer.
 
-Each trainable role trains from its last weights with a fresh optimizer for one epoch over this
-round's data only (round/examples.py builds the examples per objective). On SIGUSR2 the trainer
+`prepare` (the train job's first task, once per round) builds the examples per objective
+(round/examples.py) and writes them to `rounds/rNNNN/train/examples/<role>.npz`, `prepared.json`
+last: every rank then reads the same list (Expert Iteration's stored proofs included), and the
+ranks start only after the round is ingested, so no GPU waits on the database. `run` (every rank)
+trains each role from its last weights with a fresh optimizer for one epoch over this round's
+data; a role with no examples carries its weights over unchanged. On a stop request the trainer
 saves a resumable checkpoint after the current optimizer step and this phase raises
-`Interrupted`; a requeued job continues from it, and a role whose weights are complete is not
-trained again (the trainer returns the result stored with them). Not covered: ingesting the
-round before training, ending it afterwards and submitting the next round: the train job does
-those around this phase (scheduling/chain.py), so a phase never writes the database.
+`Interrupted`; a role whose weights are complete is not trained again (its stored result is
+returned), so calling `run` after the ranks finished reads the results without loading anything.
+Not covered: ingesting, ending the round, launching ranks (scheduling/chain.py).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.backends.trainer import Example, TrainingInterrupted, TrainSettings, train
+from sgsbatch.backends.batches import Example, TrainSettings, load_examples, save_examples
+from sgsbatch.backends.trainer import TrainingInterrupted, stored_result, train
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import weights_for
 from sgsbatch.round.examples import conjecturer_examples, solver_examples
 from sgsbatch.round.results import ProblemResult
+
+PREPARED = "prepared.json"
 
 
 def settings_for(task: Task, role: str) -> TrainSettings:
@@ -29,37 +37,81 @@ def settings_for(task: Task, role: str) -> TrainSettings:
     sec = cfg.solver if role == "solver" else cfg.conjecturer
     seed = int(hashlib.sha256(f"{cfg.run.seed}:{task.round}:train:{role}".encode()).hexdigest()[:8], 16)
     objective = "cispo" if role == "solver" and cfg.solver.objective == "cispo" else "reinforce"
+    processed = cfg.generation.logprobs == "processed"
+    threads = max(1, cfg.slurm.train.cpus // cfg.train_ranks_per_node())
     return TrainSettings(lr=sec.lr, betas=cfg.train.betas, weight_decay=cfg.train.weight_decay,
                          grad_clip=cfg.train.grad_clip, batch_size=sec.batch_size,
                          micro_batch_size=cfg.train.micro_batch_size, zero_stage=cfg.train.zero_stage,
                          bf16=cfg.train.bf16, gradient_checkpointing=cfg.train.gradient_checkpointing, seed=seed,
-                         objective=objective, cispo_clip_max=cfg.solver.cispo_clip_max, threads=task.threads())
+                         objective=objective, cispo_clip_max=cfg.solver.cispo_clip_max, threads=threads,
+                         sampling_temperature=cfg.solver.temperature if processed else 1.0,
+                         sampling_top_p=cfg.generation.top_p if processed else 1.0,
+                         keep_fp32_master=cfg.train.keep_fp32_master)
+
+
+def train_dir(task: Task) -> Path:
+    return task.paths.phase_dir(task.round, "train")
+
+
+def examples_file(task: Task, role: str) -> Path:
+    return train_dir(task) / "examples" / f"{role}.npz"
+
+
+def prepared(task: Task) -> dict[str, dict[str, Any]] | None:
+    """Per trainable role: its number of examples (and the Conjecturer's mean reward); None before `prepare`."""
+    path = train_dir(task) / PREPARED
+    if not path.is_file():
+        return None
+    data: dict[str, dict[str, Any]] = json.loads(path.read_text())
+    return data
+
+
+def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[tuple[int, str, int]] = ()) -> None:
+    """Write every trainable role's examples, then `prepared.json` (the commit point); once per round.
+
+    `results` is the round's `round_results`; `ei_stored` the stored proofs Expert Iteration
+    trains on (round, problem id, sample), used only with `solver.objective = "ei"`.
+    """
+    if prepared(task) is not None:
+        return
+    cfg, r = task.cfg, task.round
+    meta: dict[str, dict[str, Any]] = {}
+    if cfg.solver.train:
+        examples = solver_examples(cfg, task.paths, results, ei_stored)
+        save_examples(examples_file(task, "solver"), examples)
+        meta["solver"] = {"examples": len(examples)}
+    if cfg.conjecturer.enabled and cfg.conjecturer.train:
+        examples, rewards = conjecturer_examples(cfg, task.paths, r, results)
+        save_examples(examples_file(task, "conjecturer"), examples)
+        meta["conjecturer"] = {"examples": len(examples)}
+        if rewards:
+            meta["conjecturer"]["reward_mean"] = sum(rewards.values()) / len(rewards)
+    path = train_dir(task) / PREPARED
+    tmp = path.with_name(f".{PREPARED}.tmp")
+    tmp.write_text(json.dumps(meta) + "\n")
+    os.replace(tmp, path)
 
 
 def train_role(task: Task, role: str, examples: list[Example]) -> dict[str, Any]:
     try:
-        res = train(Path(weights_for(task.cfg, task.paths, role, task.round)), task.paths.checkpoint(task.round, role),
-                    examples, settings_for(task, role), state_dir=task.paths.phase_dir(task.round, "train") / role,
+        res = train(weights_for(task.cfg, task.paths, role, task.round), task.paths.checkpoint(task.round, role),
+                    examples, settings_for(task, role), state_dir=train_dir(task) / role,
                     should_stop=task.should_stop)
     except TrainingInterrupted as e:
         raise Interrupted(str(e)) from e
     return asdict(res)
 
 
-def run(task: Task, results: dict[str, ProblemResult],
-        ei_stored: Iterable[tuple[int, str, int]] = ()) -> dict[str, dict[str, Any]]:
-    """Train every trainable role; returns each role's result (steps, sequences, mean loss, ...).
-
-    `results` is the round's `round_results`; `ei_stored` the stored proofs Expert Iteration
-    trains on (round, problem id, sample), used only with `solver.objective = "ei"`.
-    """
-    cfg, r = task.cfg, task.round
+def run(task: Task) -> dict[str, dict[str, Any]]:
+    """Train every trainable role (after `prepare`); returns each role's result (steps, sequences, mean loss, ...)."""
+    meta = prepared(task)
+    assert meta is not None, f"round {task.round}: the train phase runs only after prepare()"
     trained: dict[str, dict[str, Any]] = {}
-    if cfg.solver.train:
-        trained["solver"] = train_role(task, "solver", solver_examples(cfg, task.paths, results, ei_stored))
-    if cfg.conjecturer.enabled and cfg.conjecturer.train:
-        examples, rewards = conjecturer_examples(cfg, task.paths, r, results)
-        trained["conjecturer"] = train_role(task, "conjecturer", examples)
-        if rewards:
-            trained["conjecturer"]["reward_mean"] = sum(rewards.values()) / len(rewards)
+    for role, info in meta.items():  # the Solver first, then the Conjecturer (insertion order)
+        extra = {k: v for k, v in info.items() if k != "examples"}
+        stored = stored_result(task.paths.checkpoint(task.round, role))
+        if stored is not None:
+            trained[role] = {**asdict(stored), **extra}
+            continue
+        trained[role] = {**train_role(task, role, load_examples(examples_file(task, role))), **extra}
     return trained

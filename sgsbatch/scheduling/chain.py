@@ -1,12 +1,15 @@
 """The chain: the train job, and ending a round and handing on to the next, in one place.
 
-A round's last job is its train job (`train_job`): it ingests the round (the run's single
-database writer), lets the train phase train, then `end_round` ends the round and hands on.
+A round's last job is its train job (`train_job`, one per node). Its first task ingests the
+round (the run's single database writer) and writes the training examples (phases/train.py
+`prepare`); then each node starts its ranks (scheduling/ranks.py; a world of one trains in this
+process) and waits for them; then the first task's `end_round` ends the round and hands on.
 `end_round` is the only code that ends a round: ingestion (a no-op when done before), the
 executor's records of the round's jobs, `round/lifecycle.finish_round` (checkpoints, metrics,
 TensorBoard, retention, the next round's inputs) and, from a train job, the executor's
 `continue_chain` (Slurm submits round r + 1; the local driver goes on by itself). The train
-shard's completion marker is written last, after all of that.
+shard's completion marker is written last, after all of that. A stop request reaches every
+rank; they save at the same optimizer step and the job exits for requeue (`Interrupted`).
 
 Its users: the train job (Slurm and local alike), `resume` and `rebuild` (both through
 `end_round_from_marker`, for a round whose training finished but whose ending was lost).
@@ -15,34 +18,66 @@ Its users: the train job (Slurm and local alike), `resume` and `rebuild` (both t
 from __future__ import annotations
 
 import os
+import sys
+import time
 from typing import Any
 
 from sgsbatch.phases import train as train_phase
-from sgsbatch.phases.task import Task
+from sgsbatch.phases.task import REQUEUE_EXIT, Interrupted, Task
 from sgsbatch.round.examples import ei_stored_proofs
 from sgsbatch.round.lifecycle import finish_round, ingest_round
 from sgsbatch.round.results import round_results
 from sgsbatch.run.handle import RunHandle, open_run_dir
 from sgsbatch.run.shards import Shard
 from sgsbatch.scheduling.executor import executor_for
+from sgsbatch.scheduling.ranks import launch, layout_from_env
+
+PREPARE_WAIT_S = 3600.0  # a second node waits this long for the first to write the examples
 
 
 def train_job(task: Task) -> None:
-    """Round r's train job: ingest, train (phases/train.py), end the round, hand on, marker last."""
+    """Round r's train job on one node: prepare (first task), train (ranks), end the round, marker last."""
     if task.shard.is_done():
         return
     cfg, r = task.cfg, task.round
-    h = open_run_dir(task.paths, cfg)
-    rank = int(os.environ.get("RANK", "0"))
-    results = round_results(cfg, task.paths, r)  # read once: ingestion and training both need it
-    if rank == 0:
+    layout = layout_from_env(os.environ, cfg.slurm.train.nodes, cfg.train_ranks_per_node())
+    h = open_run_dir(task.paths, cfg) if layout.first else None
+    if h is not None and train_phase.prepared(task) is None:
+        results = round_results(cfg, task.paths, r)
         ingest_round(h, r, results)
-    ei_stored = ei_stored_proofs(h, r) if cfg.solver.train and cfg.solver.objective == "ei" else []
-    trained = train_phase.run(task, results, ei_stored)
-    if rank != 0:
+        ei_stored = ei_stored_proofs(h, r) if cfg.solver.train and cfg.solver.objective == "ei" else []
+        train_phase.prepare(task, results, ei_stored)
+    _wait_prepared(task)
+    if layout.world > 1:
+        argv = [sys.executable, "-m", "sgsbatch.scheduling.worker", str(task.paths.root), str(r), "train", "0",
+                "--rank"]
+        codes = launch(argv, layout, max(1, cfg.slurm.train.cpus // layout.per_node), task.should_stop)
+        if REQUEUE_EXIT in codes:
+            raise Interrupted(f"round {r} train: the ranks saved a checkpoint and stopped on request")
+        failed = {layout.global_rank(i): c for i, c in enumerate(codes) if c != 0}
+        if failed:
+            raise RuntimeError(f"round {r} train: ranks exited with {failed} (negative: killed by that signal); "
+                               f"their output is in this attempt's log")
+    trained = train_phase.run(task)  # one rank: trains here; more: every role is done, results are read
+    if h is None:
         return
     end_round(h, r, trained, continue_chain=True)
     task.shard.finish([{"key": role, "role": role, **res} for role, res in trained.items()])
+
+
+def train_rank(task: Task) -> None:
+    """One rank of a multi-process train job (started by `train_job`'s launcher)."""
+    train_phase.run(task)
+
+
+def _wait_prepared(task: Task) -> None:
+    deadline = time.monotonic() + PREPARE_WAIT_S
+    while train_phase.prepared(task) is None:
+        task.check_stop()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"round {task.round} train: the first node did not write the examples within "
+                               f"{PREPARE_WAIT_S:.0f} s")
+        time.sleep(2)
 
 
 def end_round(h: RunHandle, r: int, trained: dict[str, dict[str, Any]], *, continue_chain: bool = False) -> None:

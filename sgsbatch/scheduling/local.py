@@ -62,9 +62,8 @@ def run_phase(h: RunHandle, r: int, phase: str) -> str:
     todo = unfinished(h.paths.phase_dir(r, phase), h.cfg.shard_count(phase))
     if not todo:
         return DONE
-    gpus = h.cfg.phase_resources(phase).gpus
     with ThreadPoolExecutor(max_workers=min(h.cfg.run.local_workers, len(todo))) as pool:
-        results = list(pool.map(lambda i: run_supervised(h.paths.root, r, phase, i, gpus=gpus,
+        results = list(pool.map(lambda i: run_supervised(h.paths.root, r, phase, i,
                                                          max_retries=h.cfg.run.max_task_retries), todo))
     if FAILED in results:
         return FAILED

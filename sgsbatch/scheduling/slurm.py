@@ -6,9 +6,10 @@ Array task k runs the shard named in the SlurmJob row's `shards` list (a resubmi
 `resume` covers only unfinished shards, so task k need not be shard k). Every job is
 `--requeue`able and gets SIGUSR2 `signal_delay_s` before its time limit. Submission is
 idempotent per (round, phase): an active job already recorded is reused, so a retried train job
-does not submit the next round twice. SLURM_* variables of the submitting job (and a trainer's
-rendezvous variables) are scrubbed so a round submitted from inside a job does not inherit that
-job's resources or its MASTER_PORT.
+does not submit the next round twice. SLURM_* variables of the submitting job, a trainer's rank
+variables (MASTER_PORT, OMP_NUM_THREADS, ...) and its devices (CUDA_VISIBLE_DEVICES) are
+scrubbed so a round submitted from inside a job inherits none of that job's resources. A train
+job over several nodes runs one task per node (`--nodes N --ntasks-per-node 1`).
 
 Slurm state comes from `squeue` (live jobs) and `sacct` (finished ones, restarts); when `sacct`
 is unavailable, status works from squeue and the shard files alone. Every submission is also
@@ -36,7 +37,11 @@ from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.journal import journal_job
 from sgsbatch.run.shards import unfinished
 from sgsbatch.scheduling.liveness import Liveness, StallReason
+from sgsbatch.scheduling.ranks import DIST_ENV, DIST_PREFIXES
 from sgsbatch.state.schema import Metric, SlurmJob
+
+# What a job's allocation sets that a job submitted from it must not inherit (beside SLURM_*).
+JOB_ENV = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "MKL_NUM_THREADS")
 
 
 def available(timeout: float = 10.0) -> bool:
@@ -55,10 +60,8 @@ def job_name(run: str, r: int, phase: str) -> str:
 
 @contextmanager
 def _clean_env() -> Iterator[None]:
-    from sgsbatch.scheduling.supervisor import DIST_ENV
-
     saved = {k: v for k, v in os.environ.items()
-             if k.startswith(("SLURM_", "SBATCH_", "SRUN_", "TORCHELASTIC_")) or k in DIST_ENV}
+             if k.startswith(("SLURM_", "SBATCH_", "SRUN_", *DIST_PREFIXES)) or k in DIST_ENV or k in JOB_ENV}
     for k in saved:
         del os.environ[k]
     try:
@@ -88,6 +91,8 @@ def _parameters(h: RunHandle, r: int, phase: str, n: int, dependency: str | None
     }
     if res.gpus:
         params["gpus_per_node"] = res.gpus
+    if res.nodes > 1:  # one task per node; each starts its node's ranks (scheduling/ranks.py)
+        params.update(nodes=res.nodes, ntasks_per_node=1)
     for key in ("partition", "account", "qos"):
         if getattr(res, key):
             params[key] = getattr(res, key)
@@ -118,11 +123,10 @@ def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], depend
     ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=python_command())
     ex.update_parameters(**_parameters(h, r, phase, len(shards), dependency))
     k = len(shards)
-    gpus = h.cfg.phase_resources(phase).gpus
     try:
         with _clean_env():
             jobs = ex.map_array(SlurmTask(), [str(h.paths.root)] * k, [r] * k, [phase] * k, list(shards),
-                                [h.cfg.run.max_task_retries] * k, [gpus] * k)
+                                [h.cfg.run.max_task_retries] * k)
     except Exception as e:  # submitit raises FailedJobError / CalledProcessError with sbatch's message
         raise SchedulerError(f"sbatch refused round {r} {phase}: {e}") from e
     job_id = jobs[0].job_id.split("_")[0]

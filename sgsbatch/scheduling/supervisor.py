@@ -21,33 +21,27 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from sgsbatch.phases.task import REQUEUE_EXIT
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard
+from sgsbatch.scheduling.ranks import DIST_ENV, DIST_PREFIXES, is_first_task
+
+__all__ = ["DONE", "FAILED", "INTERRUPTED", "REQUEUE_EXIT", "TaskFailed", "run_supervised", "SlurmTask"]
 
 DONE, INTERRUPTED, FAILED = "done", "interrupted", "failed"
-REQUEUE_EXIT = 75  # a worker's EX_TEMPFAIL: "stopped on request (SIGUSR2), run me again"
 
 
 class TaskFailed(RuntimeError):
     """A shard task crashed more often than `run.max_task_retries` allows."""
 
 
-def worker_command(run_dir: Path, r: int, phase: str, shard: int, gpus: int = 0) -> list[str]:
-    args = [str(run_dir), str(r), phase, str(shard)]
-    if phase == "train" and gpus > 1:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}",
-                "-m", "sgsbatch.scheduling.worker", *args]
-    return [sys.executable, "-m", "sgsbatch.scheduling.worker", *args]
-
-
-# Rendezvous variables a trainer sets in its own process; a worker inherits none of them (torchrun
-# sets its own), or a later train would rendezvous on a port an earlier process still holds.
-DIST_ENV = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-            "ROLE_RANK", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE")
+def worker_command(run_dir: Path, r: int, phase: str, shard: int) -> list[str]:
+    return [sys.executable, "-m", "sgsbatch.scheduling.worker", str(run_dir), str(r), phase, str(shard)]
 
 
 def worker_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in DIST_ENV and not k.startswith("TORCHELASTIC_")}
+    """The supervisor's environment less any rank's variables (a train job's launcher sets its ranks' own)."""
+    return {k: v for k, v in os.environ.items() if k not in DIST_ENV and not k.startswith(DIST_PREFIXES)}
 
 
 def _tail(path: Path, n: int = 4000) -> str:
@@ -57,24 +51,31 @@ def _tail(path: Path, n: int = 4000) -> str:
     return data.decode("utf-8", "replace")
 
 
-def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_retries: int, gpus: int = 0,
+def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_retries: int,
                    on_slurm: bool = False, install_signals: bool = False) -> str:
-    """Run the shard to completion; returns DONE, INTERRUPTED (local only) or FAILED."""
+    """Run the shard to completion; returns DONE, INTERRUPTED (local only) or FAILED.
+
+    SIGUSR2 and SIGTERM are passed on to the worker; after SIGTERM (a cancel, a SIGTERM-only
+    preemption, the end of the time limit) the supervisor waits for the worker (a train job is
+    writing its checkpoint), then exits 143 without counting a failure: Slurm decides what comes
+    next. On the second and later tasks of a multi-node train job the worker runs once: task 0
+    alone counts failures and requeues (every node's ranks must start again together).
+    """
     paths = RunPaths(run_dir)
     shard = Shard(paths.phase_dir(r, phase), shard_index)
-    shard.dir.mkdir(parents=True, exist_ok=True)
-    shard.mark_started()
+    multi_node = on_slurm and int(os.environ.get("SLURM_NNODES", "1")) > 1
+    first = is_first_task(os.environ)
+    if first:
+        shard.dir.mkdir(parents=True, exist_ok=True)
+        shard.mark_started()
     child: list[subprocess.Popen[bytes]] = []
-    stop = {"usr2": False}
+    stop = {"usr2": False, "term": False}
 
     def forward(sig: int, _frame: FrameType | None) -> None:
-        if sig == signal.SIGUSR2:
-            stop["usr2"] = True
+        stop["usr2" if sig == signal.SIGUSR2 else "term"] = True
         for c in child:
             if c.poll() is None:
                 c.send_signal(sig)
-        if sig == signal.SIGTERM:
-            raise SystemExit(143)
 
     if install_signals:
         signal.signal(signal.SIGUSR2, forward)
@@ -82,13 +83,18 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
     while not shard.is_done():
         if shard.failed_reason() is not None:
             return FAILED
-        log = shard.dir / f"shard_{shard_index:05d}.attempt.log"
+        log = shard.dir / f"shard_{shard_index:05d}.{'attempt' if first else 'node' + os.environ['SLURM_NODEID']}.log"
         with log.open("wb") as out:
-            child[:] = [subprocess.Popen(worker_command(run_dir, r, phase, shard_index, gpus),
+            child[:] = [subprocess.Popen(worker_command(run_dir, r, phase, shard_index),
                                          stdout=out, stderr=subprocess.STDOUT, env=worker_env())]
-            shard.pid_file.write_text(str(child[0].pid))
+            if first:
+                shard.pid_file.write_text(str(child[0].pid))
             rc = child[0].wait()
         sys.stderr.write(_tail(log, 20000))
+        if stop["term"]:
+            raise SystemExit(143)
+        if not first:
+            return DONE if rc == 0 else INTERRUPTED  # task 0 decides (its ranks see ours end)
         if rc == 0 and shard.is_done():
             return DONE
         if rc == REQUEUE_EXIT or stop["usr2"]:
@@ -103,6 +109,8 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         if shard.record_failure(reason) > max_retries:
             shard.mark_failed(f"round {r} {phase} shard {shard_index} failed {max_retries + 1} times; last: {reason}")
             return FAILED
+        if multi_node:
+            requeue_self()  # every node starts its ranks again, on a fresh rendezvous port
     return DONE
 
 
@@ -126,8 +134,8 @@ class SlurmTask:
     from its files.
     """
 
-    def __call__(self, run_dir: str, r: int, phase: str, shard_index: int, max_retries: int, gpus: int) -> str:
-        result = run_supervised(Path(run_dir), r, phase, shard_index, max_retries=max_retries, gpus=gpus,
+    def __call__(self, run_dir: str, r: int, phase: str, shard_index: int, max_retries: int) -> str:
+        result = run_supervised(Path(run_dir), r, phase, shard_index, max_retries=max_retries,
                                 on_slurm=True, install_signals=True)
         # The work is done (or failed for good): a late SIGUSR2 must not kill the job now. Python
         # resets handlers it installed to SIG_DFL when it shuts down, which would turn a signal

@@ -1,12 +1,16 @@
-"""`python -m sgsbatch.scheduling.worker RUN_DIR ROUND PHASE SHARD`: one attempt at one shard task.
+"""`python -m sgsbatch.scheduling.worker RUN_DIR ROUND PHASE SHARD [--rank]`: one attempt at one shard task.
 
 Run by the task supervisor (scheduling/supervisor.py) as a child process, so that a crash, a
 `kill -9` or an exception ends only this attempt and the supervisor can count it and retry.
 SIGUSR2 (preemption or time limit) asks the task to stop after the current item (or optimizer
-step); it then exits with REQUEUE_EXIT and its files are consistent for the next attempt.
+step); it then exits with REQUEUE_EXIT and its files are consistent for the next attempt. In the
+train phase SIGTERM asks the same (a SIGTERM-only preemption, `scontrol requeue`): the ranks
+save at the next step boundary within the grace time. `--rank`: one rank of a multi-process
+train job, started by the train job's launcher (scheduling/chain.py) with its rank variables.
 
-Test aid: `SGSBATCH_FAULT_INJECT="phase:shard:mode:times[,...]"` (mode raise | kill9 | hang) makes the
-first `times` attempts of that shard fail that way, counted by the shard's failure log.
+Test aids: `SGSBATCH_FAULT_INJECT="phase:shard:mode:times[,...]"` (mode raise | kill9 | hang) makes the
+first `times` attempts of that shard fail that way, counted by the shard's failure log;
+`SGSBATCH_TRAIN_STEP_SLEEP_S` makes the trainer wait after each optimizer step (backends/trainer.py).
 """
 
 from __future__ import annotations
@@ -22,10 +26,9 @@ from types import FrameType
 
 from sgsbatch.config.loading import from_toml_text
 from sgsbatch.config.schema import PHASES
-from sgsbatch.phases.task import Interrupted, Task
+from sgsbatch.phases.task import REQUEUE_EXIT, Interrupted, Task
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard
-from sgsbatch.scheduling.supervisor import REQUEUE_EXIT
 
 FAULT_ENV = "SGSBATCH_FAULT_INJECT"
 _stop = {"requested": False}
@@ -80,20 +83,31 @@ def phase_runner(phase: str) -> Callable[[Task], None]:
     raise ValueError(f"unknown phase {phase!r}; valid: {', '.join(PHASES)}")
 
 
-def run_shard(run_dir: Path, r: int, phase: str, index: int) -> None:
+def run_shard(run_dir: Path, r: int, phase: str, index: int, rank: bool = False) -> None:
     paths = RunPaths(run_dir)
     cfg = from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config))
     shard = Shard(paths.phase_dir(r, phase), index)
+    task = Task(cfg, paths, r, phase, shard, lambda: _stop["requested"])
+    if rank:
+        from sgsbatch.scheduling.chain import train_rank
+
+        train_rank(task)
+        return
     _inject_fault(phase, shard)
-    phase_runner(phase)(Task(cfg, paths, r, phase, shard, lambda: _stop["requested"]))
+    phase_runner(phase)(task)
 
 
 def main(argv: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    signal.signal(signal.SIGUSR2, _on_usr2)
+    rank = "--rank" in argv
+    argv = [a for a in argv if a != "--rank"]
     run_dir, r, phase, index = Path(argv[0]), int(argv[1]), argv[2], int(argv[3])
+    prefix = f"rank {os.environ.get('RANK', '?')} " if rank else ""
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {prefix}%(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGUSR2, _on_usr2)
+    if phase == "train":
+        signal.signal(signal.SIGTERM, _on_usr2)
     try:
-        run_shard(run_dir, r, phase, index)
+        run_shard(run_dir, r, phase, index, rank)
     except Interrupted as e:
         print(f"sgsbatch worker: {e}; exiting for requeue", file=sys.stderr)
         return REQUEUE_EXIT

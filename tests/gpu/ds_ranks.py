@@ -1,7 +1,7 @@
 """One rank of the multi-GPU training test (tests/gpu/test_deepspeed_multi.py); not a test module.
 
-Launched the way the train phase is (supervisor.worker_command: `python -m torch.distributed.run
---standalone --nproc_per_node=G SCRIPT` for G > 1 GPUs, plain `python SCRIPT` for one), it calls
+Launched the way the train job starts its ranks (`launch_ds_ranks`: scheduling/ranks.launch, one
+process per rank with RANK / WORLD_SIZE / MASTER_PORT; on CPU the ranks use gloo), it calls
 the real trainer (`sgsbatch.backends.trainer.train`) on a tiny model, for each case:
 
 - `<case>-plain`: one uninterrupted training call;
@@ -15,7 +15,7 @@ trains with: bf16, gradient checkpointing, ZeRO-2; plain only). Each rank writes
 interruptions and a sha256 of the weights its engine holds at the end (every rank holds all of
 them under ZeRO-2), so the test can check that the ranks agree bit for bit.
 
-    python tests/gpu/ds_ranks.py MODEL_DIR WORK_DIR [--plain-only]   (under torchrun for G > 1)
+    python tests/gpu/ds_ranks.py MODEL_DIR WORK_DIR [--plain-only]   (or launch_ds_ranks(G, ...))
 """
 
 from __future__ import annotations
@@ -59,6 +59,24 @@ def examples(model_dir: Path) -> list[Example]:
     return out
 
 
+def launch_ds_ranks(ranks: int, model_dir: Path, work: Path, *extra: str, env: dict[str, str] | None = None) -> int:
+    """Run this script on `ranks` ranks with the train job's launcher; 0 when every rank exited 0.
+    Their output goes to `work/ranks.log`."""
+    from sgsbatch.scheduling.ranks import launch, layout_from_env
+
+    work.mkdir(parents=True, exist_ok=True)
+    saved = dict(os.environ)
+    os.environ.update(env or {})
+    try:
+        with (work / "ranks.log").open("wb") as log:
+            codes = launch([sys.executable, str(Path(__file__).resolve()), str(model_dir), str(work), *extra],
+                           layout_from_env(os.environ, 1, ranks), 1, lambda: False, stdout=log)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return max(abs(c) for c in codes)
+
+
 def digest(named: Iterable[tuple[str, Any]]) -> str:
     """sha256 of (name, float32 bytes) of every parameter, in order."""
     h = hashlib.sha256()
@@ -99,7 +117,7 @@ def main() -> None:
         for mode in modes:
             name = f"{case}-{mode}"
             interruptions = 0
-            # the launcher's rank (torchrun sets RANK/WORLD_SIZE; a plain launch is rank 0 of 1)
+            # the launcher's rank (the launcher sets RANK/WORLD_SIZE; a plain launch is rank 0 of 1)
             rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
             stop = mode == "resumed" and rank == world - 1
 

@@ -1,7 +1,7 @@
 """Multi-GPU DeepSpeed training: the real trainer on 2 ranks (skipped with fewer than 2 CUDA devices).
 
-`ds_ranks.py` is launched with the train phase's own launch line (`supervisor.worker_command` with
-gpus = 2: `python -m torch.distributed.run --standalone --nproc_per_node=2`) and runs
+`ds_ranks.py` is launched by the train job's own launcher (`scheduling/ranks.launch`, one
+process per GPU with its rank variables) and runs
 `trainer.train` on a tiny model: float32 REINFORCE and CISPO (ZeRO-2), uninterrupted and
 interrupted after every optimizer step (a SIGUSR2 on one rank: the ranks agree to stop, save a
 ZeRO checkpoint, resume), and the production precision (bf16, gradient checkpointing). The same
@@ -18,10 +18,10 @@ float32 calls also run on a single GPU (the 1-GPU launch line) as the reference.
   bit-identical (it is on CPU, tests/models/test_trainer.py), but cuBLAS/NCCL do not promise it.
 
 `test_tiny_run_trains_on_two_gpus` runs a whole 1-round tiny run on the local executor with
-`slurm.train.gpus = 2` (the train job under torchrun, as on a Slurm GPU node).
+`slurm.train.gpus = 2` (the train job's launcher starting 2 ranks, as on a Slurm GPU node).
 
 Not run on GPUs yet (none was available when this was written). Both tests pass on CPU (DeepSpeed on
-gloo, 2 ranks under torchrun) with the two CUDA-only assertions (distinct devices, `cuda` engines)
+gloo, 2 ranks) with the two CUDA-only assertions (distinct devices, `cuda` engines)
 taken out: under 2 minutes together on a 2-core VM.
 """
 
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from ds_ranks import LR, digest  # noqa: E402
+from ds_ranks import LR, digest, launch_ds_ranks  # noqa: E402
 from gpulib import build_model, multi_gpu_missing_reason  # noqa: E402
 
 from sgsbatch.run.checkpoint import is_complete  # noqa: E402
@@ -51,17 +50,9 @@ HELPER = HERE / "ds_ranks.py"
 REPO = HERE.parents[1]
 
 
-def launch(gpus: int, model_dir: Path, work: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    """Run ds_ranks.py with the train phase's launch line for `gpus` GPUs."""
-    from sgsbatch.scheduling.supervisor import worker_command, worker_env
-
-    cmd = worker_command(work, 0, "train", 0, gpus=gpus)
-    launcher = cmd[: cmd.index("sgsbatch.scheduling.worker") - 1]  # everything before `-m sgsbatch.scheduling.worker ...`
-    if gpus > 1:
-        assert f"--nproc_per_node={gpus}" in launcher, launcher
-    env = {**worker_env(), "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
-    return subprocess.run([*launcher, str(HELPER), str(model_dir), str(work), *extra], capture_output=True,
-                          text=True, env=env, cwd=REPO, timeout=1200)
+def launch(gpus: int, model_dir: Path, work: Path, *extra: str) -> int:
+    """Run ds_ranks.py on `gpus` ranks with the train job's launcher; 0 when every rank exited 0."""
+    return launch_ds_ranks(gpus, model_dir, work, *extra, env={"CUBLAS_WORKSPACE_CONFIG": ":4096:8"})
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +96,8 @@ def check_ranks(work: Path, world: int) -> dict[str, Any]:
 
 def test_two_ranks_train_like_one(train_model_dir: Path, tmp_path: Path) -> None:
     two, one = tmp_path / "two", tmp_path / "one"
-    proc = launch(2, train_model_dir, two)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    proc = launch(1, train_model_dir, one, "--plain-only")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert launch(2, train_model_dir, two) == 0, (two / "ranks.log").read_text()[-6000:]
+    assert launch(1, train_model_dir, one, "--plain-only") == 0, (one / "ranks.log").read_text()[-6000:]
     rep2, rep1 = check_ranks(two, 2), check_ranks(one, 1)
     assert set(rep2["runs"]) == {"fp32-reinforce-plain", "fp32-reinforce-resumed", "fp32-cispo-plain",
                                  "fp32-cispo-resumed", "bf16-reinforce-plain"}
@@ -152,6 +141,5 @@ def test_tiny_run_trains_on_two_gpus(tmp_path: Path, cli_env: dict[str, str]) ->
     steps = {role: s for r, role, s, _ in outcome(tmp_path / "gpu2")["steps"] if r == 0}
     assert any(s > 0 for s in steps.values()), f"nothing was trained in round 0: {steps}"
     log = tmp_path / "gpu2" / "rounds" / "r0000" / "train" / "shard_00000.attempt.log"
-    # torchrun prints this only when it starts more than one process per node (and OMP_NUM_THREADS is unset)
-    assert "Setting OMP_NUM_THREADS environment variable for each process" in log.read_text(errors="replace"), (
-        "the train job did not run under torchrun with 2 processes")
+    text = log.read_text(errors="replace")
+    assert " rank 0 INFO " in text and " rank 1 INFO " in text, "the train job did not start 2 ranks"

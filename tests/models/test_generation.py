@@ -56,16 +56,27 @@ def test_sample_shapes(gen: TransformersGenerator) -> None:
         assert s.text == tok.decode([t for t in s.token_ids if t != tok.eos_token_id], skip_special_tokens=True)
 
 
-def test_logprobs_match_the_model(gen: TransformersGenerator) -> None:
+@pytest.mark.parametrize("mode", ["raw", "processed"])
+def test_logprobs_match_the_model(gen: TransformersGenerator, mode: str) -> None:
+    """raw (the default, vLLM's and the reference's): plain log-softmax whatever the temperature;
+    processed: under logits / T (the same tokens are sampled either way)."""
     import torch
 
-    out = gen.generate([M2], 1, seed=3, max_tokens=12, temperature=0.7)
+    gen.processed_logprobs = mode == "processed"
+    try:
+        out = gen.generate([M2], 1, seed=3, max_tokens=12, temperature=0.7)
+    finally:
+        gen.processed_logprobs = False
     s = out[0].samples[0]
     ids = torch.tensor([out[0].prompt_ids + s.token_ids])
     with torch.no_grad():
-        logits = gen.model(input_ids=ids).logits[0, len(out[0].prompt_ids) - 1 : -1] / 0.7
-    expect = torch.log_softmax(logits, -1).gather(1, ids[0, len(out[0].prompt_ids) :, None])[:, 0]
+        logits = gen.model(input_ids=ids).logits[0, len(out[0].prompt_ids) - 1 : -1]
+    scaled = logits / 0.7 if mode == "processed" else logits
+    expect = torch.log_softmax(scaled, -1).gather(1, ids[0, len(out[0].prompt_ids) :, None])[:, 0]
     assert torch.allclose(expect, torch.tensor(s.logprobs), atol=1e-4)
+    other = torch.log_softmax(logits if mode == "processed" else logits / 0.7, -1)
+    assert not torch.allclose(other.gather(1, ids[0, len(out[0].prompt_ids) :, None])[:, 0],
+                              torch.tensor(s.logprobs), atol=1e-3)
 
 
 def test_greedy_is_seed_independent(gen: TransformersGenerator) -> None:

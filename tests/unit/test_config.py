@@ -75,6 +75,12 @@ BAD = [
     ('inherit = "{tiny}"\n[slurm]\nsubmitit_folder = "/x"\n', [], "slurm.submitit_folder", "<run dir>/slurm/"),
     ('inherit = "{tiny}"\n[shards]\nverify = 3\n', [], "shards.verify", "multiple of shards.solve"),
     ('inherit = "{tiny}"\n[generation]\nmax_in_flight = 0\n', [], "generation.max_in_flight", ">= 1"),
+    # what the trainer cannot do is refused before anything is submitted
+    ('inherit = "{tiny}"\n[train]\nzero_stage = 3\n', [], "train.zero_stage", "does not gather them"),
+    ('inherit = "{tiny}"\n', ["slurm.train.gpus=8", "train.cpu_ranks=2"], "train.cpu_ranks", "one rank per GPU"),
+    ('inherit = "{tiny}"\n', ["slurm.solve.nodes=2"], "slurm.solve.nodes", "only the train job spans nodes"),
+    ('inherit = "{tiny}"\n', ["slurm.train.nodes=0"], "slurm.train.nodes", ">= 1"),
+    ('inherit = "{tiny}"\n', ['generation.logprobs="sampled"'], "generation.logprobs", "one of"),
 ]
 
 

@@ -1,0 +1,191 @@
+"""What one training call trains on, in what order and on which rank: pure logic, no torch.
+
+Covered: the examples (`Example`) and their file (`save_examples` / `load_examples`: one `.npz`
+of flat arrays, so 26k sequences of 8k tokens are ~1 GB read once per rank, not JSON), the plan
+of optimizer steps (`plan_steps`: deterministic from the seed; CISPO keeps groups whole), the
+per-example loss factors (`loss_scales`), the split of a step over ranks by tokens
+(`rank_shares`), and the fingerprint that ties a checkpoint to its call. Not covered: torch,
+DeepSpeed and the objectives' arithmetic (backends/trainer.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+OBJECTIVES = ("reinforce", "cispo")
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    lr: float = 3e-6
+    betas: tuple[float, float] = (0.9, 0.95)
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    batch_size: int = 32  # sequences per optimizer step
+    micro_batch_size: int = 1
+    zero_stage: int = 2
+    bf16: bool = False
+    gradient_checkpointing: bool = False
+    seed: int = 0
+    objective: str = "reinforce"  # "reinforce" | "cispo"
+    cispo_clip_max: float = 4.0
+    threads: int | None = None
+    # CISPO: the distribution the sampler's logprobs were taken under (logits / T, then top-p)
+    sampling_temperature: float = 1.0
+    sampling_top_p: float = 1.0
+    keep_fp32_master: bool = False  # fp32 weights + bf16 autocast; fp32 kept beside the bf16 export
+
+
+@dataclass
+class Example:
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    weight: float  # REINFORCE weight, or the group's advantage A for CISPO
+    group: int | None = None
+    sampler_logprobs: list[float] | None = None
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    sequences: int
+    target_tokens: int
+    mean_loss: float
+
+
+def plan_steps(examples: Sequence[Example], settings: TrainSettings) -> list[list[int]]:
+    """Example indices of each optimizer step, in order (deterministic from settings.seed).
+
+    reinforce: shuffled examples in chunks of batch_size. cispo: shuffled whole groups packed
+    greedily up to batch_size sequences (a group larger than batch_size is a step on its own).
+    """
+    if settings.objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {settings.objective!r}; valid: {', '.join(OBJECTIVES)}")
+    rng = random.Random(settings.seed)
+    if settings.objective == "reinforce":
+        order = list(range(len(examples)))
+        rng.shuffle(order)
+        bs = settings.batch_size
+        return [order[i : i + bs] for i in range(0, len(order), bs)]
+    groups = group_indices(examples)
+    rng.shuffle(groups)
+    steps: list[list[int]] = []
+    current: list[int] = []
+    for g in groups:
+        if current and len(current) + len(g) > settings.batch_size:
+            steps.append(current)
+            current = []
+        current = current + g
+    if current:
+        steps.append(current)
+    return steps
+
+
+def group_indices(examples: Sequence[Example]) -> list[list[int]]:
+    """Indices grouped by `Example.group` in first-seen order; group None = a group of its own."""
+    by_key: dict[Any, list[int]] = {}
+    for i, ex in enumerate(examples):
+        key = ("solo", i) if ex.group is None else ("group", ex.group)
+        by_key.setdefault(key, []).append(i)
+    return list(by_key.values())
+
+
+def loss_scales(examples: Sequence[Example], step: Sequence[int], objective: str) -> dict[int, float]:
+    """Per-example factor c_x so that the step loss = sum_x c_x * sum_t (w_t) NLL_{x,t}."""
+    if objective == "reinforce":
+        total = sum(len(examples[i].completion_ids) for i in step)
+        return {i: examples[i].weight / max(total, 1) for i in step}
+    groups = group_indices([examples[i] for i in step])
+    scales: dict[int, float] = {}
+    for g in groups:
+        members = [step[j] for j in g]
+        tokens = sum(len(examples[i].completion_ids) for i in members)
+        for i in members:
+            scales[i] = examples[i].weight / max(tokens, 1) / len(groups)
+    return scales
+
+
+def rank_shares(examples: Sequence[Example], step: Sequence[int], objective: str, world: int) -> list[list[int]]:
+    """The step's example indices per rank, balanced by tokens (prompt + completion).
+
+    Units (examples; whole groups for CISPO) go largest first to the rank with the fewest tokens
+    so far (ties: the lower rank); each rank's share keeps the step's order. A rank's share may
+    be empty (it then runs dummy micro-batches to keep the collectives in step).
+    """
+    if objective == "cispo":
+        units = [[step[j] for j in g] for g in group_indices([examples[i] for i in step])]
+    else:
+        units = [[i] for i in step]
+
+    def tokens(unit: list[int]) -> int:
+        return sum(len(examples[i].prompt_ids) + len(examples[i].completion_ids) for i in unit)
+
+    load = [0] * world
+    owner: dict[int, int] = {}
+    for u in sorted(range(len(units)), key=lambda k: (-tokens(units[k]), k)):
+        r = min(range(world), key=lambda x: (load[x], x))
+        load[r] += tokens(units[u])
+        for i in units[u]:
+            owner[i] = r
+    return [[i for i in step if owner[i] == r] for r in range(world)]
+
+
+def fingerprint(model_dir: Path, examples: Sequence[Example], settings: TrainSettings) -> str:
+    """Identifies a training call, so a checkpoint is only resumed by the same call."""
+    h = hashlib.sha256()
+    h.update(str(Path(model_dir).resolve()).encode())
+    h.update(json.dumps(asdict(settings), sort_keys=True).encode())
+    for ex in examples:
+        h.update(json.dumps(asdict(ex)).encode())
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------- the examples file
+
+
+def save_examples(path: Path, examples: Sequence[Example]) -> None:
+    """Write `examples` to `path` (.npz) atomically; `load_examples` gives them back equal."""
+    import numpy as np
+
+    def flat(seqs: list[list[Any]], dtype: Any) -> tuple[Any, Any]:
+        lengths = np.array([len(s) for s in seqs], dtype=np.int64)
+        values = np.array([v for s in seqs for v in s], dtype=dtype)
+        return values, lengths
+
+    prompts, p_len = flat([ex.prompt_ids for ex in examples], np.int64)
+    comps, c_len = flat([ex.completion_ids for ex in examples], np.int64)
+    has_lp = np.array([ex.sampler_logprobs is not None for ex in examples], dtype=bool)
+    lps, lp_len = flat([ex.sampler_logprobs or [] for ex in examples], np.float64)
+    groups = np.array([-1 if ex.group is None else ex.group for ex in examples], dtype=np.int64)
+    if any(ex.group is not None and ex.group < 0 for ex in examples):
+        raise ValueError("example groups must be >= 0 (or None)")
+    weights = np.array([ex.weight for ex in examples], dtype=np.float64)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as f:
+        np.savez(f, prompts=prompts, p_len=p_len, comps=comps, c_len=c_len, has_lp=has_lp, lps=lps,
+                 lp_len=lp_len, groups=groups, weights=weights)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_examples(path: Path) -> list[Example]:
+    import numpy as np
+
+    with np.load(path) as z:
+        def split(values: Any, lengths: Any) -> list[list[Any]]:
+            ends = np.cumsum(lengths)
+            return [values[e - n : e].tolist() for e, n in zip(ends, lengths, strict=True)]
+
+        prompts, comps, lps = split(z["prompts"], z["p_len"]), split(z["comps"], z["c_len"]), split(z["lps"], z["lp_len"])
+        return [Example(prompts[i], comps[i], float(z["weights"][i]),
+                        None if z["groups"][i] < 0 else int(z["groups"][i]),
+                        lps[i] if z["has_lp"][i] else None) for i in range(len(prompts))]
