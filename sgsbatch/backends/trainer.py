@@ -178,8 +178,11 @@ def resolve_weights(model: str | Path) -> Path:
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(str(model)))
-    except Exception as e:  # offline, unknown id, no cache entry
+        try:
+            return Path(snapshot_download(str(model), local_files_only=True))
+        except Exception:  # not cached yet: fetch it (compute nodes may well be offline)
+            return Path(snapshot_download(str(model)))
+    except Exception as e:  # offline, unknown id
         raise FileNotFoundError(f"weights {model!r}: not a directory, and not in the Hugging Face cache "
                                 f"({e}); download them first (huggingface-cli download {model})") from e
 
@@ -294,6 +297,8 @@ def train(
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=_ds_config(settings, world))
     try:
         fp = fingerprint(model_dir, examples, settings)
+        log.info("train %s: rank %d of %d, %d examples (fingerprint %s), %d optimizer steps", out_dir.name, rank,
+                 world, len(examples), fp[:16], len(steps))
         done_steps, loss_sum = 0, 0.0
         progress_file = state_dir / PROGRESS
         if progress_file.is_file():

@@ -77,6 +77,27 @@ def launch_ds_ranks(ranks: int, model_dir: Path, work: Path, *extra: str, env: d
     return max(abs(c) for c in codes)
 
 
+def weights(d: Path) -> dict[str, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(d), dtype=torch.float32)
+    return {k: v.detach().clone() for k, v in model.named_parameters()}
+
+
+def close_weights(a: dict[str, Any], b: dict[str, Any], bound: float, what: str) -> None:
+    """All entries within `bound` (AdamW's step bound) and 99.9 % within 1e-5."""
+    total = near = 0
+    worst = 0.0
+    for k in a:
+        d = (a[k] - b[k]).abs()
+        worst = max(worst, float(d.max()))
+        total += d.numel()
+        near += int((d <= 1e-5).sum())
+    assert worst <= bound, f"{what}: a weight differs by {worst:.3g} > {bound:.3g}"
+    assert near >= 0.999 * total, f"{what}: only {near}/{total} weights within 1e-5"
+
+
 def digest(named: Iterable[tuple[str, Any]]) -> str:
     """sha256 of (name, float32 bytes) of every parameter, in order."""
     h = hashlib.sha256()

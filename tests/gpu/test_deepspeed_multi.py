@@ -38,7 +38,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from ds_ranks import LR, digest, launch_ds_ranks  # noqa: E402
+from ds_ranks import LR, close_weights, digest, launch_ds_ranks, weights  # noqa: E402
 from gpulib import build_model, multi_gpu_missing_reason  # noqa: E402
 
 from sgsbatch.run.checkpoint import is_complete  # noqa: E402
@@ -58,27 +58,6 @@ def launch(gpus: int, model_dir: Path, work: Path, *extra: str) -> int:
 @pytest.fixture(scope="module")
 def train_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_model(tmp_path_factory.mktemp("gpu-train"), sharpen=False)
-
-
-def weights(d: Path) -> dict[str, Any]:
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(str(d), dtype=torch.float32)
-    return {k: v.detach().clone() for k, v in model.named_parameters()}
-
-
-def close_weights(a: dict[str, Any], b: dict[str, Any], bound: float, what: str) -> None:
-    """All entries within `bound` (AdamW's step bound) and 99.9 % within 1e-5."""
-    total = near = 0
-    worst = 0.0
-    for k in a:
-        d = (a[k] - b[k]).abs()
-        worst = max(worst, float(d.max()))
-        total += d.numel()
-        near += int((d <= 1e-5).sum())
-    assert worst <= bound, f"{what}: a weight differs by {worst:.3g} > {bound:.3g}"
-    assert near >= 0.999 * total, f"{what}: only {near}/{total} weights within 1e-5"
 
 
 def check_ranks(work: Path, world: int) -> dict[str, Any]:

@@ -185,3 +185,30 @@ def test_zero_examples_copies_weights(tiny_dir: Path, tmp_path: Path) -> None:
     assert res.steps == 0 and res.sequences == 0
     assert _digest(tmp_path / "out") == _digest(tiny_dir)
     assert (tmp_path / "out" / "tokenizer.json").read_bytes() == (tiny_dir / "tokenizer.json").read_bytes()
+
+
+def test_a_role_with_nothing_to_train_carries_hub_weights(tiny_dir: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 0 of a role without examples starts from a hub id: its cached snapshot is published
+    (hard links, no bytes copied) and the next round trains from it; a missing id says what to do."""
+    import shutil
+
+    import huggingface_hub.constants as hub
+
+    cache = tmp_path / "hub"
+    snap = cache / "models--org--prover" / "snapshots" / ("a" * 40)
+    shutil.copytree(tiny_dir, snap)
+    (cache / "models--org--prover" / "refs").mkdir()
+    (cache / "models--org--prover" / "refs" / "main").write_text("a" * 40)
+    monkeypatch.setattr(hub, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", True)
+    res = train("org/prover", tmp_path / "r0", [], TrainSettings(), state_dir=tmp_path / "s0")
+    assert res.steps == 0 and _digest(tmp_path / "r0") == _digest(tiny_dir)
+    assert (tmp_path / "r0" / "model.safetensors").stat().st_ino == (snap / "model.safetensors").resolve().stat().st_ino
+    ex = _examples(3)
+    trained = train(tmp_path / "r0", tmp_path / "r1", ex, TrainSettings(lr=1e-3, batch_size=4, threads=1),
+                    state_dir=tmp_path / "s1")
+    assert trained.steps == 1 and _digest(tmp_path / "r1") != _digest(tiny_dir)
+    assert _digest(tmp_path / "r0") == _digest(tiny_dir)  # training the next round did not write through a link
+    with pytest.raises(FileNotFoundError, match="huggingface-cli download org/missing"):
+        train("org/missing", tmp_path / "r2", [], TrainSettings(), state_dir=tmp_path / "s2")
