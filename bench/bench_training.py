@@ -80,6 +80,12 @@ def plain_loop(model_dir: Path, exs: list[Any], settings: Any) -> float:
     return time.perf_counter() - t0
 
 
+def vocab(model_dir: Path) -> int:
+    from transformers import AutoConfig
+
+    return int(AutoConfig.from_pretrained(str(model_dir)).vocab_size)
+
+
 def rank_main(args: argparse.Namespace) -> None:
     import torch.distributed as dist
 
@@ -87,7 +93,7 @@ def rank_main(args: argparse.Namespace) -> None:
 
     torch_threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
     settings = TrainSettings(lr=1e-4, batch_size=args.batch, zero_stage=2, seed=1, threads=torch_threads)
-    exs = examples(args.examples, args.prompt_tokens, args.completion_tokens, args.vocab)
+    exs = examples(args.examples, args.prompt_tokens, args.completion_tokens, vocab(Path(args.model)))
     work = Path(args.work)
     floor = plain_loop(Path(args.model), exs, settings)
     t0 = time.perf_counter()
@@ -106,7 +112,7 @@ def stop_latency(model_dir: Path, work: Path, args: argparse.Namespace) -> float
 
     flag: dict[str, float] = {}
     signal.signal(signal.SIGUSR2, lambda *_: flag.setdefault("at", time.perf_counter()))
-    exs = examples(args.examples, args.prompt_tokens, args.completion_tokens, args.vocab)
+    exs = examples(args.examples, args.prompt_tokens, args.completion_tokens, vocab(model_dir))
     timer = threading.Timer(args.signal_after_s, lambda: os.kill(os.getpid(), signal.SIGUSR2))
     timer.start()
     try:
@@ -125,7 +131,6 @@ def main() -> None:
     ap.add_argument("--completion-tokens", type=int, default=256)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--vocab", type=int, default=500)
     ap.add_argument("--signal-after-s", type=float, default=3.0)
     ap.add_argument("--quick", action="store_true", help="smaller model (hidden 128, 2 layers)")
     ap.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)

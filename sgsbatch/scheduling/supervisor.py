@@ -8,7 +8,11 @@ and the supervisor fails, which leaves dependent Slurm jobs never satisfiable: t
 stalled until `sgsbatch resume`. A worker that exits with REQUEUE_EXIT stopped on SIGUSR2: on
 Slurm the supervisor requeues the job (`scontrol requeue`; if Slurm is already requeuing it for
 a preemption that fails harmlessly) and waits to be killed; locally it reports `interrupted`.
-Only the child this supervisor started is ever signalled.
+SIGTERM is passed on too and waited out (a train job saves its checkpoint), then the supervisor
+exits without requeueing: whoever sent it (a preemption, `scontrol requeue`, a cancel) decides.
+Only the child this supervisor started is ever signalled. In a multi-node train job (one task per
+node) only task 0 keeps the shard's files and decides: a crash there is counted and the whole
+job requeued, so that every node's ranks start again together.
 """
 
 from __future__ import annotations

@@ -55,3 +55,21 @@ def test_tokenizer_round_trip_and_template(tiny_dir: Path, targets: list[tuple[s
     model = AutoModelForCausalLM.from_pretrained(str(tiny_dir))
     assert model.config.vocab_size == len(tok)
     assert model.config.num_hidden_layers == 2 and model.config.hidden_size == 64
+
+
+def test_the_tiny_cache_key_names_where_the_model_was_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU-built tiny model is never reused by a CPU run (or another GPU kind), nor the other way."""
+    import torch
+
+    from sgsbatch.config.loading import load_config
+    from sgsbatch.phases.init import cache_key
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml")
+    targets = [("a", "", "theorem a : True := by")]
+    cpu = cache_key(cfg, targets)
+    assert cache_key(cfg, targets) == cpu
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "NVIDIA H100 80GB HBM3")
+    h100 = cache_key(cfg, targets)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "NVIDIA H200")
+    assert len({cpu, h100, cache_key(cfg, targets)}) == 3

@@ -212,3 +212,19 @@ def test_a_role_with_nothing_to_train_carries_hub_weights(tiny_dir: Path, tmp_pa
     assert _digest(tmp_path / "r0") == _digest(tiny_dir)  # training the next round did not write through a link
     with pytest.raises(FileNotFoundError, match="huggingface-cli download org/missing"):
         train("org/missing", tmp_path / "r2", [], TrainSettings(), state_dir=tmp_path / "s2")
+
+
+def test_keep_fp32_master_keeps_fp32_weights_and_exports_bf16(tiny_dir: Path, tmp_path: Path) -> None:
+    """train.keep_fp32_master: fp32 weights beside a bf16 export; the next round trains from the fp32 ones."""
+    import torch
+    from safetensors.torch import load_file
+
+    settings = TrainSettings(lr=1e-3, batch_size=4, threads=1, bf16=True, keep_fp32_master=True)
+    train(tiny_dir, tmp_path / "r0", _examples(4), settings, state_dir=tmp_path / "s0")
+    bf16 = load_file(str(tmp_path / "r0" / "model.safetensors"))
+    fp32 = load_file(str(tmp_path / "r0" / "fp32" / "model.safetensors"))
+    assert {t.dtype for t in bf16.values()} == {torch.bfloat16} and {t.dtype for t in fp32.values()} == {torch.float32}
+    assert all(torch.equal(bf16[k], fp32[k].to(torch.bfloat16)) for k in bf16)
+    assert any(not torch.equal(fp32[k], fp32[k].to(torch.bfloat16).float()) for k in fp32)  # more than bf16 holds
+    train(tmp_path / "r0", tmp_path / "r1", _examples(4, seed=1), settings, state_dir=tmp_path / "s1")
+    assert (tmp_path / "r1" / "fp32" / "model.safetensors").is_file()
