@@ -58,6 +58,11 @@ class TrainResult:
     sequences: int
     target_tokens: int
     mean_loss: float
+    # statistics over the completion tokens trained on (0 in results stored before they existed)
+    tokens: int = 0
+    entropy: float = 0.0  # mean entropy of the policy's next-token distribution, before each step's update
+    clip_fraction: float = 0.0  # CISPO: share of tokens whose importance weight was clamped at cispo_clip_max
+    objective: str = "reinforce"
 
 
 def plan_steps(examples: Sequence[Example], settings: TrainSettings) -> list[list[int]]:

@@ -85,12 +85,14 @@ class EngineStats:
     prompt_tokens: int = 0
     generated_tokens: int = 0
     generate_s: float = 0.0
+    neg_logprob_sum: float = 0.0  # - sum of the recorded logprobs of every generated token
 
     def as_dict(self) -> dict[str, float]:
         tps = self.generated_tokens / self.generate_s if self.generate_s > 0 else 0.0
         return {"startup_s": round(self.startup_s, 3), "generate_s": round(self.generate_s, 3),
                 "prompts": self.prompts, "sequences": self.sequences, "prompt_tokens": self.prompt_tokens,
-                "generated_tokens": self.generated_tokens, "tokens_per_s": round(tps, 3)}
+                "generated_tokens": self.generated_tokens, "tokens_per_s": round(tps, 3),
+                "neg_logprob_sum": round(self.neg_logprob_sum, 6)}
 
 
 class Generator(Protocol):
@@ -246,6 +248,7 @@ class TransformersGenerator(_Engine):
             text = str(self.tokenizer.decode(body, skip_special_tokens=True))
             samples.append(Sample(text, ids, g.logps[r], "stop" if g.done[r] else "length"))
             self.stats.generated_tokens += len(ids)
+            self.stats.neg_logprob_sum -= sum(g.logps[r])
         return Generation(prompt_ids=g.prompt_ids, samples=samples)
 
 
@@ -418,6 +421,7 @@ class VllmGenerator(_Engine):
                 lps = [float(step[t].logprob) for t, step in zip(tok_ids, comp.logprobs or [], strict=True)]
                 samples.append(Sample(comp.text, tok_ids, lps, "length" if comp.finish_reason == "length" else "stop"))
                 self.stats.generated_tokens += len(tok_ids)
+                self.stats.neg_logprob_sum -= sum(lps)
             out.append((req, Generation(prompt_ids=ids, samples=samples)))
         self.stats.generate_s += time.perf_counter() - t0
         return out

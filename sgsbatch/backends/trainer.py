@@ -99,13 +99,28 @@ def sequence_loss(logp: Any, example: Example, scale: float, objective: str, cli
     return scale * nll.sum()
 
 
-def _example_loss(model: Any, ex: Example, scale: float, settings: TrainSettings) -> Any:
+def _example_loss(model: Any, ex: Example, scale: float, settings: TrainSettings) -> tuple[Any, list[float]]:
+    """The example's loss term and its statistics [tokens, entropy sum, clipped tokens] (no gradient)."""
+    import torch
+
+    ids = torch.tensor([list(ex.prompt_ids) + list(ex.completion_ids)], dtype=torch.long, device=model.device)
+    logits = model(input_ids=ids, use_cache=False).logits[0, len(ex.prompt_ids) - 1 : -1].float()
+    target = ids[0, len(ex.prompt_ids) :, None]
+    full = torch.log_softmax(logits, dim=-1)
+    logp = full.gather(1, target)[:, 0]
     sampling = (settings.sampling_temperature, settings.sampling_top_p)
-    if settings.objective == "cispo" and sampling != (1.0, 1.0):
-        logp, logp_sampling = completion_logprobs(model, ex.prompt_ids, ex.completion_ids, sampling)
-    else:
-        logp, logp_sampling = completion_logprobs(model, ex.prompt_ids, ex.completion_ids), None
-    return sequence_loss(logp, ex, scale, settings.objective, settings.cispo_clip_max, logp_sampling)
+    logp_sampling = None
+    with torch.no_grad():
+        entropy = float(-(full.exp() * full).sum(-1).sum())
+        if settings.objective == "cispo" and sampling != (1.0, 1.0):
+            logp_sampling = sampling_logprobs(logits.detach(), *sampling).gather(1, target)[:, 0]
+        clipped = 0.0
+        if settings.objective == "cispo" and ex.sampler_logprobs is not None:
+            current = logp if logp_sampling is None else logp_sampling
+            old = torch.tensor(ex.sampler_logprobs, dtype=current.dtype, device=current.device)
+            clipped = float((torch.exp(current.detach() - old) > settings.cispo_clip_max).sum())
+    loss = sequence_loss(logp, ex, scale, settings.objective, settings.cispo_clip_max, logp_sampling)
+    return loss, [float(len(ex.completion_ids)), entropy, clipped]
 
 
 def batch_loss(model: Any, examples: Sequence[Example], objective: str, clip_max: float = 4.0,
@@ -116,7 +131,7 @@ def batch_loss(model: Any, examples: Sequence[Example], objective: str, clip_max
     scales = loss_scales(examples, step, settings.objective)
     total: Any = 0.0
     for i in step:
-        total = total + _example_loss(model, examples[i], scales[i], settings)
+        total = total + _example_loss(model, examples[i], scales[i], settings)[0]
     return total
 
 
@@ -299,20 +314,22 @@ def train(
         fp = fingerprint(model_dir, examples, settings)
         log.info("train %s: rank %d of %d, %d examples (fingerprint %s), %d optimizer steps", out_dir.name, rank,
                  world, len(examples), fp[:16], len(steps))
-        done_steps, loss_sum = 0, 0.0
+        done_steps, loss_sum, stats = 0, 0.0, [0.0, 0.0, 0.0]
         progress_file = state_dir / PROGRESS
         if progress_file.is_file():
             progress = json.loads(progress_file.read_text())
             if progress.get("fingerprint") == fp:
                 engine.load_checkpoint(str(state_dir), tag=progress["tag"])
                 done_steps, loss_sum = int(progress["steps"]), float(progress["loss_sum"])
+                stats = [float(x) for x in progress.get("stats", stats)]
                 log.info("resuming %s at optimizer step %d/%d", out_dir.name, done_steps, len(steps))
             else:  # a checkpoint of some other call (other data, settings or weights): start afresh
                 _clear_state(state_dir)
         sleep_s = float(os.environ.get(STEP_SLEEP_ENV, "0") or 0)
         for step_no in range(done_steps, len(steps)):
-            step_loss = _optimizer_step(engine, examples, steps[step_no], settings, rank, world)
+            step_loss, *step_stats = _optimizer_step(engine, examples, steps[step_no], settings, rank, world)
             loss_sum += step_loss
+            stats = [a + b for a, b in zip(stats, step_stats, strict=True)]
             finished = step_no + 1
             if rank == 0:
                 log.info("train %s: optimizer step %d/%d loss %.6g", out_dir.name, finished, len(steps), step_loss)
@@ -320,11 +337,14 @@ def train(
                 time.sleep(sleep_s)
             if finished < len(steps) and _agree_stop(should_stop(), engine.device):
                 t0 = time.monotonic()
-                _save_progress(engine, state_dir, fp, finished, loss_sum, rank)
+                _save_progress(engine, state_dir, fp, finished, loss_sum, stats, rank)
                 log.info("checkpoint of step %d saved in %.1f s", finished, time.monotonic() - t0)
                 raise TrainingInterrupted(f"stopped after optimizer step {finished}/{len(steps)}")
 
-        result = TrainResult(len(steps), len(examples), target_tokens, mean_loss=loss_sum / len(steps))
+        tokens = int(stats[0])
+        result = TrainResult(len(steps), len(examples), target_tokens, mean_loss=loss_sum / len(steps), tokens=tokens,
+                             entropy=stats[1] / max(tokens, 1), clip_fraction=stats[2] / max(tokens, 1),
+                             objective=settings.objective)
         if rank == 0:
             _export(engine, model_dir, out_dir, result, settings)
             _clear_state(state_dir)
@@ -359,8 +379,9 @@ def _autocast(settings: TrainSettings, device: Any) -> Any:
 
 def _optimizer_step(
     engine: Any, examples: Sequence[Example], step: list[int], settings: TrainSettings, rank: int, world: int
-) -> float:
-    """One optimizer step over `step` (global example indices); returns the global step loss."""
+) -> list[float]:
+    """One optimizer step over `step` (global example indices); returns the global
+    [step loss, completion tokens, entropy sum, clipped tokens]."""
     import torch
     import torch.distributed as dist
 
@@ -369,7 +390,7 @@ def _optimizer_step(
     local = shares[rank]
     mbs = settings.micro_batch_size
     n_micro = max(1, -(-max(len(s) for s in shares) // mbs))
-    local_loss = 0.0
+    acc = [0.0, 0.0, 0.0, 0.0]  # loss, tokens, entropy sum, clipped tokens
     for m in range(n_micro):
         chunk = local[m * mbs : (m + 1) * mbs]
         engine.set_gradient_accumulation_boundary(m == n_micro - 1)
@@ -377,19 +398,21 @@ def _optimizer_step(
         with _autocast(settings, engine.device):
             if chunk:
                 for i in chunk:
-                    term = _example_loss(engine.module, examples[i], scales[i], settings)
+                    term, stats = _example_loss(engine.module, examples[i], scales[i], settings)
                     loss = term if loss is None else loss + term
+                    for k, v in enumerate(stats, start=1):
+                        acc[k] += v
             else:  # dummy micro-batch keeps this rank's collectives in step with the others
                 ex = examples[step[0]]
                 loss = 0.0 * completion_logprobs(engine.module, ex.prompt_ids, ex.completion_ids).sum()
-        local_loss += float(loss.detach())
+        acc[0] += float(loss.detach())
         # ZeRO averages gradients over ranks: scale by world so the result is the global sum.
         engine.backward(loss * world, scale_wrt_gas=False)
         engine.step()
-    total = torch.tensor([local_loss], dtype=torch.float64, device=engine.device)
+    total = torch.tensor(acc, dtype=torch.float64, device=engine.device)
     if world > 1:
         dist.all_reduce(total)
-    return float(total[0])
+    return [float(x) for x in total]
 
 
 def _agree_stop(flag: bool, device: Any) -> bool:
@@ -404,7 +427,8 @@ def _agree_stop(flag: bool, device: Any) -> bool:
     return bool(t.item())
 
 
-def _save_progress(engine: Any, state_dir: Path, fp: str, steps: int, loss_sum: float, rank: int) -> None:
+def _save_progress(engine: Any, state_dir: Path, fp: str, steps: int, loss_sum: float, stats: list[float],
+                   rank: int) -> None:
     import torch.distributed as dist
 
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -413,7 +437,7 @@ def _save_progress(engine: Any, state_dir: Path, fp: str, steps: int, loss_sum: 
     dist.barrier()
     if rank == 0:
         tmp = state_dir / f".{PROGRESS}.tmp"
-        data = {"fingerprint": fp, "tag": tag, "steps": steps, "loss_sum": loss_sum}
+        data = {"fingerprint": fp, "tag": tag, "steps": steps, "loss_sum": loss_sum, "stats": stats}
         tmp.write_text(json.dumps(data) + "\n")
         os.replace(tmp, state_dir / PROGRESS)  # the commit point of the checkpoint
         for old in state_dir.glob("step*"):

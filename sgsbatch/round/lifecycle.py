@@ -112,7 +112,9 @@ def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemR
         if wall is not None:
             m[M.wall_s(phase)] = wall
     m.update(generation_metrics(cfg, paths, r))
-    m[M.GENERATIONS_ROUND] = funnel.generated + n_attempts + len(out.reviews)
+    # the scaling law's C counts Conjecturer and Solver samples only (SGS-SPEC, the reference); not reviews
+    m[M.GENERATIONS_ROUND] = funnel.generated + n_attempts
+    m[M.GUIDE_REVIEWS] = len(out.reviews)
     m[M.TOKENS_ROUND] = (sum(a["tokens"] for a in out.attempts) + sum(c["tokens"] for c in conj_rows)
                          + sum(x["tokens"] for x in out.reviews))
     return out
@@ -151,6 +153,8 @@ def generation_metrics(cfg: Config, paths: RunPaths, r: int) -> dict[str, float]
         out[M.gen(phase, "sequences")] = sum(int(x["sequences"]) for x in metas)
         out[M.gen(phase, "tokens_per_s")] = tokens / secs if secs > 0 else 0.0
         out[M.gen(phase, "startup_s")] = sum(float(x["startup_s"]) for x in metas) / len(metas)
+        if tokens and all("neg_logprob_sum" in x for x in metas):
+            out[M.sampled_entropy(phase)] = sum(float(x["neg_logprob_sum"]) for x in metas) / tokens
     return out
 
 
@@ -178,6 +182,10 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
             new[M.train(role, "steps")] = res["steps"]
             new[M.train(role, "sequences")] = res["sequences"]
             new[M.train(role, "loss")] = res["mean_loss"]
+            if res.get("tokens"):  # results stored before these statistics existed have none
+                new[M.train_entropy(role)] = res["entropy"]
+                if res.get("objective") == "cispo":
+                    new[M.CISPO_CLIP_FRACTION] = res["clip_fraction"]
             if "reward_mean" in res:
                 new[M.reward_mean(role)] = res["reward_mean"]
         marker = Shard(h.paths.phase_dir(r, "train"), 0)  # done: ending a round again (resume, rebuild)

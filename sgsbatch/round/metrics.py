@@ -25,7 +25,8 @@ CUMULATIVE_SOLVE_RATE = "cumulative_solve_rate"  # solved targets / targets: the
 SOLVED_TARGETS = "solved_targets"
 GENERATIONS_TOTAL = "generations/total"  # generations so far: the scaling law's C
 # -- written at ingestion
-GENERATIONS_ROUND = "generations/round"
+GENERATIONS_ROUND = "generations/round"  # Conjecturer + Solver samples of the round (not Guide reviews)
+GUIDE_REVIEWS = "guide/reviews"  # Guide generations of the round (not in generations/*)
 TOKENS_ROUND = "tokens/round"
 PASS_AT_8 = "pass@8"
 PASS_AT_1 = "pass@1"
@@ -63,6 +64,21 @@ def solve_rate_hist(kind: str, k: int) -> str:
 
 
 GEN_STATS = ("tokens_per_s", "startup_s", "sequences", "tokens")
+ROLE_OF_PHASE = {"conjecture": "conjecturer", "solve": "solver", "guide": "guide"}
+CISPO_CLIP_FRACTION = "train/solver_clip_fraction"  # CISPO: completion tokens whose weight hit cispo_clip_max
+
+
+def sampled_entropy(phase: str) -> str:
+    """Mean - log p of the tokens a role sampled in the round (the logprobs recorded with them;
+    `generation.logprobs = "raw"`: the model's temperature-1 distribution). At temperature 1 and
+    top_p 1 it is a Monte-Carlo estimate of the per-token entropy of the sampling distribution."""
+    return f"entropy/sampled/{ROLE_OF_PHASE[phase]}"
+
+
+def train_entropy(role: str) -> str:
+    """Mean entropy of the current policy's full next-token distribution over the completion tokens
+    trained on in the round (exact, from the trainer's logits, before each step's update)."""
+    return f"entropy/train/{role}"
 COST_GPU_HOURS = "cost/gpu_hours"  # the round's GPU-hours (sacct: elapsed x allocated GPUs, requeues included)
 COST_CPU_HOURS = "cost/cpu_hours"
 

@@ -228,3 +228,29 @@ def test_keep_fp32_master_keeps_fp32_weights_and_exports_bf16(tiny_dir: Path, tm
     assert any(not torch.equal(fp32[k], fp32[k].to(torch.bfloat16).float()) for k in fp32)  # more than bf16 holds
     train(tmp_path / "r0", tmp_path / "r1", _examples(4, seed=1), settings, state_dir=tmp_path / "s1")
     assert (tmp_path / "r1" / "fp32" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize(("old_logprob", "clipped"), [(-50.0, 1.0), (0.0, 0.0)])
+def test_result_reports_policy_entropy_and_cispo_clip_fraction(tiny_dir: Path, tmp_path: Path, old_logprob: float,
+                                                               clipped: float) -> None:
+    """entropy: the mean over trained completion tokens of the policy's full next-token entropy
+    before the (single) step, computed here by hand; clip fraction: w = p/p_old > 4 on every token
+    when the sampler's logprobs are -50, on none when they are 0 (w = p <= 1)."""
+    import torch
+
+    ex = _examples(3, seed=2)
+    for e in ex:
+        e.group, e.sampler_logprobs = 0, [old_logprob] * len(e.completion_ids)
+    res = train(tiny_dir, tmp_path / "o", ex, TrainSettings(lr=1e-3, batch_size=8, objective="cispo", threads=1),
+                state_dir=tmp_path / "s")
+    model = _model(tiny_dir)
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for e in ex:
+            logits = model(input_ids=torch.tensor([e.prompt_ids + e.completion_ids])).logits[0]
+            rows = torch.log_softmax(logits[len(e.prompt_ids) - 1 : -1], -1)
+            total += float(-(rows.exp() * rows).sum())
+            tokens += len(e.completion_ids)
+    assert res.tokens == tokens and res.objective == "cispo"
+    assert math.isclose(res.entropy, total / tokens, rel_tol=1e-5)
+    assert res.clip_fraction == clipped

@@ -12,16 +12,32 @@ import pytest
 from sgsbatch.config.loading import load_config, to_dict
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
+# Each experiment's keys against sgs.toml, as its reference script (LukeBailey181/sgs scripts/*.py)
+# differs from scripts/standard_sgs.py. Not mapped: evaluation (`eval_every`, `eval_best_of_n`),
+# worker counts and wandb tags; `lrs = [...]` is the LR of every role the script trains.
 EXPECTED = {
-    "sgs_cispo": {"solver.objective": "cispo", "solver.lr": 1e-6, "solver.batch_size": 64},
+    # cispo_sgs.py: lrs = [1e-06]; training_config.batch_size = 64 (one config for both roles);
+    # prover_trainer_cls = "GroupedImportanceSampledWeightedTrainer"; prover_group_size = 8;
+    # statement_selection_mode=StatementSelectionMode.ALL_NONE_0_1 (our CISPO band 0 < s < 1)
+    "sgs_cispo": {"solver.objective": "cispo", "solver.lr": 1e-6, "solver.batch_size": 64,
+                  "conjecturer.lr": 1e-6, "conjecturer.batch_size": 64},
+    # cispo_solver_only.py: as cispo_sgs.py, plus conjectures_per_statement = {D_3K: 0},
+    # freeze_conjecturer=True, guide_config = None
     "cispo_solver_only": {"solver.objective": "cispo", "solver.lr": 1e-6, "solver.batch_size": 64,
                           "conjecturer.enabled": False, "guide.enabled": False},
+    # ei_solver_only.py: lrs = [3e-06]; batch_size = 64; prover_trainer_cls = "WeightedTrainer";
+    # statement_selection_mode=StatementSelectionMode.LESS_16_PROOFS; no conjectures, no guide
     "ei_solver_only": {"solver.objective": "ei", "solver.batch_size": 64, "conjecturer.enabled": False,
                        "guide.enabled": False},
+    # the paper's REINFORCE-1/2 solver-only baseline (no script in the repository): no conjectures
     "reinforce_solver_only": {"conjecturer.enabled": False, "guide.enabled": False},
+    # sgs_frozen_conjecturer.py: freeze_conjecturer=True; guide_config = None
     "sgs_frozen_conjecturer": {"conjecturer.train": False, "guide.enabled": False},
+    # sgs_no_guide.py: guide_config = None (R_guide = 1)
     "sgs_no_guide": {"guide.enabled": False},
-    "sgs_no_problem_conditioning": {"conjecturer.conditioned": False},
+    # sgs_no_problem_conditioning.py: prompt_getter = get_deepseek_prover_v2_conjecturer_no_grounding_prompt;
+    # guide_config = None
+    "sgs_no_problem_conditioning": {"conjecturer.conditioned": False, "guide.enabled": False},
 }
 
 

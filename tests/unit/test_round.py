@@ -34,6 +34,7 @@ from sgsbatch.round.examples import (
 from sgsbatch.round.lifecycle import (
     current_phase,
     finish_round,
+    generation_metrics,
     first_unfinished_round,
     ingest_round,
     prepare_round,
@@ -232,8 +233,9 @@ def test_finish_round_records_metrics_prepares_next_round_and_is_idempotent(tmp_
     train = {**TRAIN, "conjecturer": {"steps": 1, "sequences": 2, "mean_loss": 0.25, "reward_mean": 0.4}}
     finish_round(h, 0, train)
     m = _metrics(h, 0)
-    expected = {"cumulative_solve_rate": 0.75, "solved_targets": 3, "generations/round": 8 + 32 + 3,
-                "generations/total": 43, "train/solver_steps": 2, "train/solver_sequences": 5,
+    # generations: 8 conjectures + 32 Solver samples; the 3 Guide reviews are not generations (SGS-SPEC)
+    expected = {"cumulative_solve_rate": 0.75, "solved_targets": 3, "generations/round": 8 + 32,
+                "generations/total": 40, "guide/reviews": 3, "train/solver_steps": 2, "train/solver_sequences": 5,
                 "train/solver_loss": 0.5, "train/conjecturer_steps": 1, "conjecturer/reward_mean": 0.4,
                 "pass@8": 0.75, "store/new_proofs": 7, "conjectures/in_band": 3, "conjectures/unique": 4}
     assert {k: m[k] for k in expected} == expected
@@ -241,7 +243,7 @@ def test_finish_round_records_metrics_prepares_next_round_and_is_idempotent(tmp_
     with h.db.read() as s:
         r1 = s.exec(select(Round).where(Round.index == 1)).one()
         assert (r1.state, r1.unsolved) == ("pending", 1)
-        assert s.exec(select(Round).where(Round.index == 0)).one().generations == 43
+        assert s.exec(select(Round).where(Round.index == 0)).one().generations == 40
         assert sorted(p.kind for p in s.exec(select(Phase).where(Phase.round == 1))) == sorted(
             ["conjecture", "solve", "verify", "guide", "train"])
         assert {p.status for p in s.exec(select(Phase).where(Phase.round == 0))} == {"completed"}
@@ -260,14 +262,14 @@ def test_finish_round_records_metrics_prepares_next_round_and_is_idempotent(tmp_
     finish_round(h, 1, TRAIN)
     m = _metrics(h, 1)
     assert (m["generations/round"], m["generations/total"], m["cumulative_solve_rate"], m["solved_targets"]) == (
-        17, 60, 1.0, 4)
+        17, 57, 1.0, 4)
     assert "train/conjecturer_steps" not in m
     assert read_json(h.paths.round_inputs(2))["unsolved"] == []
     # the last round completes the run and prepares nothing more
     _write_round(h, 2, {}, {"t0": "ffff", "t1": "ffff", "t2": "ffff", "t3": "ffff"}, {})
     assert ingest_round(h, 2)
     finish_round(h, 2, TRAIN)
-    assert h.row().state == RunState.completed and _metrics(h, 2)["generations/total"] == 76
+    assert h.row().state == RunState.completed and _metrics(h, 2)["generations/total"] == 73
     assert not h.paths.round_inputs(3).exists() and first_unfinished_round(h) == 2
     with h.db.read() as s:
         assert s.exec(select(Round).where(Round.index == 3)).first() is None
@@ -371,3 +373,23 @@ def test_run_row_counts_targets(tmp_path: Path) -> None:
     assert (run.targets, run.executor) == (4, "local")
     assert read_json(h.paths.round_inputs(0)) == {"round": 0, "unsolved": ["t0", "t1", "t2", "t3"],
                                                   "solve_targets": ["t0", "t1", "t2", "t3"], "solved": 0}
+
+
+def test_entropy_and_clip_metrics_come_from_the_engines_and_the_trainer(tmp_path: Path) -> None:
+    """entropy/sampled/<role>: - sum of recorded logprobs / generated tokens over a phase's tasks;
+    entropy/train/<role> and the CISPO clip fraction: the train results' own statistics."""
+    g = _run(tmp_path / "g", "shards.solve=2")
+    for i, (tokens, nll) in enumerate(((100, 150.0), (300, 250.0))):
+        Shard(g.paths.phase_dir(0, "solve"), i).finish([], {"generated_tokens": tokens, "generate_s": 1.0,
+                                                             "sequences": 1, "startup_s": 0.0,
+                                                             "neg_logprob_sum": nll})
+    assert generation_metrics(g.cfg, g.paths, 0)["entropy/sampled/solver"] == pytest.approx(400.0 / 400)
+    h = _round0(tmp_path)
+    assert ingest_round(h, 0)
+    finish_round(h, 0, {"solver": {"steps": 2, "sequences": 5, "mean_loss": 0.5, "tokens": 40, "entropy": 2.5,
+                                   "clip_fraction": 0.125, "objective": "cispo"},
+                        "conjecturer": {"steps": 1, "sequences": 2, "mean_loss": 0.1, "tokens": 9, "entropy": 3.0,
+                                        "clip_fraction": 0.0, "objective": "reinforce"}})
+    got = _metrics(h, 0)
+    assert (got["entropy/train/solver"], got["entropy/train/conjecturer"]) == (2.5, 3.0)
+    assert got["train/solver_clip_fraction"] == 0.125
