@@ -8,15 +8,20 @@ Decisions beyond the spec's wording, applied to both roles:
 
 - Line ends are normalised first (CRLF and lone CR become LF) and a leading byte-order mark is
   dropped; every other character, unicode included, is kept as is.
-- Declaration keywords (`theorem`, `lemma`, `def`) are counted as Lean words outside comments:
-  a keyword preceded by an identifier character, a dot or a quote (`my_theorem_1`, `Foo.lemma`)
-  or followed by anything but whitespace (`theorem_1`) is not a declaration, and neither is the
-  word `theorem` in a `--` or `/- -/` comment. `sorry` is counted the same way.
+- Declaration keywords, two rules (`extraction.declarations`). "reference" (the default, the
+  Solver only): the reference's `extract_proof_deepseek_v2_strict` (sgs/utils/prompts.py:151-156)
+  counts the substrings `theorem `, `lemma `, `def ` anywhere in the stripped reply, comments and
+  longer names (`my_theorem x`, `dilemma x`) included. "code_only" (ours): they are counted as
+  Lean words outside comments: a keyword preceded by an identifier character, a dot or a quote
+  (`my_theorem_1`, `Foo.lemma`) or followed by anything but whitespace (`theorem_1`) is not a
+  declaration, and neither is the word `theorem` in a `--` or `/- -/` comment. The Conjecturer's
+  declaration check (not in the reference) always uses "code_only". `sorry` is counted as a word
+  outside comments.
 - `:= by` is matched as that exact text (the dataset statements all end with it).
 
 Solver (`extract_proof`): the reply, stripped, opens with a line that is exactly ```` ```lean4 ````,
 ends with ```` ``` ````, and holds exactly two fences (counted as occurrences of ```` ``` ````
-anywhere). The block holds exactly one declaration; the proof is the text after the first `:= by`
+anywhere). The block holds exactly one declaration (by the chosen rule); the proof is the text after the first `:= by`
 with trailing whitespace dropped; it must not be blank.
 
 Conjecturer (`extract_conjecture`): the last ```` ```lean4 ```` block of the reply (a reply cut off
@@ -31,6 +36,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
+
+DeclarationRule = Literal["reference", "code_only"]
+DECLARATION_RULES: tuple[str, ...] = ("reference", "code_only")
+_REFERENCE_DECLARATIONS = ("theorem ", "lemma ", "def ")
 
 FENCE = "```"
 LEAN_FENCE = "```lean4"
@@ -135,8 +145,16 @@ def strip_lean_comments(code: str) -> str:
     return "".join(out)
 
 
-def count_declarations(code: str) -> int:
-    """Declaration keywords (`theorem`, `lemma`, `def`) in `code`, as words outside comments."""
+def count_declarations(code: str, rule: DeclarationRule = "code_only") -> int:
+    """Declaration keywords (`theorem`, `lemma`, `def`) in `code`.
+
+    "code_only": as words outside comments. "reference": occurrences of `theorem `, `lemma `,
+    `def ` anywhere (sgs/utils/prompts.py:151-153: `generation.strip().count("theorem ")`, ...).
+    """
+    if rule == "reference":
+        return sum(code.count(k) for k in _REFERENCE_DECLARATIONS)
+    if rule != "code_only":
+        raise ValueError(f"count_declarations: rule must be one of {', '.join(DECLARATION_RULES)}, got {rule!r}")
     return len(_DECLARATION_RE.findall(strip_lean_comments(code)))
 
 
@@ -145,8 +163,12 @@ def count_sorry(code: str) -> int:
     return len(_SORRY_RE.findall(strip_lean_comments(code)))
 
 
-def extract_proof(reply: str) -> Extraction:
-    """The Solver's proof: the text after the first `:= by` of its single ```lean4 block."""
+def extract_proof(reply: str, declarations: DeclarationRule = "reference") -> Extraction:
+    """The Solver's proof: the text after the first `:= by` of its single ```lean4 block.
+
+    `declarations` is the rule that counts the block's declarations (see the module docstring);
+    "reference" counts over the whole stripped reply, as the reference does.
+    """
     text = normalise_newlines(reply).strip()
     if not text:
         return _bad(EMPTY_REPLY)
@@ -165,10 +187,10 @@ def extract_proof(reply: str) -> Extraction:
     if not text.endswith(FENCE):
         return _bad(TEXT_OUTSIDE_FENCE)
     code = rest[: -len(FENCE)]
-    declarations = count_declarations(code)
-    if declarations == 0:
+    count = count_declarations(text if declarations == "reference" else code, declarations)
+    if count == 0:
         return _bad(NO_DECLARATION)
-    if declarations > 1:
+    if count > 1:
         return _bad(SEVERAL_DECLARATIONS)
     if BY not in code:
         return _bad(NO_BY)

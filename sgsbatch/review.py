@@ -12,9 +12,9 @@ fails with a reason code such as ``missing_relevance``, ``not_a_number_redundant
 Filling (`fill_failed`): a failed review gets, per sub-score, the mean of that sub-score over
 the round's successful reviews, and as combined score the mean of the successful combined
 scores (not the score of the mean sub-scores: `R_guide` is not linear, complexity 3-4 zeroes
-it). If no review of the round succeeded, every review gets `fallback_score` (default 1.0, the
-same value as the "no guide" ablation, so the Conjecturer reward falls back to `1 - s`) and no
-sub-scores (None).
+it). If no review of the round succeeded, every review gets `fallback_score` (default 0.0, as the
+reference: `average_review = 0.0` in sgs/models/guide/llm_judge_guide.py:105-106; every
+Conjecturer reward is then 0 and min-max normalises to 1) and no sub-scores (None).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
-def fill_failed(reviews: Sequence[Review], fallback_score: float = 1.0) -> list[FilledReview]:
+def fill_failed(reviews: Sequence[Review], fallback_score: float = 0.0) -> list[FilledReview]:
     """The round's reviews with failed parses replaced by the mean of the successful ones."""
     good = [r for r in reviews if r.ok]
     if not good:

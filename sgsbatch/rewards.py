@@ -11,8 +11,15 @@ or `'`; comments are ignored. So `try norm_num`, `<;> try simp`, `(try linarith)
 rfl` and `try?` are hits; `symmetry`, `geometry`, `entry`, `retry_lemma`, `h_try`, `try_this`,
 `Foo.try` and `-- try nlinarith` are not.
 
-Precedence for a verified in-band proof: an over-long proof gets the (negative) length
-penalty, even if it also uses `try`; otherwise a proof using `try` gets 0; otherwise 1.
+Order, as the reference's `prepare_prover_train_data` (sgs/pipeline/step2_train.py:508-565):
+REINFORCE-1/2 and Expert Iteration train only on verified in-band proofs; one using `try` is
+dropped first (the reference `continue`s before the length penalty is looked at); otherwise an
+over-long one gets the (negative) length penalty; otherwise 1. CISPO keeps every rollout of a
+group: 1 verified / 0 failed, 0 for `try`, and then the length penalty replaces the reward of
+any over-long rollout, failed ones included.
+
+The reference matches `try` as a substring (`"try" in proof_str`, step2_train.py:548); the token
+rule here is the spec's fix (`symmetry`, `geometry` are not `try`).
 """
 
 from __future__ import annotations
@@ -57,26 +64,29 @@ def solver_weight(
     length_penalty_start: float = 0.8,
     zero_try: bool = True,
 ) -> float | None:
-    """REINFORCE-1/2 weight of one Solver sample; None when it is not trained on.
+    """REINFORCE-1/2 (and Expert Iteration) weight of one Solver sample; None when it is not trained on.
 
-    `length` is the generation's token count. Failed or out-of-band samples are dropped (None).
+    `length` is the generation's token count. Failed or out-of-band samples are dropped (None), and
+    so is a proof using `try` (with `zero_try`), before its length is looked at; an over-long proof
+    gets the length penalty; any other gets 1.
     """
     if not verified or not in_band:
         return None
-    penalty = length_penalty(length, max_tokens, length_penalty_start)
-    if penalty is not None:
-        return penalty
     if zero_try and uses_try(proof):
-        return 0.0
-    return 1.0
+        return None
+    penalty = length_penalty(length, max_tokens, length_penalty_start)
+    return 1.0 if penalty is None else penalty
 
 
 def min_max_normalise(values: Mapping[str, float]) -> dict[str, float]:
-    """Scale to [0, 1] by `(v - min) / (max - min)`; all equal (or a single value) -> all 1."""
+    """Scale to [0, 1] by `(v - min) / (max - min)`; all equal (or a single value) -> all 1.
+
+    "All equal" is exact float equality, as the reference (`if max_reward == min_reward`).
+    """
     if not values:
         return {}
     low, high = min(values.values()), max(values.values())
-    if math.isclose(low, high, rel_tol=0.0, abs_tol=1e-12):
+    if low == high:
         return dict.fromkeys(values, 1.0)
     return {k: (v - low) / (high - low) for k, v in values.items()}
 
@@ -93,10 +103,11 @@ def conjecturer_rewards(
 ) -> dict[str, float]:
     """Rewards of the in-band conjectures of one round.
 
-    `R = R_guide * (1 - s)`, min-max normalised to [0, 1] over the conjectures that are not
-    over-long; an over-long generation (`lengths`, in tokens) gets the negative length penalty
-    instead. `use_guide=False` is the "no guide" ablation: `R_guide = 1` and `guide_scores` is
-    not needed.
+    `R = R_guide * (1 - s)`, min-max normalised to [0, 1] over all of `in_band` (over-long ones
+    included, as the reference's pool: every conjecture of `conjectures_selected_for_training_
+    conjecturer`); then an over-long generation (`lengths`, in tokens) gets the negative length
+    penalty instead of its normalised reward. `use_guide=False` is the "no guide" ablation:
+    `R_guide = 1` and `guide_scores` is not needed.
     """
     ids = list(dict.fromkeys(in_band))
     missing_rates = [k for k in ids if k not in rates]
@@ -108,19 +119,15 @@ def conjecturer_rewards(
         missing = [k for k in ids if k not in guide_scores]
         if missing:
             raise ValueError(f"conjecturer_rewards: no guide score for {', '.join(missing[:5])}")
-    penalties: dict[str, float] = {}
-    raw: dict[str, float] = {}
+    raw = {k: (guide_scores[k] if use_guide and guide_scores is not None else 1.0) * (1.0 - rates[k]) for k in ids}
+    out = min_max_normalise(raw)
     for k in ids:
         penalty = None
         if lengths is not None and k in lengths:
             penalty = length_penalty(lengths[k], max_tokens, length_penalty_start)
         if penalty is not None:
-            penalties[k] = penalty
-            continue
-        r_guide = guide_scores[k] if use_guide and guide_scores is not None else 1.0
-        raw[k] = r_guide * (1.0 - rates[k])
-    normalised = min_max_normalise(raw)
-    return {k: penalties[k] if k in penalties else normalised[k] for k in ids}
+            out[k] = penalty
+    return out
 
 
 def group_rewards(
@@ -132,9 +139,9 @@ def group_rewards(
     length_penalty_start: float = 0.8,
     zero_try: bool = True,
 ) -> list[float]:
-    """CISPO rewards of one group: 1 verified / 0 failed; an over-long verified sample gets the
-    length penalty. With `zero_try` (as for REINFORCE-1/2) a verified proof using `try` gets 0;
-    it needs `proofs`, and is skipped when they are not given.
+    """CISPO rewards of one group: 1 verified / 0 failed; with `zero_try` a proof using `try` gets 0
+    (needs `proofs`; skipped when they are not given); then any over-long rollout, verified or
+    failed, gets the length penalty instead.
     """
     if lengths is not None and len(lengths) != len(verified):
         raise ValueError("group_rewards: lengths and verified differ in size")
@@ -142,16 +149,11 @@ def group_rewards(
         raise ValueError("group_rewards: proofs and verified differ in size")
     out: list[float] = []
     for i, ok in enumerate(verified):
-        if not ok:
-            out.append(0.0)
-            continue
+        reward = 1.0 if ok else 0.0
+        if zero_try and proofs is not None and uses_try(proofs[i]):
+            reward = 0.0
         penalty = None if lengths is None else length_penalty(lengths[i], max_tokens, length_penalty_start)
-        if penalty is not None:
-            out.append(penalty)
-        elif zero_try and proofs is not None and uses_try(proofs[i]):
-            out.append(0.0)
-        else:
-            out.append(1.0)
+        out.append(reward if penalty is None else penalty)
     return out
 
 

@@ -108,6 +108,16 @@ class ConjecturerConfig:
     length_penalty_start: float = 0.8
     lr: float = 3e-6
     batch_size: int = 32
+    # a round's conjectures are de-duplicated (against its targets and each other) by "exact" string
+    # equality (the reference) or with runs of whitespace collapsed first ("whitespace", ours)
+    dedup: Literal["exact", "whitespace"] = "exact"
+
+
+@dataclass(frozen=True)
+class ExtractionConfig:
+    # how the Solver's reply counts its declarations: "reference" counts `theorem `, `lemma `, `def `
+    # anywhere (comments and longer names included); "code_only" counts Lean words outside comments
+    declarations: Literal["reference", "code_only"] = "reference"
 
 
 @dataclass(frozen=True)
@@ -225,6 +235,7 @@ class Config:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     solver: SolverConfig = field(default_factory=SolverConfig)
     conjecturer: ConjecturerConfig = field(default_factory=ConjecturerConfig)
+    extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
     guide: GuideConfig = field(default_factory=GuideConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     verification: VerificationConfig = field(default_factory=VerificationConfig)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sgsbatch.backends.generation import Generation, Request
-from sgsbatch.extraction import extract_proof
+from sgsbatch.extraction import Extraction, extract_proof
 from sgsbatch.phases.sampling import extracted_samples, generator_for, request_for, stream_items
 from sgsbatch.phases.task import Task
 from sgsbatch.prompts import solver_messages
@@ -18,6 +18,10 @@ from sgsbatch.round.results import Problem, solve_problems
 
 def run(task: Task) -> None:
     cfg = task.cfg.solver
+    rule = task.cfg.extraction.declarations
+
+    def extract(reply: str) -> Extraction:
+        return extract_proof(reply, rule)
 
     def request(p: Problem) -> Request:
         return request_for(task, p.problem_id, solver_messages(p.header, p.theorem), cfg.samples,
@@ -25,7 +29,7 @@ def run(task: Task) -> None:
 
     def record(p: Problem, out: Generation) -> dict[str, Any]:
         return {"problem_id": p.problem_id, "is_target": p.is_target, "prompt_ids": out.prompt_ids,
-                "samples": extracted_samples(out, extract_proof, "proof")}
+                "samples": extracted_samples(out, extract, "proof")}
 
     stream_items(task, solve_problems(task.cfg, task.paths, task.round), request, record,
                  lambda: generator_for(task, "solver"))

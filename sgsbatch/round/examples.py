@@ -2,10 +2,13 @@
 
 Solver: REINFORCE-1/2 on verified samples of problems in the band (weights from rewards.py),
 CISPO on whole groups of the 0 < s < 1 band with advantages, or Expert Iteration on stored
-proofs of the last `solver.ei_rounds` rounds (read from the database after the round's ingestion).
-Conjecturer: REINFORCE-1/2 with
-`R_guide * (1 - s)` min-max normalised over the in-band conjectures. Training sequences are
-the chat-templated prompt ids plus the sampled token ids, never re-tokenised text.
+proofs of the last `solver.ei_rounds` rounds (read from the database after the round's ingestion),
+weighted as REINFORCE-1/2 (the reference's EI runs the same `prepare_prover_train_data` loop:
+`try` proofs dropped, the length penalty). Conjecturer: REINFORCE-1/2 with `R_guide * (1 - s)`
+min-max normalised over the in-band conjectures; every in-band conjecture is an example, weight 0
+included (the reference trains on all of them, and its WeightedTrainer divides by every token of
+the batch, so a zero-weight example still counts in the normaliser). Training sequences are the
+chat-templated prompt ids plus the sampled token ids, never re-tokenised text.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ def _reinforce(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -
             w = solver_weight(smp.get("proof") or "", smp["verdict"] == "verified", True, len(smp["token_ids"]),
                               max_tokens=s.max_tokens, length_penalty_start=s.length_penalty_start,
                               zero_try=s.zero_try)
-            if w:
+            if w is not None:
                 out.append(Example(res.prompt_ids, smp["token_ids"], w))
     return out
 
@@ -79,14 +82,19 @@ def ei_stored_proofs(h: RunHandle, r: int) -> list[tuple[int, str, int]]:
 
 
 def _expert_iteration(cfg: Config, paths: RunPaths, stored: Iterable[tuple[int, str, int]]) -> list[Example]:
-    """Stored proofs (round, problem id, sample) of the last `ei_rounds` rounds, weight 1."""
+    """Stored proofs (round, problem id, sample) of the last `ei_rounds` rounds, weighted as REINFORCE-1/2."""
+    s = cfg.solver
     items: dict[int, dict[str, dict[str, Any]]] = {}
     out = []
     for rnd, pid, sample in sorted(stored):
         if rnd not in items:
             items[rnd] = {it["key"]: it for it in read_phase(paths.phase_dir(rnd, "solve"), cfg.shard_count("solve"))}
         it = items[rnd][pid]
-        out.append(Example(it["prompt_ids"], it["samples"][sample]["token_ids"], 1.0))
+        smp = it["samples"][sample]
+        w = solver_weight(smp.get("proof") or "", True, True, len(smp["token_ids"]), max_tokens=s.max_tokens,
+                          length_penalty_start=s.length_penalty_start, zero_try=s.zero_try)
+        if w is not None:
+            out.append(Example(it["prompt_ids"], smp["token_ids"], w))
     return out
 
 
@@ -117,4 +125,4 @@ def conjecturer_examples(cfg: Config, paths: RunPaths, r: int,
     rewards = conjecturer_rewards(sorted(band), rates, {k: reviews[k]["score"] for k in band if k in reviews},
                                   lengths, use_guide=cfg.guide.enabled, max_tokens=c.max_tokens,
                                   length_penalty_start=c.length_penalty_start)
-    return [Example(source[k][0], source[k][1], w) for k, w in sorted(rewards.items()) if w], rewards
+    return [Example(source[k][0], source[k][1], w) for k, w in sorted(rewards.items())], rewards

@@ -66,8 +66,15 @@ def conjecture_id(r: int, statement: str) -> str:
     return f"c{r}-" + hashlib.sha256(statement.encode()).hexdigest()[:12]
 
 
-def _normal(statement: str) -> str:
-    return " ".join(statement.split())
+def dedup_key(statement: str, rule: str = "exact") -> str:
+    """The string two conjectures must share to be duplicates: the statement itself ("exact", the
+    reference: `if conjecture.conjecture not in conjecture_str_set`, sgs/pipeline/step1_data_gen.py:449)
+    or with runs of whitespace collapsed to one space ("whitespace")."""
+    if rule == "exact":
+        return statement
+    if rule == "whitespace":
+        return " ".join(statement.split())
+    raise ValueError(f"dedup_key: rule must be 'exact' or 'whitespace', got {rule!r}")
 
 
 def round_conjectures(
@@ -75,14 +82,16 @@ def round_conjectures(
 ) -> tuple[list[Problem], list[dict[str, Any]], ConjectureFunnel]:
     """(unique conjectures as problems, one status row per conjecture sample, funnel counts).
 
-    Exact duplicates are dropped against every target and every earlier conjecture of the
-    round, in target order then sample order. A conjecture inherits its target's header.
+    Duplicates (`conjecturer.dedup`: exact string equality by default, as the reference) are dropped
+    against every target and every earlier conjecture of the round, in target order then sample
+    order. A conjecture inherits its target's header.
     """
     funnel = ConjectureFunnel()
     if "conjecture" not in cfg.phases_of_round(r):
         return [], [], funnel
     by_id = {t.problem_id: t for t in targets}
-    seen = {_normal(t.theorem) for t in targets}
+    rule = cfg.conjecturer.dedup
+    seen = {dedup_key(t.theorem, rule) for t in targets}
     problems: list[Problem] = []
     rows: list[dict[str, Any]] = []
     for item in read_phase(paths.phase_dir(r, "conjecture"), cfg.shard_count("conjecture")):
@@ -96,7 +105,7 @@ def round_conjectures(
                 rows.append({**row, "status": "malformed", "reason": s["reason"]})
                 continue
             funnel.well_formed += 1
-            norm = _normal(s["statement"])
+            norm = dedup_key(s["statement"], rule)
             if norm in seen:
                 rows.append({**row, "status": "duplicate", "reason": "duplicate"})
                 continue

@@ -27,6 +27,20 @@ def test_reference_defaults_match_the_spec() -> None:
     assert (c.solver.cispo_clip_max, c.solver.ei_rounds) == (4.0, 3)
 
 
+def test_reference_choices_default_to_the_reference(tmp_path: Path) -> None:
+    """`extraction.declarations` and `conjecturer.dedup` default to the reference's rules and take ours."""
+    c = Config()
+    assert (c.extraction.declarations, c.conjecturer.dedup) == ("reference", "exact")
+    path = tmp_path / "ours.toml"
+    path.write_text(f'inherit = "{JOBS / "tiny.toml"}"\n[extraction]\ndeclarations = "code_only"\n'
+                    '[conjecturer]\ndedup = "whitespace"\n')
+    ours = load_config(path)
+    assert (ours.extraction.declarations, ours.conjecturer.dedup) == ("code_only", "whitespace")
+    assert from_toml_text(to_toml(ours), "config.toml") == ours
+    over = load_config(JOBS / "tiny.toml", ["extraction.declarations=code_only", "conjecturer.dedup=whitespace"])
+    assert (over.extraction.declarations, over.conjecturer.dedup) == ("code_only", "whitespace")
+
+
 def test_tiny_inherits_sgs_and_overrides() -> None:
     tiny = load_config(JOBS / "tiny.toml")
     sgs = load_config(JOBS / "sgs.toml")
@@ -81,6 +95,12 @@ BAD = [
     ('inherit = "{tiny}"\n', ["slurm.solve.nodes=2"], "slurm.solve.nodes", "only the train job spans nodes"),
     ('inherit = "{tiny}"\n', ["slurm.train.nodes=0"], "slurm.train.nodes", ">= 1"),
     ('inherit = "{tiny}"\n', ['generation.logprobs="sampled"'], "generation.logprobs", "one of"),
+    # the reference-vs-ours choices take only their named values
+    ('inherit = "{tiny}"\n[extraction]\ndeclarations = "words"\n', [], "extraction.declarations", "one of"),
+    ('inherit = "{tiny}"\n', ['extraction.declarations="anywhere"'], "extraction.declarations", "one of"),
+    ('inherit = "{tiny}"\n[extraction]\nkeywords = 1\n', [], "extraction.keywords", "unknown key"),
+    ('inherit = "{tiny}"\n[conjecturer]\ndedup = "normalised"\n', [], "conjecturer.dedup", "one of"),
+    ('inherit = "{tiny}"\n', ["conjecturer.dedup=true"], "conjecturer.dedup", "one of"),
 ]
 
 

@@ -60,10 +60,14 @@ PROOF_CASES: list[tuple[str, str, str | None, str | None]] = [
 
 @pytest.mark.parametrize(("name", "reply", "proof", "reason"), PROOF_CASES, ids=[c[0] for c in PROOF_CASES])
 def test_extract_proof_table(name: str, reply: str, proof: str | None, reason: str | None) -> None:
-    got = extract_proof(reply)
+    """The table under `extraction.declarations = "code_only"`; the default ("reference") differs
+    only where a keyword sits in a comment (tests/unit/test_reference_rewards.py)."""
+    got = extract_proof(reply, "code_only")
     assert got == Extraction(ok=reason is None, value=proof, reason=reason), name
     if reason is not None:
         assert reason in REASONS
+    if name != "keyword_in_comment":
+        assert extract_proof(reply) == got, name
 
 
 def test_proof_is_text_after_the_first_by() -> None:

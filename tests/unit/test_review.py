@@ -73,7 +73,8 @@ def test_fill_failed_uses_means_of_successful_reviews() -> None:
 
 def test_fill_failed_when_nothing_parsed_uses_the_fallback() -> None:
     bad = Review(None, None, None, False, "missing_relevance")
-    assert fill_failed([bad, bad]) == [FilledReview(None, None, None, 1.0, True)] * 2
+    # the reference's fill when nothing parsed is 0.0 (llm_judge_guide.py:105-106)
+    assert fill_failed([bad, bad]) == [FilledReview(None, None, None, 0.0, True)] * 2
     assert fill_failed([bad], fallback_score=2.5)[0].score == 2.5
     assert fill_failed([]) == []
 

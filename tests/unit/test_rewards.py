@@ -75,11 +75,13 @@ def test_solver_weight() -> None:
     assert solver_weight("\n  linarith", verified=True, in_band=True, length=50, max_tokens=100) == 1.0
     assert solver_weight("\n  linarith", verified=False, in_band=True, length=50, max_tokens=100) is None
     assert solver_weight("\n  linarith", verified=True, in_band=False, length=50, max_tokens=100) is None
-    assert solver_weight("\n  try linarith", verified=True, in_band=True, length=50, max_tokens=100) == 0.0
+    # a `try` proof is dropped (the reference `continue`s), not trained on with weight 0
+    assert solver_weight("\n  try linarith", verified=True, in_band=True, length=50, max_tokens=100) is None
     assert solver_weight("\n  try linarith", True, True, 50, max_tokens=100, zero_try=False) == 1.0
     assert solver_weight("\n  exact symmetry h", True, True, 50, max_tokens=100) == 1.0
-    # penalty takes precedence over the try rule
-    assert solver_weight("\n  try linarith", True, True, 90, max_tokens=100) == pytest.approx(-0.5)
+    # the try rule comes before the length penalty (step2_train.py:547-565): dropped, not penalised
+    assert solver_weight("\n  try linarith", True, True, 90, max_tokens=100) is None
+    assert solver_weight("\n  try linarith", True, True, 90, max_tokens=100, zero_try=False) == pytest.approx(-0.5)
     assert solver_weight("\n  linarith", True, True, 200, max_tokens=100) == -1.0
 
 
@@ -108,12 +110,13 @@ def test_conjecturer_rewards_all_equal_and_no_guide() -> None:
 
 
 def test_conjecturer_rewards_over_long_get_the_penalty() -> None:
-    rates = {"a": 1 / 8, "b": 4 / 8, "c": 2 / 8}
-    guide = {"a": 8.0, "b": 4.0, "c": 8.0}
+    rates = {"a": 1 / 8, "b": 4 / 8, "c": 1 / 8}
+    guide = {"a": 4.0, "b": 4.0, "c": 8.0}
     lengths = {"a": 10, "b": 10, "c": 90}
     out = conjecturer_rewards(["a", "b", "c"], rates, guide, lengths, max_tokens=100)
-    # c is over-long: -0.5; a (7) and b (2) are normalised among themselves
-    assert out == pytest.approx({"a": 1.0, "b": 0.0, "c": -0.5})
+    # raw a 3.5, b 2, c 7: normalised over all three (c included, as the reference), then the
+    # over-long c gets -0.5 instead
+    assert out == pytest.approx({"a": 0.3, "b": 0.0, "c": -0.5})
 
 
 def test_conjecturer_rewards_user_errors() -> None:
@@ -127,8 +130,9 @@ def test_conjecturer_rewards_user_errors() -> None:
 
 def test_group_rewards_and_advantages() -> None:
     assert group_rewards([True, False, True, False]) == [1.0, 0.0, 1.0, 0.0]
+    # a failed over-long rollout gets the penalty too
     assert group_rewards([True, True, False], lengths=[10, 90, 95], max_tokens=100) == pytest.approx(
-        [1.0, -0.5, 0.0]
+        [1.0, -0.5, -0.75]
     )
     assert group_rewards([True, True], proofs=["try simp", "simp"]) == [0.0, 1.0]
     adv = advantages([1.0, 0.0, 1.0, 0.0])

@@ -68,9 +68,11 @@ LONG_WEIGHT = -(86 - 0.8 * 96) / (0.2 * 96)  # tiny: solver.max_tokens 96, lengt
 
 
 def _cfg(tmp: Path, *extra: str) -> Config:
+    """The fixture's config; its round 0 was written for whitespace-normalised de-duplication (the
+    default, exact equality as the reference, is tested on its own)."""
     return load_config(REPO / "jobs" / "tiny.toml", [
         f"run.runs_dir={tmp}", "run.name=r", "run.executor=local", "run.rounds=3", "shards.conjecture=1",
-        "shards.solve=1", "shards.guide=1", "solver.samples=4", *extra])
+        "shards.solve=1", "shards.guide=1", "solver.samples=4", "conjecturer.dedup=whitespace", *extra])
 
 
 def _run(tmp: Path, *extra: str) -> RunHandle:
@@ -167,7 +169,7 @@ def test_round_results_deduplicates_conjectures_and_joins_verdicts(tmp_path: Pat
 def test_reinforce_trains_on_verified_samples_of_the_hard_band(tmp_path: Path) -> None:
     h = _round0(tmp_path)
     ex = solver_examples(h.cfg, h.paths, round_results(h.cfg, h.paths, 0))
-    # band 0 < s <= .5: t1, t2, A, B, C; B's only proof and C's 2nd use `try` (weight 0: no example);
+    # band 0 < s <= .5: t1, t2, A, B, C; B's only proof and C's 2nd use `try` (dropped: no example);
     # t0 (s=0), t3 (s=1), D (s=.75) give none
     got = {(e.prompt_ids[0], e.completion_ids[0], len(e.completion_ids)): e.weight for e in ex}
     assert len(ex) == len(got) == 5
@@ -204,9 +206,11 @@ def test_expert_iteration_reads_stored_proofs_back_from_the_solve_shard(tmp_path
                               (0, "t3", 3)]  # targets only; conjectures' proofs are not stored
     assert ei_stored_proofs(h, 3) == []  # ei_rounds = 3: rounds 1..3 only
     cfg = _cfg(tmp_path, "solver.objective=ei", "conjecturer.enabled=false")
-    ex = solver_examples(cfg, h.paths, {}, [(0, "t2", 1), (0, "t1", 0)])
-    assert [(e.prompt_ids, e.completion_ids, e.weight) for e in ex] == [([1001], [10] * 3, 1.0),
-                                                                          ([1002], [21] * 86, 1.0)]
+    # weighted as REINFORCE-1/2 (the reference's EI goes through the same loop, step2_train.py:507-565):
+    # t2's over-long proof gets the length penalty; a proof using `try` (B's sample 0) is dropped
+    ex = solver_examples(cfg, h.paths, {}, [(0, "t2", 1), (0, "t1", 0), (0, B, 0)])
+    assert [(e.prompt_ids, e.completion_ids) for e in ex] == [([1001], [10] * 3), ([1002], [21] * 86)]
+    assert [e.weight for e in ex] == pytest.approx([1.0, LONG_WEIGHT])
 
 
 def test_conjecturer_examples_reward_in_band_conjectures(tmp_path: Path) -> None:
@@ -217,14 +221,44 @@ def test_conjecturer_examples_reward_in_band_conjectures(tmp_path: Path) -> None
     # guide scores A 4+1+1 = 6, B 2+0+0 = 2, C failed: the mean 4; R = 4.5, 1.5, 2 -> 1, 0, 1/6
     ex, rewards = conjecturer_examples(h.cfg, h.paths, 0, res)
     assert rewards == pytest.approx({A: 1.0, B: 0.0, C: 1 / 6})
+    # B's weight-0 example is kept: its tokens count in the trainer's normaliser, as the reference's
+    # ("for conjecture, weight in zip(conjectures, normalized_rewards): ... train_data.append", step2_train.py:277-323)
     assert {(tuple(e.prompt_ids), tuple(e.completion_ids)): e.weight for e in ex} == pytest.approx(
-        {((200,), (300, 300)): 1.0, ((202,), (321, 321)): 1 / 6})
+        {((200,), (300, 300)): 1.0, ((201,), (312, 312)): 0.0, ((202,), (321, 321)): 1 / 6})
     # no guide: R = 1 - s = .75, .75, .5 -> 1, 1, 0
     ex, rewards = conjecturer_examples(_cfg(tmp_path, "guide.enabled=false"), h.paths, 0, res)
     assert rewards == pytest.approx({A: 1.0, B: 1.0, C: 0.0})
     assert sorted((e.prompt_ids, e.completion_ids, e.weight) for e in ex) == [([200], [300, 300], 1.0),
-                                                                              ([201], [312, 312], 1.0)]
+                                                                              ([201], [312, 312], 1.0),
+                                                                              ([202], [321, 321], 0.0)]
     assert conjecturer_examples(_cfg(tmp_path, "conjecturer.train=false"), h.paths, 0, res) == ([], {})
+
+
+def test_exact_dedup_is_the_default(tmp_path: Path) -> None:
+    """`conjecturer.dedup = "exact"` (the default): only exact copies are duplicates, as the reference
+    ("if conjecture.conjecture not in conjecture_str_set", step1_data_gen.py:449)."""
+    h = _round0(tmp_path)
+    cfg = load_config(REPO / "jobs" / "tiny.toml", [f"run.runs_dir={tmp_path}", "run.name=r", "shards.conjecture=1"])
+    assert cfg.conjecturer.dedup == "exact"
+    problems, rows, funnel = round_conjectures(cfg, h.paths, 0, run_targets(h.paths))
+    # t0's 2nd (an exact copy of target t1) is still a duplicate; t1's 1st (cA up to whitespace) and
+    # t2's 1st (target t3 up to whitespace) are new conjectures
+    assert [(x["target_id"], x["sample"], x["status"]) for x in rows] == [
+        ("t0", 0, "ok"), ("t0", 1, "duplicate"), ("t1", 0, "ok"), ("t1", 1, "malformed"), ("t1", 2, "ok"),
+        ("t2", 0, "ok"), ("t2", 1, "ok"), ("t3", 0, "ok")]
+    assert funnel.unique == len(problems) == 6
+    assert conjecture_id(0, " theorem c2 :  2 + 2\n= 4 := by ") in {p.problem_id for p in problems}
+
+
+def test_conjecturer_rewards_when_every_review_failed(tmp_path: Path) -> None:
+    """Every review failed: the fill is 0.0 (the reference's "average_review = 0.0",
+    llm_judge_guide.py:105-106), so every reward is 0 and normalises to 1 (step2_train.py:220-221)."""
+    h = _run(tmp_path)
+    _write_round(h, 0, CONJ0, SOLVE0, {A: (None, None, None), B: (None, None, None), C: (None, None, None)})
+    res = round_results(h.cfg, h.paths, 0)
+    ex, rewards = conjecturer_examples(h.cfg, h.paths, 0, res)
+    assert rewards == {A: 1.0, B: 1.0, C: 1.0}
+    assert sorted(e.weight for e in ex) == [1.0, 1.0, 1.0]
 
 
 def test_finish_round_records_metrics_prepares_next_round_and_is_idempotent(tmp_path: Path) -> None:
