@@ -24,6 +24,7 @@ from sgsbatch.round import metrics as M
 from sgsbatch.round.checkpoints import prune
 from sgsbatch.round.examples import in_band_conjectures
 from sgsbatch.round.results import ProblemResult, guide_reviews, round_conjectures, round_results, run_targets
+from sgsbatch.rewards import length_penalty, uses_try
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard, atomic_write_json, phase_wall_s, shards, unfinished
@@ -66,10 +67,14 @@ def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemR
     out.conjectures = conj_rows
     out.problems = [{"problem_id": p.problem_id, "header": p.header, "theorem": p.theorem} for p in conj]
     extract_fail: dict[str, int] = {}
+    try_proofs = long_samples = 0
     for pid, res in results.items():
         for k, smp in enumerate(res.samples):
             if not smp["ok"]:
                 extract_fail[smp["reason"]] = extract_fail.get(smp["reason"], 0) + 1
+            try_proofs += smp["verdict"] == VERIFIED and uses_try(smp.get("proof") or "")
+            long_samples += length_penalty(len(smp["token_ids"]), cfg.solver.max_tokens,
+                                           cfg.solver.length_penalty_start) is not None
             out.attempts.append({
                 "problem_id": pid, "is_target": res.problem.is_target, "sample": k, "extracted": smp["ok"],
                 "extract_reason": smp["reason"], "verdict": smp["verdict"],
@@ -115,6 +120,8 @@ def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemR
     # the scaling law's C counts Conjecturer and Solver samples only (SGS-SPEC, the reference); not reviews
     m[M.GENERATIONS_ROUND] = funnel.generated + n_attempts
     m[M.GUIDE_REVIEWS] = len(out.reviews)
+    m[M.SOLVER_TRY_PROOFS] = try_proofs
+    m[M.SOLVER_LENGTH_PENALISED] = long_samples
     m[M.TOKENS_ROUND] = (sum(a["tokens"] for a in out.attempts) + sum(c["tokens"] for c in conj_rows)
                          + sum(x["tokens"] for x in out.reviews))
     return out

@@ -27,6 +27,8 @@ GENERATIONS_TOTAL = "generations/total"  # generations so far: the scaling law's
 # -- written at ingestion
 GENERATIONS_ROUND = "generations/round"  # Conjecturer + Solver samples of the round (not Guide reviews)
 GUIDE_REVIEWS = "guide/reviews"  # Guide generations of the round (not in generations/*)
+SOLVER_TRY_PROOFS = "solver/try_proofs"  # verified Solver samples using `try` (dropped, or weight 0 for CISPO)
+SOLVER_LENGTH_PENALISED = "solver/length_penalised"  # Solver samples past length_penalty_start x max_tokens
 TOKENS_ROUND = "tokens/round"
 PASS_AT_8 = "pass@8"
 PASS_AT_1 = "pass@1"

@@ -269,7 +269,7 @@ def test_finish_round_records_metrics_prepares_next_round_and_is_idempotent(tmp_
     m = _metrics(h, 0)
     # generations: 8 conjectures + 32 Solver samples; the 3 Guide reviews are not generations (SGS-SPEC)
     expected = {"cumulative_solve_rate": 0.75, "solved_targets": 3, "generations/round": 8 + 32,
-                "generations/total": 40, "guide/reviews": 3, "train/solver_steps": 2, "train/solver_sequences": 5,
+                "generations/total": 40, "guide/reviews": 3, "solver/try_proofs": 2, "solver/length_penalised": 1, "train/solver_steps": 2, "train/solver_sequences": 5,
                 "train/solver_loss": 0.5, "train/conjecturer_steps": 1, "conjecturer/reward_mean": 0.4,
                 "pass@8": 0.75, "store/new_proofs": 7, "conjectures/in_band": 3, "conjectures/unique": 4}
     assert {k: m[k] for k in expected} == expected
