@@ -20,11 +20,11 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from sgsbatch.config.schema import Config
+from sgsbatch.rewards import length_penalty, uses_try
 from sgsbatch.round import metrics as M
 from sgsbatch.round.checkpoints import prune
 from sgsbatch.round.examples import in_band_conjectures
 from sgsbatch.round.results import ProblemResult, guide_reviews, round_conjectures, round_results, run_targets
-from sgsbatch.rewards import length_penalty, uses_try
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard, atomic_write_json, phase_wall_s, shards, unfinished

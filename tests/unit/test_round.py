@@ -34,8 +34,8 @@ from sgsbatch.round.examples import (
 from sgsbatch.round.lifecycle import (
     current_phase,
     finish_round,
-    generation_metrics,
     first_unfinished_round,
+    generation_metrics,
     ingest_round,
     prepare_round,
     round_completed,
