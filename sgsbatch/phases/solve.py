@@ -12,15 +12,16 @@ from sgsbatch.backends.generation import Generation, Request
 from sgsbatch.extraction import extract_proof
 from sgsbatch.phases.sampling import extracted_samples, generator_for, request_for, stream_items
 from sgsbatch.phases.task import Task
-from sgsbatch.prompts import solver_messages
+from sgsbatch.prompts import load_prompts, solver_messages
 from sgsbatch.round.results import Problem, solve_problems
 
 
 def run(task: Task) -> None:
     cfg = task.cfg.solver
+    prompts = load_prompts(task.cfg.prompts)
 
     def request(p: Problem) -> Request:
-        return request_for(task, p.problem_id, solver_messages(p.header, p.theorem), cfg.samples,
+        return request_for(task, p.problem_id, solver_messages(p.header, p.theorem, prompts), cfg.samples,
                            max_tokens=cfg.max_tokens, temperature=cfg.temperature)
 
     def record(p: Problem, out: Generation) -> dict[str, Any]:
