@@ -1,13 +1,17 @@
 """Guide reviews: parsing a Guide reply, the combined guide score, and filling failed parses.
 
-Covered: the three sub-scores (relevance 0-5, redundant premises 0/1, conclusion complexity
-0-4), `R_guide`, and the round-level fill of reviews that failed to parse. Not covered: the
-Guide prompt (`prompts.py`) and the Conjecturer reward built from `R_guide` (`rewards.py`).
+Covered: the three sub-scores (relevance 0-5, redundancy 0/1, conclusion complexity 0-4), `R_guide`,
+and the round-level fill of reviews that failed to parse. Not covered: the Guide prompt and its
+tags (`prompts.py`, data chosen by the `[prompts]` config section) and the Conjecturer reward
+built from `R_guide` (`rewards.py`).
 
-Parsing: for each tag, the text between the last ``<tag>`` ... ``</tag>`` pair, stripped of
-surrounding whitespace, must be ASCII digits only and in range; otherwise the whole review
-fails with a reason code such as ``missing_relevance``, ``not_a_number_redundant_premises`` or
-``out_of_range_conclusion_complexity``.
+Parsing follows the reference (sgs/utils/prompts.py, extract_guide_*_score): for each score, the
+text between the LAST begin tag and the LAST end tag (each found with rfind), parsed with
+`float()` (which ignores surrounding whitespace). A missing tag, or a value `float()` refuses
+(an end tag before the last begin tag leaves an empty value), fails the whole review. Ours on top:
+a value outside the score's range (or not finite) also fails it. Reason codes, for the first
+failing score in prompt order: ``missing_relevance``, ``not_a_number_redundancy``,
+``out_of_range_conclusion_complexity`` and so on.
 
 Filling (`fill_failed`): a failed review gets, per sub-score, the mean of that sub-score over
 the round's successful reviews, and as combined score the mean of the successful combined
@@ -19,30 +23,29 @@ Conjecturer reward is then 0 and min-max normalises to 1) and no sub-scores (Non
 
 from __future__ import annotations
 
-import re
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sgsbatch.prompts import CONCLUSION_COMPLEXITY_TAG, REDUNDANT_PREMISES_TAG, RELEVANCE_TAG
+from sgsbatch.prompts import GuideTags, reference_prompts
 
-RELEVANCE_RANGE = (0, 5)
-REDUNDANT_RANGE = (0, 1)
-COMPLEXITY_RANGE = (0, 4)
-_RANGES: dict[str, tuple[int, int]] = {
-    RELEVANCE_TAG: RELEVANCE_RANGE,
-    REDUNDANT_PREMISES_TAG: REDUNDANT_RANGE,
-    CONCLUSION_COMPLEXITY_TAG: COMPLEXITY_RANGE,
+RELEVANCE_RANGE = (0.0, 5.0)
+REDUNDANCY_RANGE = (0.0, 1.0)
+COMPLEXITY_RANGE = (0.0, 4.0)
+_RANGES: dict[str, tuple[float, float]] = {
+    "relevance": RELEVANCE_RANGE,
+    "redundancy": REDUNDANCY_RANGE,
+    "conclusion_complexity": COMPLEXITY_RANGE,
 }
-_DIGITS = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
 class Review:
     """One parsed Guide reply. Sub-scores are None exactly when the parse failed."""
 
-    relevance: int | None
-    redundant: int | None
-    complexity: int | None
+    relevance: float | None
+    redundant: float | None
+    complexity: float | None
     ok: bool
     reason: str | None
 
@@ -69,38 +72,35 @@ def _failed(reason: str) -> Review:
     return Review(relevance=None, redundant=None, complexity=None, ok=False, reason=reason)
 
 
-def _tag_value(reply: str, tag: str) -> tuple[int | None, str | None]:
-    """(value, None) or (None, reason code) for the last ``<tag>...</tag>`` pair of `reply`."""
-    close = f"</{tag}>"
-    end = reply.rfind(close)
-    if end < 0:
-        return None, f"missing_{tag}"
-    start = reply.rfind(f"<{tag}>", 0, end)
-    if start < 0:
-        return None, f"missing_{tag}"
-    inner = reply[start + len(tag) + 2 : end].strip()
-    if not _DIGITS.fullmatch(inner):
-        return None, f"not_a_number_{tag}"
-    value = int(inner)
-    low, high = _RANGES[tag]
-    if not low <= value <= high:
-        return None, f"out_of_range_{tag}"
+def _tag_value(reply: str, name: str, begin: str, end: str) -> tuple[float | None, str | None]:
+    """(value, None) or (None, reason code): the text between the last `begin` and the last `end`."""
+    start = reply.rfind(begin)
+    stop = reply.rfind(end)
+    if start < 0 or stop < 0:
+        return None, f"missing_{name}"
+    try:
+        value = float(reply[start + len(begin) : stop])
+    except ValueError:
+        return None, f"not_a_number_{name}"
+    low, high = _RANGES[name]
+    if not (math.isfinite(value) and low <= value <= high):
+        return None, f"out_of_range_{name}"
     return value, None
 
 
-def parse_review(reply: str) -> Review:
-    """Parse a Guide reply; the first failing tag (in prompt order) names the reason."""
-    values: dict[str, int] = {}
-    for tag in (RELEVANCE_TAG, REDUNDANT_PREMISES_TAG, CONCLUSION_COMPLEXITY_TAG):
-        value, reason = _tag_value(reply, tag)
+def parse_review(reply: str, tags: GuideTags | None = None) -> Review:
+    """Parse a Guide reply with `tags` (default: the reference's); the first failing score names the reason."""
+    values: dict[str, float] = {}
+    for name, begin, end in (tags or reference_prompts().guide_tags).pairs():
+        value, reason = _tag_value(reply, name, begin, end)
         if reason is not None:
             return _failed(reason)
         assert value is not None
-        values[tag] = value
+        values[name] = value
     return Review(
-        relevance=values[RELEVANCE_TAG],
-        redundant=values[REDUNDANT_PREMISES_TAG],
-        complexity=values[CONCLUSION_COMPLEXITY_TAG],
+        relevance=values["relevance"],
+        redundant=values["redundancy"],
+        complexity=values["conclusion_complexity"],
         ok=True,
         reason=None,
     )
@@ -109,10 +109,10 @@ def parse_review(reply: str) -> Review:
 def guide_score(relevance: float, redundant: float, complexity: float) -> float:
     """`R_guide = 0 if complexity in {3, 4} else max(0, relevance + (2 - complexity) + (1 - redundant))`.
 
-    Range 0..8. Accepts floats so it can score averaged sub-scores; complexity >= 3 counts as
-    "3 or 4".
+    The reference's `sub_scores_to_review`, to the letter: only a complexity equal to 3 or 4 zeroes
+    the score (3.5 does not: it gives `max(0, relevance - 1.5 + (1 - redundant))`). Range 0..8.
     """
-    if complexity >= 3:
+    if complexity in (3, 4):
         return 0.0
     return float(max(0.0, relevance + (2 - complexity) + (1 - redundant)))
 

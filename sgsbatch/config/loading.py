@@ -1,7 +1,7 @@
 """Reading run configs: TOML files, `inherit`, `--set KEY=VALUE` overrides, validation, freezing.
 
 A jobs file may start with `inherit = "sgs.toml"` (relative to itself); its tables are merged
-over the parent's key by key. Path-valued keys (data.source, models.*, verification.project_dir)
+over the parent's key by key. Path-valued keys (data.source, models.*, prompts.*, verification.project_dir)
 that start with `.`, `/` or `~` are paths, resolved relative to the file that set them (or to
 the working directory for `--set`); anything else there is a Hugging Face id or `tiny-random`.
 Every problem is a `ConfigError` naming the file and the dotted key. Not covered here: the
@@ -21,8 +21,12 @@ import tomli_w
 
 from sgsbatch.config.schema import TINY_RANDOM, Config, semantic_errors
 from sgsbatch.errors import ConfigError
+from sgsbatch.prompts import PromptError, read_guide_tags, read_template
 
-PATH_KEYS = ("data.source", "models.solver", "models.conjecturer", "models.guide", "verification.project_dir")
+PROMPT_KEYS = ("prompts.solver", "prompts.conjecturer", "prompts.conjecturer_unconditioned", "prompts.guide",
+               "prompts.guide_tags")
+PATH_KEYS = ("data.source", "models.solver", "models.conjecturer", "models.guide", "verification.project_dir",
+             *PROMPT_KEYS)
 MODEL_KEYS = ("models.solver", "models.conjecturer", "models.guide")
 REQUIRED_KEYS = {
     "run.name": 'name = "my-run" under [run]',
@@ -213,6 +217,20 @@ def _check_models(cfg: Config, source: str) -> None:
                               f"or /) nor {TINY_RANDOM!r}")
 
 
+def _check_prompts(cfg: Config, source: str) -> None:
+    """Every `[prompts]` value names a shipped template set or a readable file with the right placeholders."""
+    for key in PROMPT_KEYS:
+        role = key.split(".", 1)[1]
+        value = getattr(cfg.prompts, role)
+        try:
+            if role == "guide_tags":
+                read_guide_tags(value)
+            else:
+                read_template(role, value)
+        except PromptError as e:
+            raise ConfigError(source, key, str(e)) from e
+
+
 def validate(raw: dict[str, Any], source: str) -> Config:
     for key, example in REQUIRED_KEYS.items():
         if _get(raw, key) is None:
@@ -224,6 +242,7 @@ def validate(raw: dict[str, Any], source: str) -> Config:
         more = f" (and {len(errs) - 1} more: " + ", ".join(k for k, _ in errs[1:]) + ")" if len(errs) > 1 else ""
         raise ConfigError(source, key, msg + more)
     _check_models(cfg, source)
+    _check_prompts(cfg, source)
     src = cfg.data.source
     if is_path_like(src) and not Path(src).exists():
         raise ConfigError(source, "data.source", f"no such file or directory: {src}")

@@ -58,8 +58,24 @@ class TinyModelConfig:
 class ModelsConfig:
     solver: str = "deepseek-ai/DeepSeek-Prover-V2-7B"
     conjecturer: str = "deepseek-ai/DeepSeek-Prover-V2-7B"
-    guide: str = "deepseek-ai/DeepSeek-Prover-V2-7B"
+    guide: str = "LukeBailey181Pub/dspv2_guide"  # the reference's Guide: a fine-tune of DeepSeek-Prover-V2-7B
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+
+
+@dataclass(frozen=True)
+class PromptsConfig:
+    """Prompt templates per role and the Guide's score tags (sgsbatch/prompts.py).
+
+    Each value is the name of a template set shipped with the package (sgsbatch/prompt_templates/
+    <name>.json: "reference" = the SGS reference's exact strings, "legacy" = sgsbatch's earlier
+    wording) or a path to your own file (resolved like model paths). Checked at load time.
+    """
+
+    solver: str = "reference"
+    conjecturer: str = "reference"
+    conjecturer_unconditioned: str = "reference"  # the "no problem conditioning" ablation's fixed prompt
+    guide: str = "reference"
+    guide_tags: str = "reference"  # the (begin, end) tags of the three Guide scores
 
 
 @dataclass(frozen=True)
@@ -232,6 +248,7 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)
     data: DataConfig = field(default_factory=DataConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)
+    prompts: PromptsConfig = field(default_factory=PromptsConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     solver: SolverConfig = field(default_factory=SolverConfig)
     conjecturer: ConjecturerConfig = field(default_factory=ConjecturerConfig)

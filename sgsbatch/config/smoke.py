@@ -46,7 +46,7 @@ def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Co
         generation=r(cfg.generation, backend="transformers", threads=1, max_in_flight=4),
         solver=r(cfg.solver, max_tokens=SMOKE_MAX_TOKENS, batch_size=min(cfg.solver.batch_size, 8)),
         conjecturer=r(cfg.conjecturer, max_tokens=SMOKE_MAX_TOKENS, batch_size=min(cfg.conjecturer.batch_size, 8)),
-        guide=r(cfg.guide, max_tokens=48),
+        guide=r(cfg.guide, max_tokens=SMOKE_MAX_TOKENS),  # the reference tags take ~50 tiny tokens
         train=r(cfg.train, bf16=False, gradient_checkpointing=False, zero_stage=0),
         verification=r(cfg.verification, backend=verifier),
         shards=r(cfg.shards, conjecture=2, solve=2, guide=1, verify=0),

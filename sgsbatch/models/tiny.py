@@ -85,7 +85,7 @@ def build_tiny_random(
     hidden_size: int = 64,
     num_layers: int = 2,
     num_heads: int = 4,
-    max_positions: int = 1024,
+    max_positions: int = 4096,  # the reference Guide prompt is 1,600-2,200 tiny tokens (512-token vocabulary)
 ) -> None:
     """Build the tiny random model + tokenizer into `out_dir` (atomic; a no-op if already built).
 

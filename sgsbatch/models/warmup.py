@@ -5,7 +5,7 @@ Covered: project-made (prompt, reply) pairs for each role, built from the real p
 `sgsbatch.review`): Solver replies are one ```lean4 block `theorem NAME := by` plus 1-3 tactic
 lines; Conjecturer replies are one ```lean4 block `theorem NAME (binders) (hyps) : goal := by
 sorry` from a small grammar with random names and constants (duplicates are rare); Guide replies
-are a short sentence and the three score tags. `corpus_for_tokenizer` gives the text the tiny
+are a short sentence and the three scores between the configured Guide tags. `corpus_for_tokenizer` gives the text the tiny
 tokenizer is trained on; `warm_up` tokenizes with the chat template and runs the DeepSpeed
 trainer (REINFORCE objective, weight 1, i.e. plain SFT) for a few epochs.
 
@@ -23,11 +23,11 @@ from pathlib import Path
 from sgsbatch.backends.trainer import Example, TrainResult, TrainSettings, train
 from sgsbatch.extraction import extract_conjecture, extract_proof
 from sgsbatch.prompts import (
-    CONCLUSION_COMPLEXITY_TAG,
-    REDUNDANT_PREMISES_TAG,
-    RELEVANCE_TAG,
+    GuideTags,
+    PromptSet,
     conjecturer_messages,
     guide_messages,
+    reference_prompts,
     solver_messages,
 )
 from sgsbatch.review import parse_review
@@ -93,57 +93,60 @@ def conjecturer_reply(rng: random.Random) -> str:
     return f"```lean4\n{conjecture_statement(rng)}\n  sorry\n```"
 
 
-def guide_reply(rng: random.Random) -> str:
+def guide_reply(rng: random.Random, tags: GuideTags | None = None) -> str:
+    """A short sentence and the three scores, each between the tag set's begin and end tags."""
     rel, red, cpx = rng.randint(0, 5), rng.randint(0, 1), rng.randint(0, 4)
-    return (
-        "The conjecture is a simple step.\n"
-        f"<{RELEVANCE_TAG}>{rel}</{RELEVANCE_TAG}>\n"
-        f"<{REDUNDANT_PREMISES_TAG}>{red}</{REDUNDANT_PREMISES_TAG}>\n"
-        f"<{CONCLUSION_COMPLEXITY_TAG}>{cpx}</{CONCLUSION_COMPLEXITY_TAG}>"
-    )
+    t = tags or reference_prompts().guide_tags
+    lines = [f"{begin}{value}{end}" for (_, begin, end), value in zip(t.pairs(), (rel, red, cpx), strict=True)]
+    return "The conjecture is a simple step.\n" + "\n".join(lines)
 
 
-def reply_ok(role: str, reply: str) -> bool:
-    """Whether `reply` passes the role's real parser."""
+def reply_ok(role: str, reply: str, prompts: PromptSet | None = None) -> bool:
+    """Whether `reply` passes the role's real parser (the Guide's with `prompts`' tags)."""
     if role == "solver":
         return extract_proof(reply).ok
     if role == "conjecturer":
         return extract_conjecture(reply).ok
     if role == "guide":
-        return parse_review(reply).ok
+        return parse_review(reply, (prompts or reference_prompts()).guide_tags).ok
     raise ValueError(f"unknown role {role!r}; valid: {', '.join(ROLES)}")
 
 
-def warmup_examples(role: str, targets: Sequence[Target], n: int, seed: int) -> list[Pair]:
-    """`n` (messages, reply) pairs for `role`, cycling over `targets` in a seeded order."""
+def warmup_examples(role: str, targets: Sequence[Target], n: int, seed: int,
+                    prompts: PromptSet | None = None) -> list[Pair]:
+    """`n` (messages, reply) pairs for `role` with `prompts` (default: the reference's), cycling over
+    `targets` in a seeded order."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; valid: {', '.join(ROLES)}")
     if not targets:
         raise ValueError("warmup_examples needs at least one target")
+    p = prompts or reference_prompts()
     rng = random.Random(f"warmup:{role}:{seed}")
     out: list[Pair] = []
     for i in range(n):
         _, header, theorem = targets[rng.randrange(len(targets))] if i >= len(targets) else targets[i]
         if role == "solver":
-            pair = (solver_messages(header, theorem), solver_reply(theorem, rng))
+            pair = (solver_messages(header, theorem, p), solver_reply(theorem, rng))
         elif role == "conjecturer":
-            pair = (conjecturer_messages(header, theorem), conjecturer_reply(rng))
+            pair = (conjecturer_messages(header, theorem, prompts=p), conjecturer_reply(rng))
         else:
-            pair = (guide_messages(theorem, conjecture_statement(rng)), guide_reply(rng))
-        assert reply_ok(role, pair[1]), pair[1]
+            pair = (guide_messages(theorem, conjecture_statement(rng), p), guide_reply(rng, p.guide_tags))
+        assert reply_ok(role, pair[1], p), pair[1]
         out.append(pair)
     return out
 
 
-def corpus_for_tokenizer(targets: Sequence[Target], seed: int = 0, per_role: int = 64) -> list[str]:
+def corpus_for_tokenizer(targets: Sequence[Target], seed: int = 0, per_role: int = 64,
+                         prompts: PromptSet | None = None) -> list[str]:
     """Prompts of all roles for `targets` plus example replies, to train the tiny tokenizer on."""
+    p = prompts or reference_prompts()
     corpus: list[str] = []
     for _, header, theorem in targets:
-        corpus.append(solver_messages(header, theorem)[0]["content"])
-        corpus.append(conjecturer_messages(header, theorem)[0]["content"])
-    corpus.append(conjecturer_messages("", "x", conditioned=False)[0]["content"])
+        corpus.append(solver_messages(header, theorem, p)[0]["content"])
+        corpus.append(conjecturer_messages(header, theorem, prompts=p)[0]["content"])
+    corpus.append(conjecturer_messages("", "x", conditioned=False, prompts=p)[0]["content"])
     for role in ROLES:
-        for messages, reply in warmup_examples(role, targets, per_role, seed):
+        for messages, reply in warmup_examples(role, targets, per_role, seed, p):
             if role == "guide":
                 corpus.append(messages[0]["content"])
             corpus.append(reply)

@@ -13,17 +13,18 @@ from sgsbatch.backends.generation import Generation, Request
 from sgsbatch.extraction import extract_conjecture
 from sgsbatch.phases.sampling import extracted_samples, generator_for, request_for, stream_items
 from sgsbatch.phases.task import Task
-from sgsbatch.prompts import conjecturer_messages
+from sgsbatch.prompts import conjecturer_messages, load_prompts
 from sgsbatch.round.results import Problem, round_inputs, run_targets
 
 
 def run(task: Task) -> None:
     cfg = task.cfg.conjecturer
+    prompts = load_prompts(task.cfg.prompts)
     by_id = {t.problem_id: t for t in run_targets(task.paths)}
     items = [by_id[i] for i in round_inputs(task.paths, task.round)["unsolved"]]
 
     def request(target: Problem) -> Request:
-        msgs = conjecturer_messages(target.header, target.theorem, conditioned=cfg.conditioned)
+        msgs = conjecturer_messages(target.header, target.theorem, conditioned=cfg.conditioned, prompts=prompts)
         return request_for(task, target.problem_id, msgs, cfg.samples_per_target, max_tokens=cfg.max_tokens,
                            temperature=cfg.temperature)
 

@@ -6,7 +6,7 @@ that a fair share of samples is well-formed from round 0 on. Hub ids and paths a
 are (nothing to do here; vLLM and transformers load them directly in the phases).
 
 Building is deterministic, so finished tiny models are kept in a content-addressed cache
-(`models.tiny.cache_dir`; "" turns it off) keyed by the seed, the tiny config, the targets and the
+(`models.tiny.cache_dir`; "" turns it off) keyed by the seed, the tiny config, the targets, the prompts and the
 source of the code that builds them: a second CPU run with the same inputs copies bit-identical
 weights instead of warming up again.
 """
@@ -23,6 +23,7 @@ from pathlib import Path
 from sgsbatch.backends.trainer import TrainingInterrupted
 from sgsbatch.config.schema import TINY_RANDOM, Config
 from sgsbatch.phases.task import Interrupted, Task
+from sgsbatch.prompts import load_prompts
 from sgsbatch.round.checkpoints import ROLES
 from sgsbatch.round.results import run_targets
 
@@ -33,14 +34,16 @@ _BUILD_CODE = ("sgsbatch.models.tiny", "sgsbatch.models.warmup", "sgsbatch.backe
 
 
 def cache_key(cfg: Config, targets: list[tuple[str, str, str]]) -> str:
-    """Seed, tiny config, targets, build code, and where it was built: a GPU-built model's numbers
+    """Seed, tiny config, targets, prompts and tags, build code, and where it was built: a GPU-built model's numbers
     differ from a CPU-built one's, so neither is reused for the other."""
     import torch
 
     device = f"cuda:{torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "cpu"
     built = [device, "float32", torch.__version__]
     h = hashlib.sha256()
-    h.update(json.dumps([cfg.run.seed, dataclasses.asdict(cfg.models.tiny), targets, built], sort_keys=True).encode())
+    prompts = dataclasses.asdict(load_prompts(cfg.prompts))  # the texts: a template file may change under its name
+    h.update(json.dumps([cfg.run.seed, dataclasses.asdict(cfg.models.tiny), targets, built, prompts],
+                        sort_keys=True).encode())
     for name in _BUILD_CODE:
         spec = importlib.util.find_spec(name)
         assert spec is not None and spec.origin is not None, f"build module {name} not found"
@@ -67,6 +70,7 @@ def run(task: Task) -> None:
 
     cfg, paths = task.cfg, task.paths
     tiny = cfg.models.tiny
+    prompts = load_prompts(cfg.prompts)
     targets = [(t.problem_id, t.header, t.theorem) for t in run_targets(paths)]
     cache = Path(tiny.cache_dir).expanduser() / cache_key(cfg, targets) if tiny.cache_dir else None
     base = paths.checkpoint(None, "_base")
@@ -81,10 +85,10 @@ def run(task: Task) -> None:
             built.append(role)
             continue
         if not is_complete(base):
-            build_tiny_random(base, cfg.run.seed, corpus_for_tokenizer(targets), vocab_size=tiny.vocab_size,
+            build_tiny_random(base, cfg.run.seed, corpus_for_tokenizer(targets, prompts=prompts), vocab_size=tiny.vocab_size,
                               hidden_size=tiny.hidden_size, num_layers=tiny.num_layers, num_heads=tiny.num_heads)
         task.check_stop()
-        examples = warmup_examples(role, targets, tiny.warmup_examples, cfg.run.seed + i)
+        examples = warmup_examples(role, targets, tiny.warmup_examples, cfg.run.seed + i, prompts)
         try:
             warm_up(base, out, examples, epochs=tiny.warmup_epochs, lr=tiny.warmup_lr,
                     batch_size=tiny.warmup_batch_size, seed=cfg.run.seed + i,

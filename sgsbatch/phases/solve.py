@@ -12,7 +12,7 @@ from sgsbatch.backends.generation import Generation, Request
 from sgsbatch.extraction import Extraction, extract_proof
 from sgsbatch.phases.sampling import extracted_samples, generator_for, request_for, stream_items
 from sgsbatch.phases.task import Task
-from sgsbatch.prompts import solver_messages
+from sgsbatch.prompts import load_prompts, solver_messages
 from sgsbatch.round.results import Problem, solve_problems
 
 
@@ -23,8 +23,10 @@ def run(task: Task) -> None:
     def extract(reply: str) -> Extraction:
         return extract_proof(reply, rule)
 
+    prompts = load_prompts(task.cfg.prompts)
+
     def request(p: Problem) -> Request:
-        return request_for(task, p.problem_id, solver_messages(p.header, p.theorem), cfg.samples,
+        return request_for(task, p.problem_id, solver_messages(p.header, p.theorem, prompts), cfg.samples,
                            max_tokens=cfg.max_tokens, temperature=cfg.temperature)
 
     def record(p: Problem, out: Generation) -> dict[str, Any]:

@@ -51,6 +51,28 @@ def test_tiny_inherits_sgs_and_overrides() -> None:
     assert Path(tiny.data.source).is_absolute() and Path(tiny.data.source).exists()
 
 
+def test_prompts_default_to_the_reference_and_paths_resolve_against_the_file(tmp_path: Path) -> None:
+    sgs = load_config(JOBS / "sgs.toml")
+    assert dataclasses.asdict(sgs.prompts) == dict.fromkeys(
+        ("solver", "conjecturer", "conjecturer_unconditioned", "guide", "guide_tags"), "reference")
+    assert Config().prompts == sgs.prompts
+    assert sgs.models.guide == Config().models.guide == "LukeBailey181Pub/dspv2_guide"
+    for name in ("sgs_cispo", "sgs_no_problem_conditioning", "sgs_frozen_conjecturer"):
+        assert load_config(JOBS / f"{name}.toml").models.guide == "LukeBailey181Pub/dspv2_guide"
+    (tmp_path / "mine.txt").write_text("Prove {theorem}")
+    (tmp_path / "job.toml").write_text(f'inherit = "{JOBS / "tiny.toml"}"\n[prompts]\nsolver = "./mine.txt"\n')
+    cfg = load_config(tmp_path / "job.toml")
+    assert cfg.prompts.solver == str(tmp_path / "mine.txt") and cfg.prompts.guide == "reference"
+    assert from_toml_text(to_toml(cfg), "config.toml") == cfg
+
+
+def test_a_template_without_its_placeholder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "g.txt").write_text("Rate {theorem}")
+    (tmp_path / "job.toml").write_text(f'inherit = "{JOBS / "tiny.toml"}"\n[prompts]\nguide = "./g.txt"\n')
+    with pytest.raises(ConfigError, match=r"prompts\.guide.*no \{conjecture\} placeholder"):
+        load_config(tmp_path / "job.toml")
+
+
 def test_overrides_are_toml_values_or_strings(tmp_path: Path) -> None:
     assert parse_override("run.rounds=3") == ("run.rounds", 3)
     assert parse_override("run.smoke=true") == ("run.smoke", True)
@@ -101,6 +123,12 @@ BAD = [
     ('inherit = "{tiny}"\n[extraction]\nkeywords = 1\n', [], "extraction.keywords", "unknown key"),
     ('inherit = "{tiny}"\n[conjecturer]\ndedup = "normalised"\n', [], "conjecturer.dedup", "one of"),
     ('inherit = "{tiny}"\n', ["conjecturer.dedup=true"], "conjecturer.dedup", "one of"),
+    # prompt templates: a shipped set's name or an existing file, the error lists the choices
+    ('inherit = "{tiny}"\n[prompts]\nsolver = "referense"\n', [], "prompts.solver", "valid: 'legacy', 'reference'"),
+    ('inherit = "{tiny}"\n', ["prompts.guide_tags=bogus"], "prompts.guide_tags", "unknown template set 'bogus'"),
+    ('inherit = "{tiny}"\n[prompts]\nguide = "./no/such/guide.txt"\n', [], "prompts.guide", "no such template file"),
+    ('inherit = "{tiny}"\n[prompts]\nconjecturer = 3\n', [], "prompts.conjecturer", "a string"),
+    ('inherit = "{tiny}"\n[prompts]\nsystem = "reference"\n', [], "prompts.system", "unknown key"),
 ]
 
 
