@@ -3,7 +3,11 @@
 Input rows: `{"id", "header", "theorem", "proof"}` (Lean sees header + theorem + proof, as in
 the verify phase) or `{"id", "code"}` (a whole file: leading `import`/`open`/`set_option`/comment
 lines are the header, the text up to the first `:= by` the statement, the rest the proof). A
-malformed row gets an `error` verdict with the reason `malformed_row` and never stops the file.
+malformed row gets an `error` verdict with the reason `malformed_row` and never stops the file:
+rows are split on `\n` only (a raw U+2028 inside a JSON string stays in its row), each line is
+decoded on its own (invalid UTF-8 makes that row `line-N` malformed, not the file unreadable), and
+a string holding a lone surrogate (`"\ud800"`, which no UTF-8 file can hold) makes its row
+malformed; its verdict row is written as `line-N`, so a resume skips it too.
 Output rows: `{"id", "verdict", "reason", "messages", "time_s"}`, appended and flushed one by
 one, so an interrupted run resumes: ids already in the output are skipped. Covered: reading,
 splitting, resuming, progress on stderr. Not covered: the checks themselves (lean.py, pool.py).
@@ -40,14 +44,36 @@ def split_code(code: str) -> tuple[str, str, str]:
     return header, statement + BY, proof
 
 
-def parse_row(line: str, number: int) -> tuple[str, ProofJob | str]:
+def _lone_surrogate(value: Any) -> bool:
+    """True if a string anywhere in `value` cannot be written as UTF-8 (a lone surrogate)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_lone_surrogate(k) or _lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_lone_surrogate(v) for v in value)
+    return False
+
+
+def parse_row(line: str | bytes, number: int) -> tuple[str, ProofJob | str]:
     """(id, job) for a good row, (id, why) for a malformed one (id is `line-N` if missing)."""
+    if isinstance(line, bytes):
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return f"line-{number}", f"invalid UTF-8 at byte {e.start} of line {number}"
     try:
         row = json.loads(line)
     except json.JSONDecodeError as e:
         return f"line-{number}", f"not JSON: {e}"
     if not isinstance(row, dict):
         return f"line-{number}", "not a JSON object"
+    if _lone_surrogate(row):
+        return f"line-{number}", f"line {number} holds a lone surrogate escape (e.g. \\ud800): not text"
     rid = row.get("id")
     if not isinstance(rid, str | int) or isinstance(rid, bool):
         return f"line-{number}", "missing `id` (a string or an integer)"
@@ -70,7 +96,7 @@ def done_ids(out_path: Path) -> set[str]:
     if not out_path.exists():
         return set()
     ids: set[str] = set()
-    for line in out_path.read_text(encoding="utf-8").splitlines():
+    for line in out_path.read_text(encoding="utf-8", errors="replace").split("\n"):
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
@@ -95,7 +121,8 @@ def verify_file(input_path: Path, out_path: Path, cfg: Config, progress: bool, p
     jobs: list[ProofJob] = []
     bad: list[tuple[str, str]] = []
     seen: set[str] = set()
-    for number, line in enumerate(input_path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(input_path.read_bytes().split(b"\n"), start=1):
+        line = line.removesuffix(b"\r")
         if not line.strip():
             continue
         rid, parsed = parse_row(line, number)

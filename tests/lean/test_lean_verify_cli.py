@@ -74,3 +74,31 @@ def test_split_code() -> None:
     header, theorem, proof = split_code("import Mathlib\nset_option maxHeartbeats 400000\n\n/-- d -/\ntheorem a : True := by\n  trivial")
     assert header == "import Mathlib\nset_option maxHeartbeats 400000\n"
     assert theorem == "/-- d -/\ntheorem a : True := by" and proof == "\n  trivial"
+
+
+def test_bad_bytes_and_lone_surrogates_are_error_rows_and_never_stop_the_file(tmp_path: Path,
+                                                                              cli_env: dict[str, str]) -> None:
+    """Rows split on \\n only (a raw U+2028 stays in its row); invalid UTF-8 and lone surrogates are
+    `error` rows named by line number; the file goes on, and a resume skips them."""
+    good = {"id": "sep", "header": "", "theorem": THEOREM.format(i=1), "proof": "\n  positivity -- a\u2028b"}
+    lines = [json.dumps(good, ensure_ascii=False).encode(),
+             b'{"id": "bad-bytes", "header": "", "theorem": "t \xff", "proof": " simp"}',
+             b'{"id": "\\ud800", "header": "", "theorem": "theorem x : True := by", "proof": " trivial"}',
+             b'{"id": "sur", "header": "", "theorem": "theorem x : True := by", "proof": " \\udc00"}',
+             json.dumps({"id": "last", "header": "", "theorem": THEOREM.format(i=5), "proof": " positivity"}).encode()]
+    assert "\u2028".encode() in lines[0]
+    inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    inp.write_bytes(b"\r\n".join(lines) + b"\n")
+    proc = _run(tmp_path, inp, out, cli_env)
+    assert proc.returncode == 0, proc.stderr
+    got = {r["id"]: r for r in map(json.loads, out.read_text(encoding="utf-8").split("\n")[:-1])}
+    assert set(got) == {"sep", "line-2", "line-3", "line-4", "last"}
+    assert got["sep"]["verdict"] == got["last"]["verdict"] == "verified"
+    assert "invalid UTF-8 at byte" in got["line-2"]["messages"][0]
+    for rid in ("line-3", "line-4"):
+        assert (got[rid]["verdict"], got[rid]["reason"]) == ("error", "malformed_row")
+        assert "lone surrogate" in got[rid]["messages"][0]
+    before = out.read_bytes()
+    proc = _run(tmp_path, inp, out, cli_env, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == before  # the resume found every row done, bad ones included
