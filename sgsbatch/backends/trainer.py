@@ -9,7 +9,8 @@ order (seeded shuffle; CISPO keeps groups whole, never split across optimizer st
 Preemption: after each optimizer step `should_stop()` is polled; if true, a DeepSpeed checkpoint
 plus progress file go to `state_dir` and `TrainingInterrupted` is raised; the same call later
 resumes and ends with bitwise-identical weights. Export: HF weights + tokenizer into `out_dir`
-atomically, with the `TrainResult` stored beside them (a finished `out_dir` is not retrained).
+atomically, with the `TrainResult` stored beside them (a finished `out_dir` is not retrained;
+loading, carrying and exporting weights live in backends/weights.py).
 
 Objectives (per optimizer step S, T_x = completion tokens of sequence x, NLL per token):
 - reinforce: loss = sum_{x in S} weight_x * sum_t NLL_{x,t} / sum_{x in S} T_x
@@ -29,7 +30,6 @@ import shutil
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +45,18 @@ from sgsbatch.backends.batches import (
     rank_shares,
 )
 from sgsbatch.backends.distribution import sampling_logprobs
-from sgsbatch.run.checkpoint import is_complete, publish_dir, read_marker, staging_dir
+from sgsbatch.backends.weights import (
+    carry_weights,
+    export_weights,
+    load_for_training,
+    resolve_weights,
+    stored_result,
+)
 
 __all__ = ["OBJECTIVES", "Example", "TrainResult", "TrainSettings", "TrainingInterrupted", "batch_loss",
            "completion_logprobs", "group_indices", "loss_scales", "plan_steps", "train"]
 log = logging.getLogger(__name__)
 PROGRESS = "progress.json"
-RESULT = "train_result.json"
-FP32_DIR = "fp32"  # with train.keep_fp32_master: the trainer's fp32 weights beside the bf16 export
 STEP_SLEEP_ENV = "SGSBATCH_TRAIN_STEP_SLEEP_S"  # test aid: seconds to wait after each optimizer step
 
 
@@ -60,23 +64,31 @@ class TrainingInterrupted(Exception):
     """Raised after a resumable checkpoint was saved because `should_stop()` returned true."""
 
 
-def completion_logprobs(model: Any, prompt_ids: Sequence[int], completion_ids: Sequence[int],
-                        sampling: tuple[float, float] | None = None) -> Any:
-    """log p(completion token t | prefix) under `model`, one value per completion token.
-
-    With `sampling = (temperature, top_p)` returns (plain, under the sampling distribution).
-    """
+def _completion_logits(model: Any, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> tuple[Any, Any]:
+    """(float32 logits predicting each completion token, the completion token ids as a column)."""
     import torch
 
     ids = torch.tensor([list(prompt_ids) + list(completion_ids)], dtype=torch.long, device=model.device)
     logits = model(input_ids=ids, use_cache=False).logits[0, len(prompt_ids) - 1 : -1].float()
-    target = ids[0, len(prompt_ids) :, None]
-    plain = torch.log_softmax(logits, dim=-1).gather(1, target)[:, 0]
-    if sampling is None:
-        return plain
-    with torch.no_grad():
-        processed = sampling_logprobs(logits.detach(), *sampling).gather(1, target)[:, 0]
-    return plain, processed
+    return logits, ids[0, len(prompt_ids) :, None]
+
+
+def completion_logprobs(model: Any, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> Any:
+    """log p(completion token t | prefix) under `model`, one value per completion token."""
+    import torch
+
+    logits, target = _completion_logits(model, prompt_ids, completion_ids)
+    return torch.log_softmax(logits, dim=-1).gather(1, target)[:, 0]
+
+
+def importance_ratio(current: Any, example: Example) -> Any:
+    """CISPO's p_current / p_sampler per completion token, detached and not yet clamped."""
+    import torch
+
+    if example.sampler_logprobs is None or len(example.sampler_logprobs) != len(example.completion_ids):
+        raise ValueError("cispo needs sampler_logprobs, one per completion token")
+    old = torch.tensor(example.sampler_logprobs, dtype=current.dtype, device=current.device)
+    return torch.exp(current.detach() - old)
 
 
 def sequence_loss(logp: Any, example: Example, scale: float, objective: str, clip_max: float,
@@ -86,15 +98,9 @@ def sequence_loss(logp: Any, example: Example, scale: float, objective: str, cli
     CISPO's w compares the sampler's logprobs with the current policy's under the same sampling
     distribution (`logp_sampling`; the plain `logp` when None, i.e. temperature 1 and top_p 1).
     """
-    import torch
-
     nll = -logp
     if objective == "cispo":
-        if example.sampler_logprobs is None or len(example.sampler_logprobs) != len(example.completion_ids):
-            raise ValueError("cispo needs sampler_logprobs, one per completion token")
-        old = torch.tensor(example.sampler_logprobs, dtype=logp.dtype, device=logp.device)
-        current = (logp if logp_sampling is None else logp_sampling).detach()
-        w = torch.exp(current - old).clamp(0.0, clip_max)
+        w = importance_ratio(logp if logp_sampling is None else logp_sampling, example).clamp(0.0, clip_max)
         return scale * (w * nll).sum()
     return scale * nll.sum()
 
@@ -103,22 +109,19 @@ def _example_loss(model: Any, ex: Example, scale: float, settings: TrainSettings
     """The example's loss term and its statistics [tokens, entropy sum, clipped tokens] (no gradient)."""
     import torch
 
-    ids = torch.tensor([list(ex.prompt_ids) + list(ex.completion_ids)], dtype=torch.long, device=model.device)
-    logits = model(input_ids=ids, use_cache=False).logits[0, len(ex.prompt_ids) - 1 : -1].float()
-    target = ids[0, len(ex.prompt_ids) :, None]
+    logits, target = _completion_logits(model, ex.prompt_ids, ex.completion_ids)
     full = torch.log_softmax(logits, dim=-1)
     logp = full.gather(1, target)[:, 0]
     sampling = (settings.sampling_temperature, settings.sampling_top_p)
     logp_sampling = None
+    clipped = 0.0
     with torch.no_grad():
         entropy = float(-(full.exp() * full).sum(-1).sum())
-        if settings.objective == "cispo" and sampling != (1.0, 1.0):
-            logp_sampling = sampling_logprobs(logits.detach(), *sampling).gather(1, target)[:, 0]
-        clipped = 0.0
-        if settings.objective == "cispo" and ex.sampler_logprobs is not None:
-            current = logp if logp_sampling is None else logp_sampling
-            old = torch.tensor(ex.sampler_logprobs, dtype=current.dtype, device=current.device)
-            clipped = float((torch.exp(current.detach() - old) > settings.cispo_clip_max).sum())
+        if settings.objective == "cispo":
+            if sampling != (1.0, 1.0):
+                logp_sampling = sampling_logprobs(logits.detach(), *sampling).gather(1, target)[:, 0]
+            ratio = importance_ratio(logp if logp_sampling is None else logp_sampling, ex)
+            clipped = float((ratio > settings.cispo_clip_max).sum())
     loss = sequence_loss(logp, ex, scale, settings.objective, settings.cispo_clip_max, logp_sampling)
     return loss, [float(len(ex.completion_ids)), entropy, clipped]
 
@@ -183,80 +186,6 @@ def _ds_config(settings: TrainSettings, world: int) -> dict[str, Any]:
     }
 
 
-# ----------------------------------------------------------------------------- weights
-
-
-def resolve_weights(model: str | Path) -> Path:
-    """A local directory holding `model`: itself, or a hub id's snapshot in the Hugging Face cache."""
-    if Path(model).is_dir():
-        return Path(model)
-    from huggingface_hub import snapshot_download
-
-    try:
-        try:
-            return Path(snapshot_download(str(model), local_files_only=True))
-        except Exception:  # not cached yet: fetch it (compute nodes may well be offline)
-            return Path(snapshot_download(str(model)))
-    except Exception as e:  # offline, unknown id
-        raise FileNotFoundError(f"weights {model!r}: not a directory, and not in the Hugging Face cache "
-                                f"({e}); download them first (huggingface-cli download {model})") from e
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)  # same filesystem: no bytes copied, and safe from retention of the source
-    except OSError:
-        shutil.copy2(src, dst)
-
-
-def carry_weights(model: str | Path, out_dir: Path, result: TrainResult) -> None:
-    """Publish `model`'s weights unchanged as `out_dir` (a role with nothing to train this round)."""
-    src = resolve_weights(model)
-    tmp = staging_dir(out_dir)
-    shutil.rmtree(tmp)
-    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("SGSBATCH_COMPLETE", ".*"), copy_function=_link_or_copy)
-    (tmp / RESULT).unlink(missing_ok=True)  # a hard link to the source's result: never write through it
-    (tmp / RESULT).write_text(json.dumps(asdict(result)) + "\n")
-    publish_dir(tmp, out_dir, {"kind": "carried", "source": str(model), "result": asdict(result)})
-
-
-def stored_result(out_dir: Path) -> TrainResult | None:
-    if not is_complete(out_dir):
-        return None
-    marker = read_marker(out_dir)
-    if "result" not in marker:
-        raise FileExistsError(f"{out_dir} exists and holds no training result")
-    return TrainResult(**marker["result"])
-
-
-def _load_model(model_dir: Path, settings: TrainSettings, device: Any) -> Any:
-    """The weights straight in the dtype they train in (bf16 unless fp32 masters are kept)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    source = model_dir
-    if settings.keep_fp32_master and (model_dir / FP32_DIR).is_dir():
-        source = model_dir / FP32_DIR
-    dtype = torch.bfloat16 if settings.bf16 and not settings.keep_fp32_master else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(str(source), dtype=dtype, low_cpu_mem_usage=True)
-    return model.to(device)
-
-
-def _export(engine: Any, model_dir: Path, out_dir: Path, result: TrainResult, settings: TrainSettings) -> None:
-    import torch
-    from transformers import AutoTokenizer
-
-    tmp = staging_dir(out_dir)
-    module = engine.module
-    if settings.keep_fp32_master:
-        module.save_pretrained(tmp / FP32_DIR)
-        module = module.to(torch.bfloat16)
-    module.save_pretrained(tmp)
-    AutoTokenizer.from_pretrained(str(model_dir)).save_pretrained(tmp)
-    (tmp / RESULT).write_text(json.dumps(asdict(result)) + "\n")
-    publish_dir(tmp, out_dir, {"kind": "trained", "result": asdict(result)})
-
-
 # ----------------------------------------------------------------------------- training
 
 
@@ -301,7 +230,7 @@ def train(
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(settings.seed)
     device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
-    model = _load_model(model_dir, settings, device)
+    model = load_for_training(model_dir, settings, device)
     model.config.use_cache = False
     if settings.gradient_checkpointing:
         model.gradient_checkpointing_enable()
@@ -346,7 +275,7 @@ def train(
                              entropy=stats[1] / max(tokens, 1), clip_fraction=stats[2] / max(tokens, 1),
                              objective=settings.objective)
         if rank == 0:
-            _export(engine, model_dir, out_dir, result, settings)
+            export_weights(engine.module, model_dir, out_dir, result, settings)
             _clear_state(state_dir)
         dist.barrier()
         return result

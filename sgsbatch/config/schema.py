@@ -274,6 +274,10 @@ class Config:
         """Training processes per node: one per GPU, or `train.cpu_ranks` without GPUs."""
         return self.slurm.train.gpus or self.train.cpu_ranks
 
+    def train_threads_per_rank(self) -> int:
+        """CPU threads of each training process: the train task's cpus shared by its node's ranks."""
+        return max(1, self.slurm.train.cpus // self.train_ranks_per_node())
+
     def shard_count(self, phase: str) -> int:
         if phase in ("init", "train"):
             return 1

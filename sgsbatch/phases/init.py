@@ -29,7 +29,8 @@ from sgsbatch.round.results import run_targets
 
 # The modules whose code decides the built weights, named as modules (not paths), so the key
 # follows them wherever they live.
-_BUILD_CODE = ("sgsbatch.models.tiny", "sgsbatch.models.warmup", "sgsbatch.backends.trainer", "sgsbatch.prompts",
+_BUILD_CODE = ("sgsbatch.models.tiny", "sgsbatch.models.warmup", "sgsbatch.backends.trainer",
+               "sgsbatch.backends.batches", "sgsbatch.backends.weights", "sgsbatch.prompts",
                "sgsbatch.extraction", "sgsbatch.review", "sgsbatch.run.checkpoint", __name__)
 
 

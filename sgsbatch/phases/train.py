@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from sgsbatch.backends.batches import Example, TrainSettings, load_examples, save_examples
-from sgsbatch.backends.trainer import TrainingInterrupted, stored_result, train
+from sgsbatch.backends.trainer import TrainingInterrupted, train
+from sgsbatch.backends.weights import stored_result
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import weights_for
 from sgsbatch.round.examples import conjecturer_examples, solver_examples
 from sgsbatch.round.results import ProblemResult
+from sgsbatch.run.shards import atomic_write_text
 
 PREPARED = "prepared.json"
 
@@ -38,12 +39,12 @@ def settings_for(task: Task, role: str) -> TrainSettings:
     seed = int(hashlib.sha256(f"{cfg.run.seed}:{task.round}:train:{role}".encode()).hexdigest()[:8], 16)
     objective = "cispo" if role == "solver" and cfg.solver.objective == "cispo" else "reinforce"
     processed = cfg.generation.logprobs == "processed"
-    threads = max(1, cfg.slurm.train.cpus // cfg.train_ranks_per_node())
     return TrainSettings(lr=sec.lr, betas=cfg.train.betas, weight_decay=cfg.train.weight_decay,
                          grad_clip=cfg.train.grad_clip, batch_size=sec.batch_size,
                          micro_batch_size=cfg.train.micro_batch_size, zero_stage=cfg.train.zero_stage,
                          bf16=cfg.train.bf16, gradient_checkpointing=cfg.train.gradient_checkpointing, seed=seed,
-                         objective=objective, cispo_clip_max=cfg.solver.cispo_clip_max, threads=threads,
+                         objective=objective, cispo_clip_max=cfg.solver.cispo_clip_max,
+                         threads=cfg.train_threads_per_rank(),
                          sampling_temperature=cfg.solver.temperature if processed else 1.0,
                          sampling_top_p=cfg.generation.top_p if processed else 1.0,
                          keep_fp32_master=cfg.train.keep_fp32_master)
@@ -86,10 +87,7 @@ def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[t
         meta["conjecturer"] = {"examples": len(examples)}
         if rewards:
             meta["conjecturer"]["reward_mean"] = sum(rewards.values()) / len(rewards)
-    path = train_dir(task) / PREPARED
-    tmp = path.with_name(f".{PREPARED}.tmp")
-    tmp.write_text(json.dumps(meta) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(train_dir(task) / PREPARED, json.dumps(meta) + "\n")  # role order kept: Solver first
 
 
 def train_role(task: Task, role: str, examples: list[Example]) -> dict[str, Any]:

@@ -51,7 +51,7 @@ def train_job(task: Task) -> None:
     if layout.world > 1:
         argv = [sys.executable, "-m", "sgsbatch.scheduling.worker", str(task.paths.root), str(r), "train", "0",
                 "--rank"]
-        codes = launch(argv, layout, max(1, cfg.slurm.train.cpus // layout.per_node), task.should_stop)
+        codes = launch(argv, layout, cfg.train_threads_per_rank(), task.should_stop)
         if REQUEUE_EXIT in codes:
             raise Interrupted(f"round {r} train: the ranks saved a checkpoint and stopped on request")
         failed = {layout.global_rank(i): c for i, c in enumerate(codes) if c != 0}

@@ -30,8 +30,6 @@ from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard
 from sgsbatch.scheduling.ranks import DIST_ENV, DIST_PREFIXES, is_first_task
 
-__all__ = ["DONE", "FAILED", "INTERRUPTED", "REQUEUE_EXIT", "TaskFailed", "run_supervised", "SlurmTask"]
-
 DONE, INTERRUPTED, FAILED = "done", "interrupted", "failed"
 
 
