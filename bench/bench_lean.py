@@ -5,8 +5,11 @@ The same proofs are checked twice with P processes at a time:
 (a) pool: `LeanVerifier(cfg.verification, processes=P)`, what a verify task runs (static checks,
     one REPL per process that elaborates each header once and checks every later proof in that
     environment, the axiom audit and statement comparison, restarts every
-    `max_proofs_per_process` proofs). Timed cold: from building the verifier, processes started
-    and headers elaborated inside the timing, to the last verdict.
+    `max_proofs_per_process` proofs, and with `verification.kernel_recheck` the kernel re-check
+    of every verified proof). Timed cold: from building the verifier, processes started
+    and headers elaborated inside the timing, to the last verdict. With the re-check on, the
+    pool runs a second time without it: `recheck_s_per_verified_proof` is the difference in
+    process-seconds per verified proof (the checker's own start, `import Mathlib`, included).
 (b) fresh: the reference's way. Per proof, start a REPL process (`repl.ReplProcess`, same command,
     project directory and memory limit), send ONE command, the whole file header + theorem +
     proof (`extraction.solver_file`, no env), read the reply, close the process. No reuse, no
@@ -304,6 +307,8 @@ def main() -> int:
                     help="config override, as in `sgsbatch verify --set` (repeatable)")
     ap.add_argument("--repl-command", default=None, metavar='"PROG ARG..."',
                     help="REPL program and arguments (shell words), instead of verification.repl_command")
+    ap.add_argument("--checker-command", default=None, metavar='"PROG ARG..."',
+                    help="kernel re-check program and arguments, instead of verification.checker_command")
     ap.add_argument("--project-dir", type=Path, default=None, help="directory the REPL runs in (relative: to here)")
     ap.add_argument("--no-warm-up", action="store_true", help="skip the untimed header elaboration before timing")
     ap.add_argument("--out", type=Path, default=None, help="JSON result file (default: bench/out/bench_lean-<time>.json)")
@@ -327,6 +332,8 @@ def main() -> int:
         vcfg = replace(vcfg, repl_command=tuple(command))
     elif vcfg.repl_command and vcfg.repl_command[0] == "lake" and shutil.which("lake") is None:
         return usage(NO_LEAN)
+    if args.checker_command is not None:
+        vcfg = replace(vcfg, checker_command=tuple(_absolute_args(shlex.split(args.checker_command))))
     if args.project_dir is not None:
         vcfg = replace(vcfg, project_dir=str(args.project_dir.resolve()))
     project_dir = resolve_project_dir(vcfg.project_dir)
@@ -363,7 +370,8 @@ def main() -> int:
         "verification": {"repl_command": list(vcfg.repl_command), "project_dir": str(project_dir),
                          "timeout_s": vcfg.timeout_s, "header_timeout_s": vcfg.header_timeout_s,
                          "memory_limit_mb": vcfg.memory_limit_mb,
-                         "max_proofs_per_process": vcfg.max_proofs_per_process},
+                         "max_proofs_per_process": vcfg.max_proofs_per_process,
+                         "kernel_recheck": vcfg.kernel_recheck, "checker_command": list(vcfg.checker_command)},
         "input": {"source": source, "proofs": len(jobs), "distinct_headers": len({j.header for j in jobs})},
     }
     m = result["machine"]
@@ -384,6 +392,13 @@ def main() -> int:
     print(f"(a) pool:  {result['pool']['proofs_per_s']:.3f} proofs/s, "
           f"{result['pool']['proofs_per_s_per_core']:.4f} proofs/s/core, verdicts {result['pool']['verdicts']}",
           flush=True)
+    if vcfg.kernel_recheck:  # the re-check's cost: the same pool without it
+        result["pool_no_recheck"], _ = run_pool(replace(vcfg, kernel_recheck=False), args.processes, jobs)
+        verified = result["pool"]["verdicts"].get(VERIFIED, 0)
+        extra = (result["pool"]["wall_s"] - result["pool_no_recheck"]["wall_s"]) * args.processes
+        result["recheck_s_per_verified_proof"] = extra / verified if verified else None
+        print(f"kernel re-check: {result['pool_no_recheck']['proofs_per_s']:.3f} proofs/s without it; "
+              f"{result['recheck_s_per_verified_proof']} process-seconds per verified proof", flush=True)
     result["fresh"], fresh = run_fresh(vcfg, project_dir, args.processes, jobs)
     print(f"(b) fresh: {result['fresh']['proofs_per_s']:.3f} proofs/s, "
           f"{result['fresh']['proofs_per_s_per_core']:.4f} proofs/s/core, verdicts {result['fresh']['verdicts']}",

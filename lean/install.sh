@@ -13,6 +13,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(dirname "$HERE")"
 ELAN_URL="https://raw.githubusercontent.com/leanprover/elan/master/elan-init.sh"
 REPL_BIN=".lake/packages/REPL/.lake/build/bin/repl"
+CHECK_BIN=".lake/build/bin/sgs_kernel_check"
 
 mode="--lean"
 for arg in "$@"; do
@@ -69,6 +70,10 @@ step "building the REPL (leanprover-community/repl v4.15.0)"
 lake exe repl </dev/null >/dev/null || die "building the REPL failed"
 [[ -x $PROJECT/$REPL_BIN ]] || die "the REPL binary is not at $PROJECT/$REPL_BIN after the build"
 
+step "building the kernel re-check (sgs_kernel_check, verification.kernel_recheck)"
+lake build sgs_kernel_check || die "building sgs_kernel_check failed (lean/SgsKernelCheck.lean)"
+[[ -x $PROJECT/$CHECK_BIN ]] || die "the checker binary is not at $PROJECT/$CHECK_BIN after the build"
+
 if [[ $mode == --lean ]]; then
     step "building what the cache did not cover (lake build)"
     lake build || die "lake build failed"
@@ -109,6 +114,7 @@ Lean is ready ($mode).
   toolchain:     $TOOLCHAIN ($(lean --version 2>/dev/null | head -1))
   project:       $PROJECT
   REPL:          $PROJECT/$REPL_BIN
+  checker:       $PROJECT/$CHECK_BIN
 EOF
 [[ $mode == --lean ]] && echo "  Mathlib:       $PROJECT/.lake/packages/mathlib"
 if [[ $mode == --lean-core ]]; then

@@ -170,6 +170,12 @@ class VerificationConfig:
     max_proofs_per_process: int = 200
     system_error_retries: int = 1
     header_timeout_s: float = 600.0  # elaborating a header (`import Mathlib`) once per process
+    # A warning containing "failed" fails the proof (the reference's rule; rejects some honest aesop proofs).
+    failed_warning_fails: bool = True
+    # Every proof the REPL calls verified is pickled and replayed through the kernel by a separate
+    # checker that never elaborates a proof (lean/SgsKernelCheck.lean, verification/recheck.py).
+    kernel_recheck: bool = True
+    checker_command: tuple[str, ...] = ("lake", "env", ".lake/build/bin/sgs_kernel_check")
 
 
 @dataclass(frozen=True)
@@ -351,6 +357,8 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(v.max_proofs_per_process >= 1, "verification.max_proofs_per_process", "must be >= 1")
     check(v.system_error_retries >= 0, "verification.system_error_retries", "must be >= 0")
     check(v.header_timeout_s > 0, "verification.header_timeout_s", "must be > 0")
+    check(not v.kernel_recheck or len(v.checker_command) >= 1, "verification.checker_command",
+          "must name a program when verification.kernel_recheck = true")
     for phase in ("conjecture", "solve", "guide"):
         n = getattr(cfg.shards, phase)
         check(n >= 1, f"shards.{phase}", f"must be >= 1, got {n}")

@@ -29,19 +29,20 @@ def resolve_project_dir(value: str) -> Path:
     return path if path.is_absolute() else (checkout_root() / path).resolve()
 
 
-def _preflight(command: Sequence[str], project_dir: Path) -> None:
+def _preflight(command: Sequence[str], project_dir: Path, key: str = "verification.repl_command") -> None:
     """A clear ValueError now, rather than an `error` verdict per proof, when the REPL cannot start."""
     if not command:
-        raise ValueError("verification.repl_command is empty: give the REPL program and its arguments")
+        raise ValueError(f"{key} is empty: give the program and its arguments")
     if not project_dir.is_dir():
         raise ValueError(f"verification.project_dir {project_dir} does not exist: install Lean with "
                          "`./setup.sh --lean` (lean/install.sh) or point the key at your Lean project")
     program = command[0]
     found = (project_dir / program).exists() if "/" in program else shutil.which(program) is not None
     if not found:
-        raise ValueError(f"the REPL program {program!r} (verification.repl_command) was not found"
+        raise ValueError(f"the program {program!r} ({key}) was not found"
                          + ("" if "/" in program else " on PATH")
-                         + ": install Lean with `./setup.sh --lean` or set verification.repl_command")
+                         + f": install Lean with `./setup.sh --lean` or set {key}"
+                         + (" (or verification.kernel_recheck = false)" if key.endswith("checker_command") else ""))
 
 
 def static_verdict(job: ProofJob) -> Verdict | None:
@@ -67,8 +68,13 @@ class LeanVerifier:
             memory_limit_mb=vcfg.memory_limit_mb,
             max_proofs=vcfg.max_proofs_per_process,
             retries=vcfg.system_error_retries,
+            failed_warning_fails=vcfg.failed_warning_fails,
+            kernel_recheck=vcfg.kernel_recheck,
+            checker_command=tuple(vcfg.checker_command),
         )
         _preflight(self.settings.command, self.settings.project_dir)
+        if vcfg.kernel_recheck:
+            _preflight(self.settings.checker_command, self.settings.project_dir, "verification.checker_command")
         self.pool = ReplPool(self.settings)
 
     def verify_stream(self, jobs: Sequence[ProofJob]) -> Iterator[tuple[ProofJob, Verdict, float]]:

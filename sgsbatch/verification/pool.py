@@ -11,6 +11,11 @@ timeout is a verdict (`timeout`), not retried. A header whose elaboration report
 every job with it an `error` (reason `header_error`) without asking again. The pool signals
 only the process groups its own clients started (repl.py).
 
+A proof the rules call verified must then leave its REPL silent and alive (`settle`, repl.py)
+and, with `kernel_recheck`, pass the kernel re-check (recheck.py): the REPL pickles the proof's
+env into the slot's scratch directory and the slot's checker process (started with the REPL,
+killed with it) gives the final verdict; its refusals are `failed` with reason `recheck_<code>`.
+
 Not covered: static checks (checks.py, run before the pool by lean.py) and the verdict rules.
 """
 
@@ -18,6 +23,8 @@ from __future__ import annotations
 
 import logging
 import queue
+import shutil
+import tempfile
 import threading
 import time
 from collections import deque
@@ -26,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgsbatch.verification.checks import statement_name
+from sgsbatch.verification.recheck import SYSTEM_REASONS, KernelChecker
 from sgsbatch.verification.repl import START, ReplProcess, ReplSystemError, ReplTimeout
 from sgsbatch.verification.rules import (
     AUDIT_TEMPLATE,
@@ -35,7 +43,7 @@ from sgsbatch.verification.rules import (
     proof_failure,
     reference_type,
 )
-from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, ProofJob, Verdict
+from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, VERIFIED, ProofJob, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +62,18 @@ class PoolSettings:
     memory_limit_mb: int = 0
     max_proofs: int = 200
     retries: int = 1
+    failed_warning_fails: bool = True
+    kernel_recheck: bool = False  # the config's default is true (LeanVerifier passes it)
+    checker_command: tuple[str, ...] = ()
+    settle_s: float = 0.05  # how long a REPL must stay silent after a verified proof's last reply
 
     def __post_init__(self) -> None:
         if self.processes < 1:
             raise ValueError(f"a REPL pool needs at least 1 process, got {self.processes}")
         if self.timeout_s <= 0 or self.header_timeout_s <= 0:
             raise ValueError("REPL timeouts must be > 0")
+        if self.kernel_recheck and not self.checker_command:
+            raise ValueError("kernel_recheck needs a checker command (verification.checker_command)")
 
 
 @dataclass
@@ -104,11 +118,19 @@ class _Slot:
     proofs: int = 0
     references: dict[str, str | None] = field(default_factory=dict)
     pids: list[int] = field(default_factory=list)
+    checker: KernelChecker | None = None  # lives and dies with `repl` (its memory grows too)
+    checker_pids: list[int] = field(default_factory=list)
+    scratch: Path | None = None  # where the REPL writes pickles for the checker
 
     def reset(self) -> None:
         if self.repl is not None:
             self.repl.kill()
+        if self.checker is not None:
+            self.checker.kill()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
         self.repl, self.header, self.header_env, self.proofs = None, None, None, 0
+        self.checker, self.scratch = None, None
         self.references = {}
 
 
@@ -124,8 +146,13 @@ class ReplPool:
 
     @property
     def started_pids(self) -> list[int]:
-        """Every process id this pool has started (for tests and logs)."""
+        """Every REPL process id this pool has started (for tests and logs)."""
         return [pid for s in self._slots for pid in s.pids]
+
+    @property
+    def started_checker_pids(self) -> list[int]:
+        """Every kernel re-check process id this pool has started."""
+        return [pid for s in self._slots for pid in s.checker_pids]
 
     def run(self, jobs: Sequence[ProofJob]) -> Iterator[tuple[ProofJob, Verdict, float]]:
         if not jobs:
@@ -159,6 +186,8 @@ class ReplPool:
         for slot in self._slots:
             if slot.repl is not None:
                 slot.repl.close()
+            if slot.checker is not None:
+                slot.checker.close()
             slot.reset()
 
     # ------------------------------------------------------------------ one worker thread per slot
@@ -233,12 +262,40 @@ class ReplPool:
             reference = slot.references[job.theorem]
             reply = repl.command(job.theorem + job.proof, env, s.timeout_s)
             audit = None
-            if proof_failure(reply) is None:
+            if proof_failure(reply, s.failed_warning_fails) is None:
                 audit = repl.command(AUDIT_TEMPLATE.format(name=name), int(reply["env"]), s.timeout_s)
+            verdict = judge(reply, audit, reference, s.failed_warning_fails)
+            if verdict.ok:
+                repl.settle(s.settle_s)
+                if s.kernel_recheck:
+                    verdict = self._recheck(slot, job, name, int(reply["env"]), verdict)
         except ReplTimeout as e:
             slot.reset()
             return Verdict(TIMEOUT, "timeout", [f"{e} (verification.timeout_s)"])
         slot.proofs += 1
         if slot.proofs >= s.max_proofs:
             slot.reset()
-        return judge(reply, audit, reference)
+        return verdict
+
+    def _recheck(self, slot: _Slot, job: ProofJob, name: str, env: int, verdict: Verdict) -> Verdict:
+        """The kernel re-check of a proof the REPL called verified (recheck.py): its verdict is final."""
+        s, repl = self.settings, slot.repl
+        assert repl is not None
+        if slot.scratch is None:
+            slot.scratch = Path(tempfile.mkdtemp(prefix="sgsbatch-verify-"))
+        pickle = slot.scratch / f"env-{slot.proofs}.olean"
+        try:
+            repl.pickle(env, pickle, s.timeout_s)
+            if slot.checker is None:
+                slot.checker = KernelChecker(s.checker_command, s.project_dir, s.memory_limit_mb)
+                slot.checker_pids.append(slot.checker.pid)
+            result = slot.checker.check(header=job.header, theorem=job.theorem, name=name, pickle=pickle,
+                                        timeout_s=s.timeout_s)
+        finally:
+            pickle.unlink(missing_ok=True)
+        if result.ok:
+            return Verdict(VERIFIED, None, [*verdict.messages,
+                                            "kernel re-check: ok, axioms " + ", ".join(result.axioms or ["none"])])
+        if result.reason in SYSTEM_REASONS:
+            raise ReplSystemError(f"recheck_{result.reason}", result.detail)
+        return Verdict(FAILED, f"recheck_{result.reason}", [*verdict.messages, f"kernel re-check: {result.detail}"])

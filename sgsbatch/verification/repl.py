@@ -8,6 +8,16 @@ cut off mid-JSON, or hits the memory limit (`ReplSystemError` with a `kind`); an
 the process group this client started, before the process is reaped (so its id cannot have
 been reused). Not covered: what a reply means for a proof (rules.py), or pooling (pool.py).
 
+Reply integrity: the proof's own code can print on the REPL's stdout (and read its stdin), so a
+reply is accepted only if it answers the command sent: a command's reply carries the next fresh
+env id (the REPL numbers envs 0, 1, 2, ...), only a command reply's keys and well-formed
+messages; a `pickleTo` reply is exactly `{"env": N}`; output before a command is sent, surplus
+output after a reply, and a process that exits or speaks after a proof's last reply (`settle`)
+are ReplSystemErrors (the pool retries on a fresh process, then `error`), never a verdict. This
+makes forgeries detectable, not impossible (a payload can predict env ids and time its output);
+the kernel re-check (recheck.py), which reads its answers from a process that runs no model
+code, is what a forged reply cannot get past.
+
 Protocol (REPL v4.15.0): the REPL reads lines until a blank one, parses them as one JSON
 command and prints one JSON reply (pretty-printed over several lines, never containing a blank
 line) followed by a blank line. A reply is either a command result (`env`, `messages`,
@@ -35,6 +45,12 @@ CUT_OFF = "cut_off"
 MEMORY = "memory_limit"
 REPL_MESSAGE = "repl_message"
 START = "start"
+SURPLUS = "surplus_output"
+MISMATCH = "reply_mismatch"
+EXITED = "exited_after_reply"
+# The keys a command reply may carry (REPL v4.15.0), and the severities of its messages.
+REPLY_KEYS: frozenset[str] = frozenset({"env", "messages", "sorries", "tactics", "infotree"})
+SEVERITIES: frozenset[str] = frozenset({"info", "warning", "error"})
 _MEMORY_MARKERS = ("out of memory", "std::bad_alloc", "MemoryError", "Cannot allocate memory")
 
 
@@ -44,7 +60,8 @@ class ReplTimeout(Exception):
 
 class ReplSystemError(Exception):
     """The REPL itself failed (not the proof): `kind` is one of crash, garbage, cut_off, memory_limit,
-    repl_message (an error object such as "Unknown environment.") or start."""
+    repl_message (an error object such as "Unknown environment."), start, or a broken reply
+    integrity: surplus_output, reply_mismatch, exited_after_reply."""
 
     def __init__(self, kind: str, detail: str) -> None:
         super().__init__(f"{kind}: {detail}")
@@ -85,6 +102,7 @@ class ReplProcess:
         self._buf = b""
         self._killed = False
         self.commands_sent = 0
+        self.next_env = 0  # the REPL numbers the env of every command it runs 0, 1, 2, ...
 
     @property
     def pid(self) -> int:
@@ -99,6 +117,7 @@ class ReplProcess:
         if self._killed:
             raise ReplSystemError(CRASH, "the REPL process was already stopped")
         data = json.dumps(payload, ensure_ascii=False).encode("utf-8") + b"\n\n"
+        self._expect_quiet(0.0, "before the command was sent")
         try:
             self._in.write(data)
             self._in.flush()
@@ -108,17 +127,54 @@ class ReplProcess:
         return self.read_reply(timeout_s)
 
     def command(self, cmd: str, env: int | None, timeout_s: float) -> dict[str, Any]:
-        """`{"cmd": cmd, "env": env}`; a reply without an integer `env` is a system error."""
+        """`{"cmd": cmd, "env": env}` and its reply, which must answer it: an integer `env` that is
+        the next fresh one, only the keys of a command reply, well-formed messages; else a
+        ReplSystemError (reply_mismatch, or repl_message for an error object)."""
         payload: dict[str, Any] = {"cmd": cmd} if env is None else {"cmd": cmd, "env": env}
         reply = self.send(payload, timeout_s)
         if "env" not in reply:
             message = reply.get("message")
-            if isinstance(message, str):
+            if isinstance(message, str) and set(reply) == {"message"}:
                 raise ReplSystemError(REPL_MESSAGE, message.strip()[:500])
             raise ReplSystemError(GARBAGE, f"reply without an env: {json.dumps(reply)[:300]}")
         if not isinstance(reply["env"], int):
             raise ReplSystemError(GARBAGE, f"reply with a non-integer env: {reply['env']!r}")
+        problem = reply_problem(reply, self.next_env)
+        if problem is not None:
+            raise ReplSystemError(MISMATCH, problem)
+        self.next_env += 1
         return reply
+
+    def pickle(self, env: int, path: Path, timeout_s: float) -> None:
+        """Ask the REPL to write env `env` to `path` (`pickleTo`); the reply must be exactly `{"env": env}`."""
+        reply = self.send({"pickleTo": str(path), "env": env}, timeout_s)
+        if reply != {"env": env}:
+            raise ReplSystemError(MISMATCH, f"reply to pickleTo env {env}: {json.dumps(reply)[:300]}")
+
+    def settle(self, grace_s: float) -> None:
+        """After the last reply of a proof: the process must stay alive and silent for `grace_s`.
+
+        A proof's code can print on the REPL's stdout; a forged reply read in place of the real
+        one leaves the real one behind, and a payload may exit once it has answered. Either makes
+        this a ReplSystemError (surplus_output, exited_after_reply), so the proof is never verified.
+        """
+        self._expect_quiet(grace_s, "after the proof's last reply")
+        if self.proc.poll() is not None:
+            raise self._died("the REPL exited after answering", EXITED)
+
+    def _expect_quiet(self, grace_s: float, when: str) -> None:
+        if self._buf.strip():
+            raise ReplSystemError(SURPLUS, f"{len(self._buf)} bytes of output nobody asked for {when}: "
+                                           f"{self._buf[:200]!r}")
+        if self._killed:
+            return
+        ready, _, _ = select.select([self._out_fd], [], [], grace_s)
+        if not ready:
+            return
+        chunk = os.read(self._out_fd, 1 << 16)
+        if not chunk:
+            raise self._died(f"the REPL exited {when}", EXITED)
+        raise ReplSystemError(SURPLUS, f"output nobody asked for {when}: {chunk[:200]!r}")
 
     def read_reply(self, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
@@ -147,6 +203,8 @@ class ReplProcess:
             raise ReplSystemError(kind, f"{e}; reply starts {text[:200]!r}") from e
         if not isinstance(reply, dict):
             raise ReplSystemError(GARBAGE, f"reply is not a JSON object: {text[:200]!r}")
+        if self._buf.strip():
+            raise ReplSystemError(SURPLUS, f"more output right after a reply: {self._buf[:200]!r}")
         return reply
 
     def stderr_tail(self, limit: int = 2000) -> str:
@@ -206,3 +264,19 @@ class ReplProcess:
                 break
             time.sleep(0.01)
         self.kill()
+
+
+def reply_problem(reply: dict[str, Any], expected_env: int) -> str | None:
+    """Why `reply` cannot be the REPL's answer to the command that gets env `expected_env`, or None."""
+    if reply.get("env") != expected_env:
+        return f"reply for env {reply.get('env')!r}, expected the fresh env {expected_env}"
+    extra = sorted(set(reply) - REPLY_KEYS)
+    if extra:
+        return f"reply with unexpected keys {extra}"
+    for key in ("messages", "sorries"):
+        if key in reply and not (isinstance(reply[key], list) and all(isinstance(m, dict) for m in reply[key])):
+            return f"reply whose {key!r} is not a list of objects"
+    for m in reply.get("messages") or []:
+        if m.get("severity") not in SEVERITIES or not isinstance(m.get("data"), str):
+            return f"reply with a malformed message: {json.dumps(m)[:200]}"
+    return None

@@ -3,8 +3,12 @@
 A proof is verified only if, in the reply to `{"cmd": theorem + proof, "env": header_env}`:
 there is no message of severity error; the `sorries` list is empty; no warning says the
 declaration uses sorry (`'sorry'` in Lean v4.15.0, `` `sorry` `` in later versions: both are
-matched); no warning contains "failed"; and in the reply to the audit command sent afterwards
-in the proof's env (`AUDIT_TEMPLATE`: `#print axioms NAME` then `#check @NAME`): the theorem
+matched); no warning contains "failed" (the reference implementation's rule,
+sgs/verification/prover/lean/verifier.py; it also rejects some honest proofs, e.g. an `aesop`
+that warns "failed to ..." yet closes the goal, so it is `verification.failed_warning_fails`,
+on by default); and in the reply to the audit command sent afterwards in the proof's env
+(`AUDIT_TEMPLATE`: `#print axioms _root_.NAME` then `#check @_root_.NAME`, by the root name so
+that a header's `open` cannot make the name ambiguous): the theorem
 exists under the dataset's name, depends only on `ALLOWED_AXIOMS`, and its elaborated type is
 the one the dataset statement elaborates to on its own (`REFERENCE_TEMPLATE`, statement + sorry,
 checked once per process and statement). Reason codes: `REASONS`.
@@ -24,8 +28,8 @@ from sgsbatch.verification.verdict import FAILED, VERIFIED, Verdict
 
 ALLOWED_AXIOMS: frozenset[str] = frozenset({"propext", "Classical.choice", "Quot.sound"})
 SORRY_WARNINGS: tuple[str, ...] = ("declaration uses 'sorry'", "declaration uses `sorry`")
-AUDIT_TEMPLATE = "#print axioms {name}\n#check @{name}"
-REFERENCE_TEMPLATE = "{theorem} sorry\n#check @{name}"
+AUDIT_TEMPLATE = "#print axioms _root_.{name}\n#check @_root_.{name}"
+REFERENCE_TEMPLATE = "{theorem} sorry\n#check @_root_.{name}"
 MESSAGE_CHARS = 2000
 MAX_MESSAGES = 20
 
@@ -66,8 +70,11 @@ def kept_messages(replies: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
-def proof_failure(reply: dict[str, Any]) -> str | None:
-    """The reason code why the proof's own reply already fails it, or None."""
+def proof_failure(reply: dict[str, Any], failed_warning_fails: bool = True) -> str | None:
+    """The reason code why the proof's own reply already fails it, or None.
+
+    `failed_warning_fails`: a warning containing "failed" fails the proof (the reference's rule).
+    """
     msgs = _messages(reply)
     if any(m.get("severity") == "error" for m in msgs):
         return LEAN_ERROR
@@ -76,7 +83,7 @@ def proof_failure(reply: dict[str, Any]) -> str | None:
     warnings = [str(m.get("data", "")) for m in msgs if m.get("severity") == "warning"]
     if any(any(s in w for s in SORRY_WARNINGS) for w in warnings):
         return SORRY
-    if any("failed" in w for w in warnings):
+    if failed_warning_fails and any("failed" in w for w in warnings):
         return FAILED_WARNING
     return None
 
@@ -105,11 +112,12 @@ def reference_type(reply: dict[str, Any]) -> str | None:
     return check_output(reply)
 
 
-def judge(proof_reply: dict[str, Any], audit_reply: dict[str, Any] | None, reference: str | None) -> Verdict:
+def judge(proof_reply: dict[str, Any], audit_reply: dict[str, Any] | None, reference: str | None,
+          failed_warning_fails: bool = True) -> Verdict:
     """The verdict for one proof: `audit_reply` may be None only when the proof already failed."""
     replies = [proof_reply] if audit_reply is None else [proof_reply, audit_reply]
     messages = kept_messages(replies)
-    failure = proof_failure(proof_reply)
+    failure = proof_failure(proof_reply, failed_warning_fails)
     if failure is not None:
         return Verdict(FAILED, failure, messages)
     assert audit_reply is not None, "a proof that passed its own reply is audited"

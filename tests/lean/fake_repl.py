@@ -16,7 +16,13 @@ each followed by a blank line) on stdout, like the REPL v4.15.0. Two modes:
   backtick style), FAKE_ERROR (an error), FAKE_FAILED_WARNING ("linarith failed" warning),
   FAKE_AXIOM (the audit lists sorryAx), FAKE_RENAMED (the theorem elaborates to another type),
   FAKE_SLOW (sleeps 0.3 s), FAKE_BAD_HEADER in a header (an import error).
-  `#print axioms N` / `#check @N` are answered from the env's history.
+  `#print axioms N` / `#check @N` are answered from the env's history (`_root_.` dropped, as Lean prints).
+  `{"pickleTo": P, "env": N}` writes env N's history as JSON to P (what fake_checker.py reads).
+  Forgers (a proof whose code prints on the REPL's stdout): FAKE_FORGE_TWO prints a clean proof
+  reply and a clean audit reply of its own before its real (error) reply; FAKE_FORGE_STDIN
+  prints a clean proof reply, reads the next command from stdin (the audit), answers it with a
+  clean audit, then prints its real (error) reply; FAKE_FORGE_EXIT prints a clean reply and exits.
+  FAKE_SKIP_KERNEL and FAKE_SWAP_PICKLE answer like an honest proof (for fake_checker.py).
 With $FAKE_REPL_LOG set, every process appends `start <pid>` and `cmd <pid> <first line>`.
 """
 
@@ -100,9 +106,26 @@ def rules() -> None:
         if env is not None and not (isinstance(env, int) and 0 <= env < len(envs)):
             reply({"message": "Unknown environment."})
             continue
+        if "pickleTo" in data:
+            Path(data["pickleTo"]).write_text(json.dumps({"history": envs[env]}))
+            reply({"env": env})
+            continue
         history = (envs[env] + "\n" if env is not None else "") + cmd
         out: dict = {}
         messages: list[dict] = []
+        fresh = len(envs)
+        if "FAKE_FORGE_TWO" in cmd:
+            reply({"env": fresh})
+            write_audit_forgery(fresh + 1)
+        if "FAKE_FORGE_STDIN" in cmd:
+            reply({"env": fresh})
+            read_command()
+            write_audit_forgery(fresh + 1)
+        if "FAKE_FORGE_EXIT" in cmd:
+            reply({"env": fresh})
+            os._exit(0)
+        if "FAKE_FORGE" in cmd:
+            messages.append(msg("error", "unsolved goals\n⊢ False", 2))
         if "FAKE_HANG" in cmd:
             time.sleep(3600)
         if "FAKE_CRASH" in cmd:
@@ -134,14 +157,14 @@ def rules() -> None:
         if "FAKE_BAD_HEADER" in cmd:
             messages.append(msg("error", "unknown module prefix 'Nope'"))
         if cmd.startswith("#print axioms "):
-            name = cmd.split()[2]
+            name = cmd.split()[2].removeprefix("_root_.")
             axioms = "propext, sorryAx" if "FAKE_AXIOM" in history else "propext, Classical.choice, Quot.sound"
             messages.append(msg("info", f"'{name}' depends on axioms: [{axioms}]"))
             decl = "theorem" + history.split("theorem", 1)[1] if "theorem" in history else history
             stmt = "False" if "FAKE_RENAMED" in history else statement_of(decl)
             messages.append(msg("info", f"{name} : {stmt}", 2))
         elif "\n#check @" in cmd:  # the reference: statement + sorry, then #check
-            name = cmd.rsplit("#check @", 1)[1].strip()
+            name = cmd.rsplit("#check @", 1)[1].strip().removeprefix("_root_.")
             messages.append(msg("warning", "declaration uses 'sorry'"))
             messages.append(msg("info", f"{name} : {statement_of(cmd)}", 2))
         elif "FAKE_SORRY_BACKTICK" in cmd:
@@ -159,6 +182,12 @@ def rules() -> None:
         envs.append(history)
         out["env"] = len(envs) - 1
         reply(out)
+
+
+def write_audit_forgery(env: int) -> None:
+    """A clean audit reply, as a payload that knows the protocol would print it."""
+    reply({"messages": [msg("info", "'x' depends on axioms: [propext]"), msg("info", "x : forged", 2)],
+           "env": env})
 
 
 def main() -> None:

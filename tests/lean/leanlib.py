@@ -12,12 +12,15 @@ from sgsbatch.verification.pool import PoolSettings
 
 HERE = Path(__file__).resolve().parent
 FAKE = HERE / "fake_repl.py"
+FAKE_CHECKER = HERE / "fake_checker.py"
 TRANSCRIPTS = Path(__file__).resolve().parents[2].parent / "shared" / "lean-repl-v4.15.0"
 FAKE_COMMAND = (sys.executable, str(FAKE))
+FAKE_CHECKER_COMMAND = (sys.executable, str(FAKE_CHECKER))
 
 
 def settings(tmp_path: Path, **kw: object) -> PoolSettings:
     base: dict[str, object] = dict(command=FAKE_COMMAND, project_dir=tmp_path, processes=2, timeout_s=1.5,
-                                   header_timeout_s=10.0, memory_limit_mb=0, max_proofs=200, retries=1)
+                                   header_timeout_s=10.0, memory_limit_mb=0, max_proofs=200, retries=1,
+                                   kernel_recheck=True, checker_command=FAKE_CHECKER_COMMAND)
     base.update(kw)
     return PoolSettings(**base)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 FAKE = Path(__file__).resolve().with_name("fake_repl.py")
 BENCH = REPO / "bench" / "bench_lean.py"
 STAND_IN = f"{sys.executable} {FAKE}"
+CHECKER = f"{sys.executable} {FAKE.with_name('fake_checker.py')}"
 THEOREM = "theorem t{i} (x : ℕ) : x + 0 = x := by"
 
 
@@ -34,7 +35,7 @@ def test_both_modes_agree(tmp_path: Path) -> None:
     ])
     out = tmp_path / "result.json"
     proc = _bench(tmp_path, str(inp), "--proofs", "6", "--processes", "2", "--repl-command", STAND_IN,
-                  "--project-dir", str(tmp_path), "--out", str(out))
+                  "--checker-command", CHECKER, "--project-dir", str(tmp_path), "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "STAND-IN REPL" in proc.stdout and "verdict agreement: 6/6" in proc.stdout
     r = json.loads(out.read_text())
@@ -43,6 +44,10 @@ def test_both_modes_agree(tmp_path: Path) -> None:
         assert r[mode]["proofs"] == 6 and r[mode]["processes"] == 2
         assert r[mode]["proofs_per_s"] > 0 and r[mode]["proofs_per_s_per_core"] > 0
         assert r[mode]["verdicts"] == {"verified": 4, "failed": 2}
+    # the re-check's cost is measured against the same pool without it; both agree on verdicts
+    assert r["verification"]["kernel_recheck"] is True
+    assert r["pool_no_recheck"]["verdicts"] == {"verified": 4, "failed": 2}
+    assert isinstance(r["recheck_s_per_verified_proof"], float)
     assert r["fresh"]["repl_processes_started"] == 6  # one fresh process per proof, no reuse
     assert r["pool"]["repl_processes_started"] <= 2 * 2  # at most a process per slot per header
     assert r["agreement"] == {"proofs": 6, "agree": 6, "disagreements": []}
@@ -57,7 +62,8 @@ def test_builtin_set_and_disagreement(tmp_path: Path) -> None:
     # (the stand-in lists sorryAx for FAKE_AXIOM) is reported as a disagreement, exit status 1.
     out = tmp_path / "builtin.json"
     proc = _bench(tmp_path, "--processes", "1", "--proofs", "9", "--repl-command", STAND_IN,
-                  "--project-dir", str(tmp_path), "--out", str(out), "--no-warm-up")
+                  "--project-dir", str(tmp_path), "--out", str(out), "--no-warm-up",
+                  "--set", "verification.kernel_recheck=false")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(out.read_text())["agreement"]["agree"] == 9
     inp = _rows(tmp_path / "axiom.jsonl", [
@@ -65,7 +71,7 @@ def test_builtin_set_and_disagreement(tmp_path: Path) -> None:
         {"id": "cheat", "header": "", "theorem": THEOREM.format(i=2), "proof": "\n  simp  -- FAKE_AXIOM"},
     ])
     proc = _bench(tmp_path, str(inp), "--processes", "2", "--repl-command", STAND_IN,
-                  "--project-dir", str(tmp_path), "--out", str(out))
+                  "--checker-command", CHECKER, "--project-dir", str(tmp_path), "--out", str(out))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "DISAGREE cheat: pool failed (axioms), fresh verified (None)" in proc.stdout
     (d,) = json.loads(out.read_text())["agreement"]["disagreements"]

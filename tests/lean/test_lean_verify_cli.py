@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from leanlib import FAKE_COMMAND
+from leanlib import FAKE_CHECKER_COMMAND, FAKE_COMMAND
 
 from sgsbatch.verification.command import split_code
 
@@ -15,10 +15,11 @@ THEOREM = "theorem t{i} (x : ℝ) : x ^ 2 ≥ 0 := by"
 
 
 def _run(tmp_path: Path, inp: Path, out: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
-    command = json.dumps(list(FAKE_COMMAND))
+    command, checker = json.dumps(list(FAKE_COMMAND)), json.dumps(list(FAKE_CHECKER_COMMAND))
     return subprocess.run(
         [sys.executable, "-m", "sgsbatch.cli", "verify", str(inp), "--out", str(out), "--processes", "2",
          "--set", f"verification.repl_command={command}", "--set", f"verification.project_dir={tmp_path}",
+         "--set", f"verification.checker_command={checker}",
          "--set", "verification.timeout_s=2", *extra],
         capture_output=True, text=True, env=env, timeout=120,
     )
