@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 from fake_repl import log, read_command, write

@@ -116,11 +116,11 @@ def rules() -> None:
         fresh = len(envs)
         if "FAKE_FORGE_TWO" in cmd:
             reply({"env": fresh})
-            write_audit_forgery(fresh + 1)
+            write_audit_forgery(fresh + 1, cmd)
         if "FAKE_FORGE_STDIN" in cmd:
             reply({"env": fresh})
             read_command()
-            write_audit_forgery(fresh + 1)
+            write_audit_forgery(fresh + 1, cmd)
         if "FAKE_FORGE_EXIT" in cmd:
             reply({"env": fresh})
             os._exit(0)
@@ -184,10 +184,11 @@ def rules() -> None:
         reply(out)
 
 
-def write_audit_forgery(env: int) -> None:
-    """A clean audit reply, as a payload that knows the protocol would print it."""
-    reply({"messages": [msg("info", "'x' depends on axioms: [propext]"), msg("info", "x : forged", 2)],
-           "env": env})
+def write_audit_forgery(env: int, cmd: str) -> None:
+    """The clean audit reply of the theorem in `cmd`, as a payload that knows the protocol prints it."""
+    name = cmd.split()[1]
+    reply({"messages": [msg("info", f"'{name}' depends on axioms: [propext]"),
+                        msg("info", f"{name} : {statement_of(cmd)}", 2)], "env": env})
 
 
 def main() -> None:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from sgsbatch.config.schema import VerificationConfig
 from sgsbatch.verification.lean import LeanVerifier, resolve_project_dir
+from sgsbatch.verification.pool import PoolSettings, ReplPool
+from sgsbatch.verification.recheck import KernelChecker
+from sgsbatch.verification.repl import ReplProcess
 from sgsbatch.verification.verdict import FAILED, TIMEOUT, VERIFIED, ProofJob
 
 pytestmark = pytest.mark.lean
@@ -42,6 +46,7 @@ def test_real_proofs(verifier: LeanVerifier) -> None:
     ]
     got = {j.key: v for j, v, _ in verifier.verify_stream(jobs)}
     assert got["pass"].verdict == VERIFIED, got["pass"]
+    assert any("kernel re-check: ok" in m for m in got["pass"].messages)  # on by default
     assert got["pass_core"].verdict == VERIFIED, got["pass_core"]
     assert got["classical"].verdict == VERIFIED, got["classical"]
     assert (got["fail"].verdict, got["fail"].reason) == (FAILED, "lean_error")
@@ -59,3 +64,74 @@ def test_real_timeout() -> None:
         assert verdict.verdict in (TIMEOUT, FAILED)  # nlinarith on this either runs out of time or gives up
     finally:
         v.close()
+
+
+# ------------------------------------------------------------------ the kernel re-check, for real
+CHECKER = PROJECT / CFG.checker_command[-1]
+
+
+def _need_checker() -> None:
+    if shutil.which("lake") is None or not REPL.exists():
+        pytest.skip("real Lean tests need `lake` and the built REPL: run ./setup.sh --lean")
+    if not CHECKER.exists():
+        pytest.skip(f"the kernel re-check is not built at {CHECKER}: run ./setup.sh --lean")
+
+
+def test_real_recheck_through_the_pool(tmp_path: Path) -> None:
+    _need_checker()
+    settings = PoolSettings(command=CFG.repl_command, project_dir=PROJECT, processes=1, timeout_s=120.0,
+                            kernel_recheck=True, checker_command=CFG.checker_command)
+    pool = ReplPool(settings)
+    try:
+        ((_, verdict, _),) = list(pool.run([_job("true", "theorem sq_nonneg'' (x : ℝ) : 0 ≤ x ^ 2 := by",
+                                                 "\n  positivity")]))
+    finally:
+        pool.close()
+    assert verdict.verdict == VERIFIED and any("kernel re-check: ok" in m for m in verdict.messages), verdict
+
+
+SKIP_KERNEL = """set_option debug.skipKernelTC true in
+theorem bad_false : False := by
+  run_tac do
+    let g ← Lean.Elab.Tactic.getMainGoal
+    g.assign (Lean.mkConst ``True.intro)"""
+
+
+def _pickled(repl: ReplProcess, cmd: str, path: Path) -> Path:
+    header = repl.command("import Mathlib", None, 600.0)
+    reply = repl.command(cmd, header["env"], 120.0)
+    repl.pickle(reply["env"], path, 120.0)
+    return path
+
+
+def test_real_recheck_rejects_what_the_kernel_never_saw(tmp_path: Path) -> None:
+    """A false theorem accepted under the kernel-skipping option (sent to the REPL by hand: the
+    static checks refuse the option before Lean would see it) is rejected by the replay."""
+    _need_checker()
+    repl = ReplProcess(CFG.repl_command, PROJECT)
+    checker = KernelChecker(CFG.checker_command, PROJECT)
+    try:
+        pickle = _pickled(repl, SKIP_KERNEL, tmp_path / "skip.olean")
+        got = checker.check(header="import Mathlib", theorem="theorem bad_false : False := by", name="bad_false",
+                            pickle=pickle, timeout_s=600.0)
+    finally:
+        repl.close()
+        checker.close()
+    assert (got.ok, got.reason) == (False, "kernel_rejected"), got
+
+
+def test_real_recheck_changed_statement(tmp_path: Path) -> None:
+    _need_checker()
+    repl = ReplProcess(CFG.repl_command, PROJECT)
+    checker = KernelChecker(CFG.checker_command, PROJECT)
+    try:
+        pickle = _pickled(repl, "theorem chg (x : ℕ) : x = x := by\n  rfl", tmp_path / "env.olean")
+        same = checker.check(header="import Mathlib", theorem="theorem chg (x : ℕ) : x = x := by", name="chg",
+                             pickle=pickle, timeout_s=600.0)
+        other = checker.check(header="import Mathlib", theorem="theorem chg (x : ℕ) : x = x + 0 := by",
+                              name="chg", pickle=pickle, timeout_s=600.0)
+    finally:
+        repl.close()
+        checker.close()
+    assert same.ok and set(same.axioms) <= {"propext", "Classical.choice", "Quot.sound"}, same
+    assert (other.ok, other.reason) == (False, "statement_changed"), other
