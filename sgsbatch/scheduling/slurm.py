@@ -60,14 +60,14 @@ def job_name(run: str, r: int, phase: str) -> str:
 
 @contextmanager
 def _clean_env() -> Iterator[None]:
-    saved = {k: v for k, v in os.environ.items()
-             if k.startswith(("SLURM_", "SBATCH_", "SRUN_", *DIST_PREFIXES)) or k in DIST_ENV or k in JOB_ENV}
-    for k in saved:
-        del os.environ[k]
-    try:
+    """submitit's own scrub (SLURM_*, SLURMD_*, SRUN_*, SBATCH_*, SUBMITIT_*, the torch.distributed
+    rendezvous variables) plus what it does not know: our launcher's and DeepSpeed's variables
+    (DIST_ENV, DIST_PREFIXES) and the devices and threads of the job's allocation (JOB_ENV)."""
+    from submitit.helpers import clean_env
+
+    extra = [k for k in os.environ if k.startswith(DIST_PREFIXES) or k in DIST_ENV or k in JOB_ENV]
+    with clean_env(extra_names=extra):
         yield
-    finally:
-        os.environ.update(saved)
 
 
 def _active_job(h: RunHandle, r: int, phase: str) -> SlurmJob | None:

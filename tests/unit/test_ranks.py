@@ -121,10 +121,12 @@ def test_a_two_node_train_job_asks_for_one_task_per_node(tmp_path: Path) -> None
 
 def test_a_round_submitted_from_a_train_job_inherits_none_of_its_resources(monkeypatch: pytest.MonkeyPatch) -> None:
     for k, v in {"SLURM_JOB_ID": "5", "CUDA_VISIBLE_DEVICES": "0,1", "OMP_NUM_THREADS": "8", "MASTER_PORT": "2",
-                 "DS_ACCELERATOR": "cpu", "LOCAL_RANK": "1", "HOME_SITE": "kept"}.items():
+                 "DS_ACCELERATOR": "cpu", "LOCAL_RANK": "1", "HOME_SITE": "kept", "SUBMITIT_EXECUTOR": "slurm",
+                 "SLURMD_NODENAME": "n1"}.items():
         monkeypatch.setenv(k, v)
     with slurm._clean_env():
         seen = dict(os.environ)
-    for k in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MASTER_PORT", "DS_ACCELERATOR", "LOCAL_RANK"):
+    for k in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MASTER_PORT", "DS_ACCELERATOR", "LOCAL_RANK",
+              "SUBMITIT_EXECUTOR", "SLURMD_NODENAME"):
         assert k not in seen, k
     assert seen["HOME_SITE"] == "kept" and os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"  # restored afterwards
