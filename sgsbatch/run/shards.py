@@ -66,6 +66,7 @@ class Shard:
         self.failed_marker = phase_dir / f"{stem}.failed"
         self.pid_file = phase_dir / f"{stem}.pid"
         self.started_file = phase_dir / f"{stem}.started"
+        self.time_limits = phase_dir / f"{stem}.timelimits"
 
     def mark_started(self) -> None:
         """Record when the task first started (kept across retries and requeues)."""
@@ -137,8 +138,30 @@ class Shard:
         reason: str = read_json(self.failed_marker)["reason"]
         return reason
 
+    def record_time_limit(self, progress: dict[str, Any]) -> bool:
+        """Record a stop at the time limit with a signature of the progress made so far; True if
+        the previous stop at the time limit had the same signature (no progress in between)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        earlier = read_jsonl(self.time_limits)
+        with self.time_limits.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"time": time.time(), "progress": progress}, sort_keys=True) + "\n")
+        return bool(earlier) and earlier[-1].get("progress") == progress
+
+    def progress(self) -> dict[str, Any]:
+        """What a task has achieved so far: items in its item log, and (training) the step of each
+        checkpoint and the completion markers under the phase directory."""
+        steps = {}
+        for f in sorted(self.dir.rglob("progress.json")):
+            try:
+                steps[str(f.relative_to(self.dir))] = json.loads(f.read_text()).get("steps")
+            except (OSError, ValueError):
+                continue
+        markers = sorted(str(f.relative_to(self.dir)) for f in self.dir.rglob("*") if f.name.endswith(".done")
+                         or f.name in ("prepared.json", "export.json"))
+        return {"items": len(self.done_items()), "steps": steps, "markers": markers}
+
     def clear_failures(self) -> None:
-        for p in (self.failures, self.failed_marker):
+        for p in (self.failures, self.failed_marker, self.time_limits):
             p.unlink(missing_ok=True)
 
 

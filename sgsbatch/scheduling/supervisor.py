@@ -8,6 +8,10 @@ and the supervisor fails, which leaves dependent Slurm jobs never satisfiable: t
 stalled until `sgsbatch resume`. A worker that exits with REQUEUE_EXIT stopped on SIGUSR2: on
 Slurm the supervisor requeues the job (`scontrol requeue`; if Slurm is already requeuing it for
 a preemption that fails harmlessly) and waits to be killed; locally it reports `interrupted`.
+SIGUSR2 is the time limit's warning (`slurm.<phase>.signal_delay_s`): a task that reaches its time
+limit twice with no progress in between (no new item in its item log, no new training checkpoint
+or completion marker: `Shard.progress`) is not requeued again but failed, with a reason naming
+the shard and the keys to raise; preemptions (SIGTERM, Slurm's own requeue) are never counted.
 SIGTERM is passed on too and waited out (a train job saves its checkpoint), then the supervisor
 exits without requeueing: whoever sent it (a preemption, `scontrol requeue`, a cancel) decides.
 Only the child this supervisor started is ever signalled. In a multi-node train job (one task per
@@ -102,6 +106,12 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         if rc == REQUEUE_EXIT or stop["usr2"]:
             if not on_slurm:
                 return INTERRUPTED
+            if shard.record_time_limit(shard.progress()):  # SIGUSR2 is the time limit's warning
+                shard.mark_failed(
+                    f"round {r} {phase} shard {shard_index} reached its time limit twice without finishing a new "
+                    f"item ({shard.progress()['items']} items done, none since the last time limit): raise "
+                    f"slurm.{phase}.time_min or use more shards (shards.{phase}), then `sgsbatch resume`")
+                return FAILED
             requeue_self()
         if on_slurm and rc in (-signal.SIGTERM, -signal.SIGKILL):
             time.sleep(5)  # a job-wide kill (cancel, requeue) reaches the supervisor too: don't count it

@@ -1,0 +1,72 @@
+"""No endless requeue: a task that reaches its time limit twice with no progress in between is
+failed with a reason naming the shard and the keys to raise; one that progresses is requeued each
+time (issue 18, part 5). The worker is a stand-in process; `requeue_self` (scontrol) is replaced
+by an exception that stands for "the job was requeued and starts again"."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from sgsbatch.phases.task import REQUEUE_EXIT
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import Shard
+from sgsbatch.scheduling import supervisor as S
+
+
+class Requeued(Exception):
+    pass
+
+
+def _requeue() -> None:
+    raise Requeued
+
+
+def _worker(partial: Path, progress: bool) -> list[str]:
+    """A worker that stops at the 'time limit' (REQUEUE_EXIT), after one new item if `progress`."""
+    code = "import json,sys\n"
+    if progress:
+        code += ("p=sys.argv[1]\nn=sum(1 for _ in open(p)) if __import__('os').path.exists(p) else 0\n"
+                 "open(p,'a').write(json.dumps({'key': f'item{n}'})+'\\n')\n")
+    code += f"sys.exit({REQUEUE_EXIT})\n"
+    return [sys.executable, "-c", code, str(partial)]
+
+
+@pytest.mark.parametrize("progress", [False, True])
+def test_time_limits_without_progress_stall_the_shard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      progress: bool) -> None:
+    shard = Shard(RunPaths(tmp_path).phase_dir(3, "verify"), 7)
+    monkeypatch.setattr(S, "worker_command", lambda *a: _worker(shard.partial, progress))
+    monkeypatch.setattr(S, "requeue_self", _requeue)
+    with pytest.raises(Requeued):  # the first time limit: requeued
+        S.run_supervised(tmp_path, 3, "verify", 7, max_retries=2, on_slurm=True)
+    for _ in range(4):  # the requeued job hits the limit again, and again
+        if progress:
+            with pytest.raises(Requeued):
+                S.run_supervised(tmp_path, 3, "verify", 7, max_retries=2, on_slurm=True)
+        else:
+            assert S.run_supervised(tmp_path, 3, "verify", 7, max_retries=2, on_slurm=True) == S.FAILED
+            break
+    if progress:
+        assert shard.failed_reason() is None and len(shard.done_items()) == 5
+        assert shard.failure_count() == 0  # a time limit is not a crash
+    else:
+        reason = shard.failed_reason()
+        assert reason is not None
+        assert "round 3 verify shard 7 reached its time limit twice without finishing a new item" in reason
+        assert "slurm.verify.time_min" in reason and "shards.verify" in reason
+        shard.clear_failures()  # what `resume` does after the config is raised
+        assert not shard.time_limits.exists()
+
+
+def test_progress_counts_training_checkpoints(tmp_path: Path) -> None:
+    shard = Shard(tmp_path / "train", 0)
+    (tmp_path / "train" / "solver").mkdir(parents=True)
+    before = shard.progress()
+    assert not shard.record_time_limit(before)
+    (tmp_path / "train" / "solver" / "progress.json").write_text(json.dumps({"steps": 4}))
+    assert not shard.record_time_limit(shard.progress())  # a new checkpoint is progress
+    assert shard.record_time_limit(shard.progress())  # the same checkpoint again is not
