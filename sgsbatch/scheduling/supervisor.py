@@ -8,8 +8,9 @@ and the supervisor fails, which leaves dependent Slurm jobs never satisfiable: t
 stalled until `sgsbatch resume`. A worker that exits with REQUEUE_EXIT stopped on SIGUSR2: on
 Slurm the supervisor requeues the job (`scontrol requeue`; if Slurm is already requeuing it for
 a preemption that fails harmlessly) and waits to be killed; locally it reports `interrupted`.
-SIGUSR2 is the time limit's warning (`slurm.<phase>.signal_delay_s`): a task that reaches its time
-limit twice with no progress in between (no new item in its item log, no new training checkpoint
+SIGUSR2 is the time limit's warning (`slurm.<phase>.signal_delay_s`) and a preemption's; when
+Slurm says the job's time is up (`at_time_limit`), a task that reaches its time limit twice with
+no progress in between (no new item in its item log, no new training checkpoint
 or completion marker: `Shard.progress`) is not requeued again but failed, with a reason naming
 the shard and the keys to raise; preemptions (SIGTERM, Slurm's own requeue) are never counted.
 SIGTERM is passed on too and waited out (a train job saves its checkpoint), then the supervisor
@@ -106,7 +107,7 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         if rc == REQUEUE_EXIT or stop["usr2"]:
             if not on_slurm:
                 return INTERRUPTED
-            if shard.record_time_limit(shard.progress()):  # SIGUSR2 is the time limit's warning
+            if at_time_limit(paths, phase) and shard.record_time_limit(shard.progress()):
                 shard.mark_failed(
                     f"round {r} {phase} shard {shard_index} reached its time limit twice without finishing a new "
                     f"item ({shard.progress()['items']} items done, none since the last time limit): raise "
@@ -124,6 +125,34 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         if multi_node:
             requeue_self()  # every node starts its ranks again, on a fresh rendezvous port
     return DONE
+
+
+def at_time_limit(paths: RunPaths, phase: str) -> bool:
+    """True if this SIGUSR2 is the time limit's warning, not a preemption (which sends it too):
+    Slurm says the job has at most `slurm.<phase>.signal_delay_s` (+ 2 min) left. False when
+    that cannot be told (no squeue, no limit): a preemption must never be counted."""
+    from sgsbatch.config.loading import from_toml_text
+
+    job = os.environ.get("SLURM_JOB_ID", "")
+    try:
+        cfg = from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config))
+        out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%L"], capture_output=True, text=True, timeout=60)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return False
+    left = _slurm_seconds(out.stdout.strip().splitlines()[0] if out.stdout.strip() else "")
+    return left is not None and left <= cfg.phase_resources(phase).signal_delay_s + 120
+
+
+def _slurm_seconds(text: str) -> int | None:
+    """Seconds of a Slurm duration (`[days-]hours:minutes:seconds`, `minutes:seconds`); None if not one."""
+    days, _, rest = text.rpartition("-")
+    parts = rest.split(":")
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts) or (days and not days.isdigit()):
+        return None
+    secs = 0
+    for p in parts:
+        secs = secs * 60 + int(p)
+    return secs + int(days or 0) * 86400
 
 
 def requeue_self() -> None:

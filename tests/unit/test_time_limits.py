@@ -41,6 +41,7 @@ def test_time_limits_without_progress_stall_the_shard(tmp_path: Path, monkeypatc
     shard = Shard(RunPaths(tmp_path).phase_dir(3, "verify"), 7)
     monkeypatch.setattr(S, "worker_command", lambda *a: _worker(shard.partial, progress))
     monkeypatch.setattr(S, "requeue_self", _requeue)
+    monkeypatch.setattr(S, "at_time_limit", lambda *a: True)  # Slurm says the time is up
     with pytest.raises(Requeued):  # the first time limit: requeued
         S.run_supervised(tmp_path, 3, "verify", 7, max_retries=2, on_slurm=True)
     for _ in range(4):  # the requeued job hits the limit again, and again
@@ -70,3 +71,22 @@ def test_progress_counts_training_checkpoints(tmp_path: Path) -> None:
     (tmp_path / "train" / "solver" / "progress.json").write_text(json.dumps({"steps": 4}))
     assert not shard.record_time_limit(shard.progress())  # a new checkpoint is progress
     assert shard.record_time_limit(shard.progress())  # the same checkpoint again is not
+
+
+def test_preemptions_are_never_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shard = Shard(RunPaths(tmp_path).phase_dir(0, "solve"), 0)
+    monkeypatch.setattr(S, "worker_command", lambda *a: _worker(shard.partial, False))
+    monkeypatch.setattr(S, "requeue_self", _requeue)
+    monkeypatch.setattr(S, "at_time_limit", lambda *a: False)  # SIGUSR2 with plenty of time left
+    for _ in range(5):
+        with pytest.raises(Requeued):
+            S.run_supervised(tmp_path, 0, "solve", 0, max_retries=1, on_slurm=True)
+    assert shard.failed_reason() is None and not shard.time_limits.exists()
+
+
+@pytest.mark.parametrize(("text", "secs"), [
+    ("1:58", 118), ("0:05", 5), ("2:00:00", 7200), ("1-02:03:04", 93784), ("UNLIMITED", None), ("", None),
+    ("INVALID", None), ("1:x", None),
+])
+def test_slurm_durations(text: str, secs: int | None) -> None:
+    assert S._slurm_seconds(text) == secs
