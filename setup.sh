@@ -9,6 +9,9 @@
 #   ./setup.sh --lean-core   also Lean + the REPL, without Mathlib (see lean/)
 #   ./setup.sh --help
 #
+# Versions come from the lock (pip constraints): requirements/cpu.txt, or requirements/gpu.txt
+# with --gpu; SGSBATCH_UNLOCKED=1 installs the newest versions pyproject.toml allows instead
+# (requirements/relock.sh regenerates both locks).
 # Environment: PYTHON=/path/to/python3.11+ picks the interpreter; VENV=path the venv.
 set -euo pipefail
 
@@ -17,7 +20,7 @@ cd "$ROOT"
 VENV="${VENV:-$ROOT/.venv}"
 TORCH_VERSION=2.13.0
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
 
 dev=0 gpu=0 lean_flag=""
 for arg in "$@"; do
@@ -81,13 +84,20 @@ else
 fi
 
 PIP=("$VENV/bin/python" -m pip)
+LOCK="$ROOT/requirements/cpu.txt"
+((gpu)) && LOCK="$ROOT/requirements/gpu.txt"
+CONSTRAINTS=(-c "$LOCK")
+if [[ ${SGSBATCH_UNLOCKED:-0} == 1 ]]; then
+    CONSTRAINTS=()
+    step "SGSBATCH_UNLOCKED=1: installing without the lock"
+fi
 
 step "upgrading pip"
 "${PIP[@]}" install --upgrade pip
 
 # torch first, pinned: an unpinned torch would pull gigabytes of CUDA wheels on a CPU machine.
 step "installing torch==$TORCH_VERSION"
-"${PIP[@]}" install "torch==$TORCH_VERSION"
+"${PIP[@]}" install ${CONSTRAINTS[@]+"${CONSTRAINTS[@]}"} "torch==$TORCH_VERSION"
 
 extras=()
 ((dev)) && extras+=(dev)
@@ -99,8 +109,8 @@ if ((${#extras[@]})); then
         echo "${extras[*]}"
     )]"
 fi
-step "installing sgsbatch (editable): pip install -e '$target'"
-"${PIP[@]}" install -e "$target"
+step "installing sgsbatch (editable): pip install -e '$target' ${CONSTRAINTS[*]+${CONSTRAINTS[*]}}"
+"${PIP[@]}" install ${CONSTRAINTS[@]+"${CONSTRAINTS[@]}"} -e "$target"
 
 if [[ -n $lean_flag ]]; then
     step "Lean ($lean_flag)"

@@ -16,6 +16,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 KNOWN = {"vllm": "vllm"}  # module -> distribution, for extras not installed on this machine
 # Declared but never imported by name: used through another package.
@@ -79,3 +81,37 @@ def test_the_check_catches_an_undeclared_import(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "fixturepkg"\ndependencies = ["click>=8"]\n[project.optional-dependencies]\ngpu = []\n')
     assert undeclared(pkg, tmp_path / "pyproject.toml") == {"yaml": md.packages_distributions().get("yaml", ["yaml"])[0]}
+
+
+# ----------------------------------------------------------------------------- the locks (part 2)
+def _pins(lock: Path) -> dict[str, str]:
+    out = {}
+    for line in lock.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            out[_norm(name)] = version.split(";")[0].strip()
+    return out
+
+
+@pytest.mark.parametrize(("lock", "extras"), [("cpu.txt", ("dev",)), ("gpu.txt", ("gpu", "dev"))])
+def test_the_locks_pin_every_declared_dependency_within_its_range(lock: str, extras: tuple[str, ...]) -> None:
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    pins = _pins(REPO / "requirements" / lock)
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    reqs = [Requirement(r) for r in project["dependencies"]] + [
+        Requirement(r) for e in extras for r in project["optional-dependencies"][e]]
+    for req in reqs:
+        name = _norm(req.name)
+        assert name in pins, f"requirements/{lock} does not pin {req.name}: run requirements/relock.sh"
+        assert req.specifier.contains(Version(pins[name]), prereleases=True), (
+            f"requirements/{lock} pins {req.name}=={pins[name]}, outside {req.specifier} of pyproject.toml")
+
+
+def test_setup_installs_the_locked_torch() -> None:
+    pinned = re.search(r"^TORCH_VERSION=(\S+)$", (REPO / "setup.sh").read_text(), re.M)
+    assert pinned is not None
+    for lock in ("cpu.txt", "gpu.txt"):
+        assert _pins(REPO / "requirements" / lock)["torch"] == pinned.group(1), lock
