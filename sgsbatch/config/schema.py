@@ -28,6 +28,8 @@ class RunConfig:
     local_workers: int = 2  # parallel tasks of the local executor
     smoke: bool = False  # set by `launch --smoke`
     submit_from_jobs: bool = True  # false: `sgsbatch watch` drives the chain from outside
+    # a task whose torch/transformers/deepspeed/vllm/sgsbatch differs from the launch's refuses to run
+    allow_env_drift: bool = False
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,11 @@ from sgsbatch.config.loading import from_toml_text
 from sgsbatch.data import Target
 from sgsbatch.errors import RunError
 from sgsbatch.round.results import run_targets
+from sgsbatch.run import environment
 from sgsbatch.run.handle import RunHandle, database_url, insert_run
 from sgsbatch.run.journal import read_journal
 from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import read_json
 from sgsbatch.scheduling.chain import end_round_from_marker
 from sgsbatch.state.db import Database, open_db
 from sgsbatch.state.schema import Attempt, Checkpoint, Run, RunState, SlurmJob
@@ -107,7 +109,9 @@ def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None
     db, aside = _fresh_database(paths, url, cfg.run.name, bool(cfg.run.database_url), force)
     targets = [Target(t.problem_id, t.header, t.theorem) for t in run_targets(paths)]
     executor = cfg.run.executor if cfg.run.executor != "auto" else ("slurm" if paths.slurm.exists() else "local")
-    run_id = insert_run(db, cfg, paths, text, targets, executor, created_at=paths.config.stat().st_mtime)
+    env_file = paths.root / environment.FILE
+    env = read_json(env_file) if env_file.exists() else None  # runs launched before it was recorded have none
+    run_id = insert_run(db, cfg, paths, text, targets, executor, created_at=paths.config.stat().st_mtime, env=env)
     h = RunHandle(cfg, paths, db, run_id)
     jobs = _restore_jobs(h)
     done = 0

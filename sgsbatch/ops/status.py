@@ -10,17 +10,19 @@ database of 200 full-scale rounds. Writes nothing.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlmodel import select
 
 from sgsbatch.round.lifecycle import current_phase
+from sgsbatch.run import environment
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.shards import failed_reason
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.scheduling.liveness import StallReason
-from sgsbatch.state.schema import Metric, Round, RunState
+from sgsbatch.state.schema import Metric, Round, RunEnvironment, RunState
 
 
 @dataclass
@@ -44,6 +46,7 @@ class RunStatus:
     jobs: list[dict[str, Any]] | None = None  # Slurm: active jobs, task states, restarts
     sacct_unavailable: bool = False
     driver_pid: int | None = None  # local: the live driver
+    environment: dict[str, Any] | None = None  # the launch's (run/environment.summary); None before it was recorded
 
     @property
     def repairable(self) -> bool:
@@ -57,7 +60,7 @@ class RunStatus:
             "rounds": self.rounds, "rounds_completed": self.rounds_completed, "round": self.round,
             "phase": self.phase, "simulated": self.simulated, "smoke": self.smoke, "targets": self.targets,
             "run_dir": self.run_dir, "metrics": self.metrics,
-            "stall": self.stall.value if self.stall else None,
+            "stall": self.stall.value if self.stall else None, "environment": self.environment,
         }
         if self.jobs is not None:
             out["jobs"] = self.jobs
@@ -79,11 +82,14 @@ def run_status(h: RunHandle, live: bool = True) -> RunStatus:
             last = max(done_rounds)
             metrics = {m.name: m.value for m in s.exec(select(Metric).where(Metric.run_id == h.run_id,
                                                                              Metric.round == last)).all()}
+        env_row = s.get(RunEnvironment, h.run_id)
+        launch_env = environment.summary(json.loads(env_row.record)) if env_row is not None else None
     r = min(completed, h.cfg.run.rounds - 1)
     phase = current_phase(h.cfg, h.paths, r)
     st = RunStatus(name=row.name, state=row.state.value, message=row.message, executor=row.executor,
                    rounds=row.rounds, rounds_completed=completed, round=r, phase=phase, simulated=row.simulated,
-                   smoke=row.smoke, targets=row.targets, run_dir=row.run_dir, metrics=metrics)
+                   smoke=row.smoke, targets=row.targets, run_dir=row.run_dir, metrics=metrics,
+                   environment=launch_env)
     if row.state in (RunState.completed, RunState.cancelled, RunState.failed):
         st.phase = None if row.state == RunState.completed else phase
         return st

@@ -13,6 +13,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlmodel import select
 
@@ -20,10 +21,11 @@ from sgsbatch.config.loading import from_toml_text, to_toml
 from sgsbatch.config.schema import Config
 from sgsbatch.data import Target
 from sgsbatch.errors import RunError
+from sgsbatch.run import environment
 from sgsbatch.run.paths import RunPaths, run_paths
-from sgsbatch.run.shards import atomic_write_text
+from sgsbatch.run.shards import atomic_write_json, atomic_write_text
 from sgsbatch.state.db import Database, open_db, sqlite_url
-from sgsbatch.state.schema import Phase, ProblemRow, Round, Run, RunState
+from sgsbatch.state.schema import Phase, ProblemRow, Round, Run, RunEnvironment, RunState
 
 
 @dataclass
@@ -64,8 +66,10 @@ def create_run(cfg: Config, targets: list[Target], executor: str) -> RunHandle:
         atomic_write_text(paths.targets, "".join(
             json.dumps({"id": t.id, "header": t.header, "theorem": t.theorem}, ensure_ascii=False) + "\n"
             for t in targets))
+        env = environment.capture()
+        atomic_write_json(paths.root / environment.FILE, env)
         db = open_db(database_url(cfg, paths))
-        run_id = insert_run(db, cfg, paths, text, targets, executor, time.time())
+        run_id = insert_run(db, cfg, paths, text, targets, executor, time.time(), env)
     except BaseException:
         shutil.rmtree(paths.root, ignore_errors=True)
         raise
@@ -73,8 +77,9 @@ def create_run(cfg: Config, targets: list[Target], executor: str) -> RunHandle:
 
 
 def insert_run(db: Database, cfg: Config, paths: RunPaths, text: str, targets: list[Target], executor: str,
-               created_at: float) -> int:
-    """The database rows of a new run: the run, its targets as problems, round 0 and its phases."""
+               created_at: float, env: dict[str, Any] | None = None) -> int:
+    """The database rows of a new run: the run, its environment, its targets as problems, round 0
+    and its phases."""
     with db.write() as s:
         if s.exec(select(Run).where(Run.name == cfg.run.name)).first() is not None:
             raise RunError(f"run {cfg.run.name!r} already exists in {db.url}; choose another run.name")
@@ -86,6 +91,9 @@ def insert_run(db: Database, cfg: Config, paths: RunPaths, text: str, targets: l
         s.flush()
         assert run.id is not None
         run_id = run.id
+        if env is not None:
+            s.add(RunEnvironment(run_id=run_id, captured_at=float(env.get("time", created_at)),
+                                 host=str(env.get("host", "")), record=json.dumps(env, sort_keys=True)))
         s.execute(ProblemRow.__table__.insert(), [  # type: ignore[attr-defined]
             {"run_id": run_id, "problem_id": t.id, "header": t.header, "theorem": t.theorem} for t in targets])
         s.add(Round(run_id=run_id, index=0, state="pending", unsolved=len(targets)))

@@ -32,7 +32,7 @@ from types import FrameType
 
 from sgsbatch.phases.task import REQUEUE_EXIT
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import Shard
+from sgsbatch.run.shards import Shard, atomic_write_json, read_json
 from sgsbatch.scheduling.ranks import DIST_ENV, DIST_PREFIXES, is_first_task
 
 DONE, INTERRUPTED, FAILED = "done", "interrupted", "failed"
@@ -75,6 +75,10 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
     if first:
         shard.dir.mkdir(parents=True, exist_ok=True)
         shard.mark_started()
+        refusal = environment_refusal(paths, shard, r, phase)
+        if refusal is not None:
+            shard.mark_failed(refusal)
+            return FAILED
     child: list[subprocess.Popen[bytes]] = []
     stop = {"usr2": False, "term": False}
 
@@ -125,6 +129,28 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         if multi_node:
             requeue_self()  # every node starts its ranks again, on a fresh rendezvous port
     return DONE
+
+
+def environment_refusal(paths: RunPaths, shard: Shard, r: int, phase: str) -> str | None:
+    """Record this task's environment beside its shard; the reason it may not run when a package
+    that matters differs from the launch's (run/environment.py), unless `run.allow_env_drift`."""
+    from sgsbatch.config.loading import from_toml_text
+    from sgsbatch.run import environment
+
+    here = environment.capture()
+    atomic_write_json(shard.dir / f"shard_{shard.index:05d}.env.json", here)
+    launch_file = paths.root / environment.FILE
+    if not launch_file.exists():
+        return None  # launched before environments were recorded
+    changes = environment.drift(read_json(launch_file), here)
+    if not changes:
+        return None
+    cfg = from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config))
+    if cfg.run.allow_env_drift:
+        return None
+    return (f"round {r} {phase} shard {shard.index} refuses to run in an environment that differs from the "
+            f"launch's: {'; '.join(changes)}. Restore the launch's versions (see {launch_file}), or accept the "
+            f"change with `sgsbatch resume {cfg.run.name} --set run.allow_env_drift=true`")
 
 
 def at_time_limit(paths: RunPaths, phase: str) -> bool:

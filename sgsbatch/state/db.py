@@ -25,8 +25,13 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_
 from sgsbatch.state import schema
 from sgsbatch.state.schema import SchemaVersion
 
+
+def _add_run_environments(conn: Connection) -> None:
+    schema.RunEnvironment.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
+
+
 # version -> upgrade from version-1. Version 1 is the first schema; add entries, never edit them.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _add_run_environments}
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 BUSY_TIMEOUT_MS = 30_000
 

@@ -57,6 +57,16 @@ class Run(SQLModel, table=True):
     targets: int = 0
 
 
+class RunEnvironment(SQLModel, table=True):
+    """The software environment a run was launched in (run/environment.py); one row per run."""
+
+    __tablename__ = "run_environments"
+    run_id: int = Field(foreign_key="runs.id", primary_key=True)
+    captured_at: float
+    host: str = ""
+    record: str  # the JSON of run/environment.capture()
+
+
 class Round(SQLModel, table=True):
     __tablename__ = "rounds"
     __table_args__ = (UniqueConstraint("run_id", "index"),)
