@@ -39,7 +39,7 @@ def targets(n: int) -> list[tuple[str, str, str]]:
         out = [(r["id"], r["header"], r["theorem"]) for r in rows]
     else:
         out = []
-        for line in (REPO / "jobs" / "data" / "tiny_targets.jsonl").read_text().splitlines():
+        for line in (REPO / "sgsbatch" / "embedded" / "tiny_targets.jsonl").read_text().splitlines():
             r = json.loads(line)
             out.append((r["id"], r["header"], r["theorem"]))
     return [(f"{i:04d}-{t[0]}", t[1], t[2]) for i, t in enumerate((out * (n // len(out) + 1))[:n])]

@@ -1,14 +1,16 @@
-"""The sgsbatch checkout: files the package uses at run time that live beside it, not inside it.
+"""Files the package uses at run time: package data, and the checkout around an editable install.
 
-`jobs/data/tiny_targets.jsonl` (the embedded targets of smoke runs) and `lean/` (the Lean project
-the verifier runs in) belong to the repository. `checkout_root()` finds it by walking up from the
-package to the directory holding `pyproject.toml` and `jobs/`, so it does not depend on how deep a
-module sits in the package. Not covered: installs without a checkout (a wheel); they get a clear
-error naming what to pass instead.
+The embedded targets of tiny and smoke runs are package data (`sgsbatch/embedded/`, read through
+`importlib.resources`), so they are there in any install. `lean/` (the Lean project the verifier
+runs in) belongs to the repository: `checkout_root()` finds it by walking up from the package to
+the directory holding `pyproject.toml` and `jobs/`; a relative `verification.project_dir` needs
+it. Not covered: a relative project directory without a checkout (a wheel install); that gets a
+clear error naming the key to set to an absolute path.
 """
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 
@@ -23,4 +25,5 @@ def checkout_root() -> Path:
 
 
 def embedded_tiny_targets() -> Path:
-    return checkout_root() / "jobs" / "data" / "tiny_targets.jsonl"
+    """The 12 small statements of tiny and smoke runs (package data)."""
+    return Path(str(resources.files("sgsbatch") / "embedded" / "tiny_targets.jsonl"))

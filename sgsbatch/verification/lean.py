@@ -26,7 +26,13 @@ def resolve_project_dir(value: str) -> Path:
     Config files give `./lean`-style paths already resolved against the file (config/loading.py).
     """
     path = Path(value).expanduser()
-    return path if path.is_absolute() else (checkout_root() / path).resolve()
+    if path.is_absolute():
+        return path
+    try:
+        return (checkout_root() / path).resolve()
+    except FileNotFoundError as e:
+        raise ValueError(f"verification.project_dir = {value!r} is relative, and sgsbatch is not installed from a "
+                         "checkout (a wheel): set it to the absolute path of your Lean project") from e
 
 
 def _preflight(command: Sequence[str], project_dir: Path, key: str = "verification.repl_command") -> None:
