@@ -30,6 +30,7 @@ class RunConfig:
     submit_from_jobs: bool = True  # false: `sgsbatch watch` drives the chain from outside
     # a task whose torch/transformers/deepspeed/vllm/sgsbatch differs from the launch's refuses to run
     allow_env_drift: bool = False
+    poll_interval_s: float = 30.0  # `launch --wait` / `resume --wait`: seconds between status checks
 
 
 @dataclass(frozen=True)
@@ -315,6 +316,7 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
           "run.name", f"must be a non-empty name without '/' (it names the run directory), got {cfg.run.name!r}")
     check(cfg.run.max_task_retries >= 0, "run.max_task_retries", "must be >= 0")
     check(cfg.run.local_workers >= 1, "run.local_workers", "must be >= 1")
+    check(cfg.run.poll_interval_s > 0, "run.poll_interval_s", f"must be > 0 seconds, got {cfg.run.poll_interval_s}")
     check(cfg.data.limit >= 0, "data.limit", "must be >= 0 (0 = all targets)")
     for role in ("solver", "conjecturer", "guide"):
         sec = getattr(cfg, role)

@@ -148,12 +148,16 @@ def resume(h: RunHandle, force: bool = False) -> str:
     return f"run {h.cfg.run.name}: resubmitted unfinished work from round {r} ({st.state}: {st.message})"
 
 
-def wait(h: RunHandle, poll_s: float = 5.0, on_change: Callable[[RunStatus], None] | None = None) -> RunStatus:
-    """Poll until the run completes, fails, is cancelled or stalls; returns the last status."""
+def wait(h: RunHandle, poll_s: float | None = None, on_change: Callable[[RunStatus], None] | None = None
+         ) -> RunStatus:
+    """Poll every `poll_s` (default `run.poll_interval_s`) until the run completes, fails, is
+    cancelled or stalls; returns the last status. Light on the scheduler: squeue every poll, sacct
+    only when a job leaves the queue (`run_status(detail=False)`)."""
+    poll_s = h.cfg.run.poll_interval_s if poll_s is None else poll_s
     last = None
     stalled_since = None
     while True:
-        st = run_status(h)
+        st = run_status(h, detail=False)
         key = (st.state, st.round, st.phase)
         if on_change and key != last:
             on_change(st)
@@ -175,7 +179,7 @@ def watch_step(h: RunHandle) -> tuple[RunStatus, str | None]:
     A repairable stall is resumed; a shard out of retries is left for a person (its cause must be
     fixed first: an unattended retry would spend the allocation crashing again).
     """
-    st = run_status(h)
+    st = run_status(h, detail=False)
     if st.state == "stalled" and st.repairable:
         return st, resume(h)
     return st, None

@@ -71,8 +71,9 @@ class RunStatus:
         return out
 
 
-def run_status(h: RunHandle, live: bool = True) -> RunStatus:
-    """The run's status; `live=False` skips asking the scheduler (database and files only)."""
+def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatus:
+    """The run's status; `live=False` skips asking the scheduler (database and files only);
+    `detail=False` (polling) asks the scheduler's accounting only when a job has left the queue."""
     row = h.row()
     with h.db.read() as s:
         done_rounds = s.exec(select(Round.index).where(Round.run_id == h.run_id, Round.state == "completed")).all()
@@ -101,7 +102,7 @@ def run_status(h: RunHandle, live: bool = True) -> RunStatus:
         return st
     if not live:
         return st
-    alive = executor_for(h).liveness(h, r, phase)
+    alive = executor_for(h).liveness(h, r, phase, detail)
     st.state, st.stall = alive.state, alive.stall
     st.message = st.message if alive.message is None else alive.message
     st.jobs, st.sacct_unavailable, st.driver_pid = alive.jobs, alive.sacct_unavailable, alive.driver_pid

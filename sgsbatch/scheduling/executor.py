@@ -30,8 +30,10 @@ class Executor(Protocol):
         """Cancel the run's jobs (or its driver); files stay consistent, nothing recorded is lost."""
         ...
 
-    def liveness(self, h: RunHandle, r: int, phase: str) -> Liveness:
-        """Whether something is alive to finish round r's unfinished work (`phase`: the first unfinished one)."""
+    def liveness(self, h: RunHandle, r: int, phase: str, detail: bool = True) -> Liveness:
+        """Whether something is alive to finish round r's unfinished work (`phase`: the first unfinished one).
+
+        `detail=False` (polling: `--wait`, `watch`): ask the scheduler's accounting only when needed."""
         ...
 
     def record_round(self, h: RunHandle, r: int) -> None:

@@ -97,7 +97,7 @@ class LocalExecutor:
     def stop(self, h: RunHandle) -> None:
         stop_driver(h.paths)
 
-    def liveness(self, h: RunHandle, r: int, phase: str) -> Liveness:
+    def liveness(self, h: RunHandle, r: int, phase: str, detail: bool = True) -> Liveness:
         pid = driver_alive(h.paths)
         if pid is None:
             return Liveness("stalled", StallReason.local_driver_dead,

@@ -315,8 +315,11 @@ def _deactivate_jobs(h: RunHandle) -> list[str]:
     return ids
 
 
-def liveness(h: RunHandle, r: int, phase: str) -> Liveness:
-    """Judge a run with unfinished work in round r from its active Slurm jobs (squeue, sacct)."""
+def liveness(h: RunHandle, r: int, phase: str, detail: bool = True) -> Liveness:
+    """Judge a run with unfinished work in round r from its active Slurm jobs (squeue, sacct).
+
+    `detail=False` (what `--wait` and `watch` poll with): `sacct` only when one of the active jobs
+    has left the queue, so a week of polling does not hammer the site's slurmdbd."""
     name = h.cfg.run.name
     jobs = _active_jobs(h, r)
     ids = [j.job_id for j in jobs]
@@ -324,7 +327,9 @@ def liveness(h: RunHandle, r: int, phase: str) -> Liveness:
     if live is None:
         return Liveness("running", message="squeue does not answer: state unknown")
     out = Liveness("running", message="")
-    acct = sacct(ids)
+    queued = {t.job_id.split("_")[0] for t in live}
+    ask = detail or any(i not in queued for i in ids)
+    acct = sacct(ids) if ask else None
     out.jobs = [{"job_id": j.job_id, "phase": j.phase, "round": j.round, "shards": json.loads(j.shards)}
                 for j in jobs]
     if acct is not None:
@@ -332,7 +337,7 @@ def liveness(h: RunHandle, r: int, phase: str) -> Liveness:
             tasks = _tasks_of(acct, row["job_id"])
             row["task_states"] = {k: v[0] for k, v in tasks.items()}
             row["restarts"] = sum(v[1] for v in tasks.values())
-    else:
+    elif ask:
         out.sacct_unavailable = True
     by_phase = {j.job_id: j.phase for j in jobs}
     for t in live:
@@ -364,8 +369,8 @@ class SlurmExecutor:
     def stop(self, h: RunHandle) -> None:
         cancel(_deactivate_jobs(h))
 
-    def liveness(self, h: RunHandle, r: int, phase: str) -> Liveness:
-        return liveness(h, r, phase)
+    def liveness(self, h: RunHandle, r: int, phase: str, detail: bool = True) -> Liveness:
+        return liveness(h, r, phase, detail)
 
     def record_round(self, h: RunHandle, r: int) -> None:
         record_slurm_jobs(h, r)

@@ -190,3 +190,43 @@ def test_watch_really_restarts_a_dead_local_driver(tmp_path: Path) -> None:
         assert run_status(h).state == "running" and h.row().message == "resumed"
     finally:
         local.stop_driver(h.paths)
+
+
+def test_polling_asks_sacct_only_when_a_job_left_the_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--wait` and `watch` poll with detail=False: squeue every time, sacct only when one of the
+    run's active jobs is no longer in the queue (issue 18 part 6); `status` keeps the detail."""
+    h = _run(tmp_path, "slurm")
+    _add_job(h, 0, "init", "11", [0])
+    _add_job(h, 0, "conjecture", "12", [0])
+    asked: list[list[str]] = []
+    monkeypatch.setattr(slurm, "sacct", lambda ids: asked.append(list(ids)) or {"11": ("RUNNING", 0)})
+    monkeypatch.setattr(slurm, "squeue", lambda ids: [TaskState("11", "RUNNING", "None"),
+                                                      TaskState("12_0", "PENDING", "Dependency")])
+    for _ in range(5):
+        st = run_status(h, detail=False)
+        assert st.state == "running" and not st.sacct_unavailable
+    assert asked == []  # both jobs queued: nothing to ask accounting
+    assert run_status(h).jobs is not None and len(asked) == 1  # one-shot status: task states and restarts
+    monkeypatch.setattr(slurm, "squeue", lambda ids: [TaskState("12_0", "RUNNING", "None")])
+    run_status(h, detail=False)  # job 11 left the queue: now accounting is asked
+    assert len(asked) == 2
+
+
+def test_wait_polls_at_the_configured_interval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    h = _run(tmp_path, "slurm")
+    assert h.cfg.run.poll_interval_s == 2  # jobs/tiny.toml; research configs keep the 30 s default
+    assert load_config(REPO / "jobs" / "sgs.toml", []).run.poll_interval_s == 30
+    slept: list[float] = []
+    calls = iter(["running", "running", "completed"])
+    monkeypatch.setattr(control, "run_status", lambda h, detail=True: _fake_status(next(calls), detail))
+    monkeypatch.setattr(control.time, "sleep", slept.append)
+    assert control.wait(h).state == "completed"
+    assert slept == [2, 2]
+
+
+def _fake_status(state: str, detail: bool) -> object:
+    assert detail is False  # polling never asks for accounting detail
+    from sgsbatch.ops.status import RunStatus
+
+    return RunStatus(name="st", state=state, message="", executor="slurm", rounds=2, rounds_completed=0, round=0,
+                     phase="init", simulated=True, smoke=False, targets=3, run_dir="x")
