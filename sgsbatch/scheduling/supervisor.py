@@ -103,6 +103,10 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
             rc = child[0].wait()
         sys.stderr.write(_tail(log, 20000))
         if stop["term"]:
+            # Slurm's own kill at the time limit (the worker did not stop on the warning): count it
+            # like a requeue at the limit, so `watch` does not resume a shard that can never finish.
+            if on_slurm and first and at_time_limit(paths, phase):
+                _stop_at_time_limit(shard, r, phase)
             raise SystemExit(143)
         if not first:
             return DONE if rc == 0 else INTERRUPTED  # task 0 decides (its ranks see ours end)
@@ -111,11 +115,7 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         if rc == REQUEUE_EXIT or stop["usr2"]:
             if not on_slurm:
                 return INTERRUPTED
-            if at_time_limit(paths, phase) and shard.record_time_limit(shard.progress()):
-                shard.mark_failed(
-                    f"round {r} {phase} shard {shard_index} reached its time limit twice without finishing a new "
-                    f"item ({shard.progress()['items']} items done, none since the last time limit): raise "
-                    f"slurm.{phase}.time_min or use more shards (shards.{phase}), then `sgsbatch resume`")
+            if at_time_limit(paths, phase) and _stop_at_time_limit(shard, r, phase):
                 return FAILED
             requeue_self()
         if on_slurm and rc in (-signal.SIGTERM, -signal.SIGKILL):
@@ -129,6 +129,17 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         if multi_node:
             requeue_self()  # every node starts its ranks again, on a fresh rendezvous port
     return DONE
+
+
+def _stop_at_time_limit(shard: Shard, r: int, phase: str) -> bool:
+    """Record a stop at the time limit; True (and the shard failed) the second time without progress."""
+    if not shard.record_time_limit(shard.progress()):
+        return False
+    shard.mark_failed(
+        f"round {r} {phase} shard {shard.index} reached its time limit twice without finishing a new item "
+        f"({shard.progress()['items']} items done, none since the last time limit): raise slurm.{phase}.time_min "
+        f"or use more shards (shards.{phase}), then `sgsbatch resume`")
+    return True
 
 
 def environment_refusal(paths: RunPaths, shard: Shard, r: int, phase: str) -> str | None:
