@@ -315,11 +315,16 @@ def _deactivate_jobs(h: RunHandle) -> list[str]:
     return ids
 
 
+# Jobs this process has already seen leave the queue: polling asks accounting once per job exit.
+_GONE_SEEN: set[str] = set()
+
+
 def liveness(h: RunHandle, r: int, phase: str, detail: bool = True) -> Liveness:
     """Judge a run with unfinished work in round r from its active Slurm jobs (squeue, sacct).
 
     `detail=False` (what `--wait` and `watch` poll with): `sacct` only when one of the active jobs
-    has left the queue, so a week of polling does not hammer the site's slurmdbd."""
+    has newly left the queue (once per job and process), so a week of polling does not hammer
+    the site's slurmdbd."""
     name = h.cfg.run.name
     jobs = _active_jobs(h, r)
     ids = [j.job_id for j in jobs]
@@ -327,8 +332,9 @@ def liveness(h: RunHandle, r: int, phase: str, detail: bool = True) -> Liveness:
     if live is None:
         return Liveness("running", message="squeue does not answer: state unknown")
     out = Liveness("running", message="")
-    queued = {t.job_id.split("_")[0] for t in live}
-    ask = detail or any(i not in queued for i in ids)
+    gone = {i for i in ids if i not in {t.job_id.split("_")[0] for t in live}}
+    ask = detail or bool(gone - _GONE_SEEN)
+    _GONE_SEEN.update(gone)
     acct = sacct(ids) if ask else None
     out.jobs = [{"job_id": j.job_id, "phase": j.phase, "round": j.round, "shards": json.loads(j.shards)}
                 for j in jobs]

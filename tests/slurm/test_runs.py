@@ -6,7 +6,10 @@ CPU, the SIMULATED verifier). Waiting is by polling; nothing here measures time.
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
+import sqlite3
 import subprocess
 import threading
 import time
@@ -24,12 +27,41 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("slurm-runs")
 
 
+SHIM = """#!/bin/sh
+# counts the calls made by `sgsbatch ... --wait` (the CLI), then runs the real {cmd}
+case "$(tr '\\0' ' ' < /proc/$PPID/cmdline)" in *sgsbatch.cli*) echo {cmd} >> "{log}" ;; esac
+exec {real} "$@"
+"""
+
+
 @pytest.fixture(scope="session")
 def reference(slurm_cluster: object, runs_root: Path) -> dict[str, Any]:
-    """An uninterrupted tiny run on Slurm (seed 0)."""
-    proc = sgsbatch(*launch_args(runs_root, "ref", "run.executor=slurm"), "--wait")
+    """An uninterrupted tiny run on Slurm (seed 0), its `--wait` scheduler calls counted (PATH shims)."""
+    shims = runs_root / "shims"
+    shims.mkdir()
+    for cmd in ("squeue", "sacct"):
+        real = shutil.which(cmd)
+        assert real is not None
+        (shims / cmd).write_text(SHIM.format(cmd=cmd, real=real, log=runs_root / "polls.log"))
+        (shims / cmd).chmod(0o755)
+    env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}"}
+    t0 = time.time()
+    proc = sgsbatch(*launch_args(runs_root, "ref", "run.executor=slurm"), "--wait", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    (runs_root / "ref" / "wait_s").write_text(str(time.time() - t0))
     return outcome(runs_root / "ref")
+
+
+def test_wait_is_light_on_the_scheduler(reference: dict[str, Any], runs_root: Path) -> None:
+    """`--wait` polls squeue every run.poll_interval_s (2 s in tiny.toml) and asks sacct only when a
+    job leaves the queue: at most once per job of the run (issue 18 part 6)."""
+    calls = (runs_root / "polls.log").read_text().split()
+    wait_s = float((runs_root / "ref" / "wait_s").read_text())
+    with sqlite3.connect(runs_root / "ref" / "state.db") as con:
+        jobs = con.execute("select count(*) from slurm_jobs").fetchone()[0]
+    squeue, sacct = calls.count("squeue"), calls.count("sacct")
+    assert 0 < squeue <= wait_s / 2 + 5, (squeue, wait_s)
+    assert sacct <= jobs, (sacct, jobs)
 
 
 def test_tiny_run_completes_on_slurm_with_every_phase_working(reference: dict[str, Any], runs_root: Path) -> None:

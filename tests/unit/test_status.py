@@ -208,7 +208,9 @@ def test_polling_asks_sacct_only_when_a_job_left_the_queue(tmp_path: Path, monke
     assert asked == []  # both jobs queued: nothing to ask accounting
     assert run_status(h).jobs is not None and len(asked) == 1  # one-shot status: task states and restarts
     monkeypatch.setattr(slurm, "squeue", lambda ids: [TaskState("12_0", "RUNNING", "None")])
-    run_status(h, detail=False)  # job 11 left the queue: now accounting is asked
+    monkeypatch.setattr(slurm, "_GONE_SEEN", set())
+    run_status(h, detail=False)  # job 11 left the queue: now accounting is asked, once
+    run_status(h, detail=False)
     assert len(asked) == 2
 
 
