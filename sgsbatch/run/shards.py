@@ -148,20 +148,26 @@ class Shard:
         return bool(earlier) and earlier[-1].get("progress") == progress
 
     def progress(self) -> dict[str, Any]:
-        """What a task has achieved so far: items in its item log, and (training) the step of each
-        checkpoint and the completion markers under the phase directory."""
+        """What this task has achieved so far: items in its item log, its completion marker, and
+        (training: the phase's subdirectories) each checkpoint's step and each marker file.
+        Other shards' files are not this task's progress."""
         steps = {}
-        for f in sorted(self.dir.rglob("progress.json")):
+        for f in sorted(self.dir.glob("*/**/progress.json")):
             try:
                 steps[str(f.relative_to(self.dir))] = json.loads(f.read_text()).get("steps")
             except (OSError, ValueError):
                 continue
-        markers = sorted(str(f.relative_to(self.dir)) for f in self.dir.rglob("*") if f.name.endswith(".done")
-                         or f.name in ("prepared.json", "export.json"))
-        return {"items": len(self.done_items()), "steps": steps, "markers": markers}
+        markers = sorted(str(f.relative_to(self.dir)) for f in self.dir.glob("*/**/*")
+                         if f.name.endswith(".done") or f.name in ("prepared.json", "export.json"))
+        return {"items": len(self.done_items()), "done": self.marker.exists(), "steps": steps, "markers": markers}
 
     def clear_failures(self) -> None:
-        for p in (self.failures, self.failed_marker, self.time_limits):
+        """What `resume` does to an unfinished shard: its crash count starts again; its stops at the
+        time limit are forgotten only if they failed it (a person raised the limit since), so a
+        resume after a mere broken chain still counts towards the no-progress rule."""
+        if self.failed_marker.exists():
+            self.time_limits.unlink(missing_ok=True)
+        for p in (self.failures, self.failed_marker):
             p.unlink(missing_ok=True)
 
 

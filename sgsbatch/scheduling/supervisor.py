@@ -9,7 +9,7 @@ stalled until `sgsbatch resume`. A worker that exits with REQUEUE_EXIT stopped o
 Slurm the supervisor requeues the job (`scontrol requeue`; if Slurm is already requeuing it for
 a preemption that fails harmlessly) and waits to be killed; locally it reports `interrupted`.
 SIGUSR2 is the time limit's warning (`slurm.<phase>.signal_delay_s`) and a preemption's; when
-Slurm says the job's time is up (`at_time_limit`), a task that reaches its time limit twice with
+the job's end is near (`at_time_limit`, from `squeue %e` at the task's start), a task that reaches its time limit twice with
 no progress in between (no new item in its item log, no new training checkpoint
 or completion marker: `Shard.progress`) is not requeued again but failed, with a reason naming
 the shard and the keys to raise; preemptions (SIGTERM, Slurm's own requeue) are never counted.
@@ -79,6 +79,7 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         if refusal is not None:
             shard.mark_failed(refusal)
             return FAILED
+    end = job_end_time() if on_slurm and first else None
     child: list[subprocess.Popen[bytes]] = []
     stop = {"usr2": False, "term": False}
 
@@ -105,7 +106,7 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         if stop["term"]:
             # Slurm's own kill at the time limit (the worker did not stop on the warning): count it
             # like a requeue at the limit, so `watch` does not resume a shard that can never finish.
-            if on_slurm and first and at_time_limit(paths, phase):
+            if on_slurm and first and at_time_limit(paths, phase, end):
                 _stop_at_time_limit(shard, r, phase)
             raise SystemExit(143)
         if not first:
@@ -115,7 +116,7 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         if rc == REQUEUE_EXIT or stop["usr2"]:
             if not on_slurm:
                 return INTERRUPTED
-            if at_time_limit(paths, phase) and _stop_at_time_limit(shard, r, phase):
+            if at_time_limit(paths, phase, end) and _stop_at_time_limit(shard, r, phase):
                 return FAILED
             requeue_self()
         if on_slurm and rc in (-signal.SIGTERM, -signal.SIGKILL):
@@ -164,32 +165,35 @@ def environment_refusal(paths: RunPaths, shard: Shard, r: int, phase: str) -> st
             f"change with `sgsbatch resume {cfg.run.name} --set run.allow_env_drift=true`")
 
 
-def at_time_limit(paths: RunPaths, phase: str) -> bool:
-    """True if this SIGUSR2 is the time limit's warning, not a preemption (which sends it too):
-    Slurm says the job has at most `slurm.<phase>.signal_delay_s` (+ 2 min) left. False when
-    that cannot be told (no squeue, no limit): a preemption must never be counted."""
-    from sgsbatch.config.loading import from_toml_text
+def job_end_time() -> float | None:
+    """When Slurm will end this job at its time limit (`squeue %e`), asked once at the task's start;
+    None off Slurm, without a limit, or when squeue does not answer."""
+    from datetime import datetime
 
     job = os.environ.get("SLURM_JOB_ID", "")
+    if not job:
+        return None
+    try:
+        out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%e"], capture_output=True, text=True, timeout=60)
+        return datetime.fromisoformat(out.stdout.strip().splitlines()[0]).timestamp()
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return None
+
+
+def at_time_limit(paths: RunPaths, phase: str, end: float | None) -> bool:
+    """True if this stop (SIGUSR2 or Slurm's SIGTERM) comes from the time limit, not a preemption
+    (which sends them too): the job's end (`end`, from `job_end_time`) is at most
+    `slurm.<phase>.signal_delay_s` + 2 min away. False when that cannot be told: a preemption
+    must never be counted."""
+    from sgsbatch.config.loading import from_toml_text
+
+    if end is None:
+        return False
     try:
         cfg = from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config))
-        out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%L"], capture_output=True, text=True, timeout=60)
-    except (OSError, ValueError, subprocess.TimeoutExpired):
+    except (OSError, ValueError):
         return False
-    left = _slurm_seconds(out.stdout.strip().splitlines()[0] if out.stdout.strip() else "")
-    return left is not None and left <= cfg.phase_resources(phase).signal_delay_s + 120
-
-
-def _slurm_seconds(text: str) -> int | None:
-    """Seconds of a Slurm duration (`[days-]hours:minutes:seconds`, `minutes:seconds`); None if not one."""
-    days, _, rest = text.rpartition("-")
-    parts = rest.split(":")
-    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts) or (days and not days.isdigit()):
-        return None
-    secs = 0
-    for p in parts:
-        secs = secs * 60 + int(p)
-    return secs + int(days or 0) * 86400
+    return time.time() >= end - cfg.phase_resources(phase).signal_delay_s - 120
 
 
 def requeue_self() -> None:

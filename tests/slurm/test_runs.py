@@ -283,3 +283,30 @@ def test_a_signal_in_a_tasks_first_moments_does_not_fail_it(slurm_cluster: objec
     st = _wait(runs_root, name, until=("completed", "stalled", "failed"))
     assert st["state"] == "completed", (st, sorted(signalled))
     assert {"init", "conjecture"} <= {p for p, _ in signalled}, signalled
+
+
+def test_a_shard_that_cannot_finish_within_its_time_limit_stalls_instead_of_looping(
+        slurm_cluster: object, runs_root: Path, cli_env: dict[str, str]) -> None:
+    """A verify shard that hangs (a proof longer than the time limit) reaches `slurm.verify.time_min`
+    (1 min) and is killed; resumed, it reaches it again without a new item: the shard is failed
+    with the reason and the keys to raise, and the run stalls for a person (issue 18 part 5)."""
+    name = "timelimit"
+    env = {**cli_env, "SGSBATCH_FAULT_INJECT": "verify:0:hang:99"}
+    args = launch_args(runs_root, name, "run.executor=slurm", "run.rounds=1", "slurm.verify.time_min=1",
+                       "slurm.verify.signal_delay_s=30")
+    assert (launch := sgsbatch(*args, env=env)).returncode == 0, launch.stderr
+    st = _wait(runs_root, name, until=("stalled", "completed", "failed"))
+    assert st["state"] == "stalled" and st["stall"] != "shard_out_of_retries", st  # once: the chain broke
+    limits = runs_root / name / "rounds" / "r0000" / "verify" / "shard_00000.timelimits"
+    assert len(limits.read_text().splitlines()) == 1
+    assert (res := sgsbatch("resume", name, "--runs-dir", str(runs_root), env=env)).returncode == 0, res.stderr
+    deadline = time.time() + 900
+    while time.time() < deadline:
+        st = status(runs_root, name)
+        if st["stall"] == "shard_out_of_retries":
+            break
+        time.sleep(3)
+    assert st["state"] == "stalled" and st["stall"] == "shard_out_of_retries", st
+    assert "round 0 verify shard 0 reached its time limit twice without finishing a new item" in st["message"]
+    assert "slurm.verify.time_min" in st["message"]
+    sgsbatch("cancel", name, "--runs-dir", str(runs_root))  # its dependent jobs can never start: clear them

@@ -60,7 +60,7 @@ def test_time_limits_without_progress_stall_the_shard(tmp_path: Path, monkeypatc
         assert "round 3 verify shard 7 reached its time limit twice without finishing a new item" in reason
         assert "slurm.verify.time_min" in reason and "shards.verify" in reason
         shard.clear_failures()  # what `resume` does after the config is raised
-        assert not shard.time_limits.exists()
+        assert not shard.time_limits.exists() and shard.failed_reason() is None
 
 
 def test_progress_counts_training_checkpoints(tmp_path: Path) -> None:
@@ -71,6 +71,9 @@ def test_progress_counts_training_checkpoints(tmp_path: Path) -> None:
     (tmp_path / "train" / "solver" / "progress.json").write_text(json.dumps({"steps": 4}))
     assert not shard.record_time_limit(shard.progress())  # a new checkpoint is progress
     assert shard.record_time_limit(shard.progress())  # the same checkpoint again is not
+    other = Shard(tmp_path / "train", 1)
+    other.marker.write_text("{}")  # another shard finishing is not this one's progress
+    assert shard.record_time_limit(shard.progress())
 
 
 def test_preemptions_are_never_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,9 +87,24 @@ def test_preemptions_are_never_counted(tmp_path: Path, monkeypatch: pytest.Monke
     assert shard.failed_reason() is None and not shard.time_limits.exists()
 
 
-@pytest.mark.parametrize(("text", "secs"), [
-    ("1:58", 118), ("0:05", 5), ("2:00:00", 7200), ("1-02:03:04", 93784), ("UNLIMITED", None), ("", None),
-    ("INVALID", None), ("1:x", None),
-])
-def test_slurm_durations(text: str, secs: int | None) -> None:
-    assert S._slurm_seconds(text) == secs
+def test_a_resume_after_a_broken_chain_keeps_the_count(tmp_path: Path) -> None:
+    shard = Shard(tmp_path / "verify", 0)
+    assert not shard.record_time_limit(shard.progress())
+    shard.clear_failures()  # `resume` of a run whose chain broke at the first time limit
+    assert shard.record_time_limit(shard.progress())  # the second stop without progress still counts
+
+
+def test_a_stop_counts_only_near_the_jobs_end(tmp_path: Path) -> None:
+    from sgsbatch.config.loading import load_config
+    from sgsbatch.data import Target
+    from sgsbatch.run.handle import create_run
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml",
+                      [f"run.runs_dir={tmp_path}", "run.name=tl", "slurm.verify.signal_delay_s=60"])
+    h = create_run(cfg, [Target("t0", "", "theorem t0 : True := by")], "local")
+    import time
+
+    now = time.time()
+    assert S.at_time_limit(h.paths, "verify", now + 100)  # the warning, 60 s + 2 min before the end
+    assert not S.at_time_limit(h.paths, "verify", now + 3600)  # a preemption an hour before the limit
+    assert not S.at_time_limit(h.paths, "verify", None)  # no end known: never counted
