@@ -99,16 +99,13 @@ step "upgrading pip"
 step "installing torch==$TORCH_VERSION"
 "${PIP[@]}" install ${CONSTRAINTS[@]+"${CONSTRAINTS[@]}"} "torch==$TORCH_VERSION"
 
-extras=()
+extras=(postgres)  # psycopg: run.database_url = "postgresql+psycopg://..."
 ((dev)) && extras+=(dev)
 ((gpu)) && extras+=(gpu)
-target="."
-if ((${#extras[@]})); then
-    target=".[$(
-        IFS=,
-        echo "${extras[*]}"
-    )]"
-fi
+target=".[$(
+    IFS=,
+    echo "${extras[*]}"
+)]"
 step "installing sgsbatch (editable): pip install -e '$target' ${CONSTRAINTS[*]+${CONSTRAINTS[*]}}"
 "${PIP[@]}" install ${CONSTRAINTS[@]+"${CONSTRAINTS[@]}"} -e "$target"
 

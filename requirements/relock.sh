@@ -20,7 +20,7 @@ SGSBATCH_UNLOCKED=1 VENV="$PWD/.venv.relock" ./setup.sh --dev
     .venv.relock/bin/python -m pip freeze --exclude-editable | sed -E 's/^(torch==[^+]+)\+.*/\1/' | LC_ALL=C sort
 } >requirements/cpu.txt
 rm -rf .venv.relock
-"$tools/venv/bin/uv" pip compile pyproject.toml --extra gpu --extra dev --python-version 3.11 \
+"$tools/venv/bin/uv" pip compile pyproject.toml --extra gpu --extra dev --extra postgres --python-version 3.11 \
     --python-platform x86_64-manylinux_2_28 --no-header --no-annotate -o requirements/gpu.body
 {
     echo "# The GPU lock (requirements/relock.sh): pip constraints for ./setup.sh --gpu on Linux x86_64, Python 3.11."

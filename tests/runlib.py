@@ -35,20 +35,31 @@ def status(runs_dir: Path, name: str) -> dict[str, Any]:
     return out
 
 
-def outcome(run_dir: Path) -> dict[str, Any]:
-    """What a run produced: attempts with verdicts, solved set, conjectures, reviews, trained steps."""
-    con = sqlite3.connect(run_dir / "state.db")
+OUTCOME_QUERIES = {
+    "attempts": "SELECT round, problem_id, sample, verdict, proof FROM attempts ORDER BY round, problem_id, sample",
+    "solved": "SELECT DISTINCT problem_id FROM stored_proofs ORDER BY problem_id",
+    "store": "SELECT problem_id, slot, round, sample FROM stored_proofs ORDER BY problem_id, slot",
+    "conjectures": "SELECT round, target_id, sample, status, statement FROM conjectures "
+                   "ORDER BY round, target_id, sample",
+    "reviews": "SELECT round, conjecture_id, score FROM reviews ORDER BY round, conjecture_id",
+    "steps": "SELECT round, role, steps, sequences FROM checkpoints ORDER BY round, role",
+}
+
+
+def outcome(run_dir: Path, url: str | None = None) -> dict[str, Any]:
+    """What a run produced: attempts with verdicts, solved set, conjectures, reviews, trained steps;
+    from its SQLite file, or from `url` (any SQLAlchemy database, e.g. PostgreSQL)."""
+    if url is None:
+        con = sqlite3.connect(run_dir / "state.db")
+        try:
+            return {k: con.execute(q).fetchall() for k, q in OUTCOME_QUERIES.items()}
+        finally:
+            con.close()
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
     try:
-        q = con.execute
-        return {
-            "attempts": q("SELECT round, problem_id, sample, verdict, proof FROM attempts "
-                          "ORDER BY round, problem_id, sample").fetchall(),
-            "solved": q("SELECT DISTINCT problem_id FROM stored_proofs ORDER BY problem_id").fetchall(),
-            "store": q("SELECT problem_id, slot, round, sample FROM stored_proofs ORDER BY problem_id, slot").fetchall(),
-            "conjectures": q("SELECT round, target_id, sample, status, statement FROM conjectures "
-                             "ORDER BY round, target_id, sample").fetchall(),
-            "reviews": q("SELECT round, conjecture_id, score FROM reviews ORDER BY round, conjecture_id").fetchall(),
-            "steps": q("SELECT round, role, steps, sequences FROM checkpoints ORDER BY round, role").fetchall(),
-        }
+        with engine.connect() as conn:
+            return {k: [tuple(r) for r in conn.execute(text(q)).all()] for k, q in OUTCOME_QUERIES.items()}
     finally:
-        con.close()
+        engine.dispose()

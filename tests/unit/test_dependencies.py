@@ -94,7 +94,8 @@ def _pins(lock: Path) -> dict[str, str]:
     return out
 
 
-@pytest.mark.parametrize(("lock", "extras"), [("cpu.txt", ("dev",)), ("gpu.txt", ("gpu", "dev"))])
+@pytest.mark.parametrize(("lock", "extras"), [("cpu.txt", ("dev", "postgres")),
+                                             ("gpu.txt", ("gpu", "dev", "postgres"))])
 def test_the_locks_pin_every_declared_dependency_within_its_range(lock: str, extras: tuple[str, ...]) -> None:
     from packaging.requirements import Requirement
     from packaging.version import Version
