@@ -325,5 +325,31 @@ def fit(run: str, runs_dir: str, as_json: bool, min_generations: int | None, hal
     click.echo(json.dumps(rep, sort_keys=True) if as_json else format_report(rep))
 
 
+@main.command()
+@click.argument("config", type=click.Path(path_type=Path))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a config key (dotted TOML path); repeatable.")
+@_clean_errors
+def preflight(config: Path, overrides: tuple[str, ...]) -> None:
+    """Check that this site's Slurm accepts every job CONFIG would submit; exit 2 if not.
+
+    `sbatch --test-only` of each phase's job with the exact options sgsbatch uses, and the site's
+    limits: MaxArraySize, MaxJobCount, partitions (state, MaxTime, GPU gres), QOS and association
+    limits (sacctmgr). `launch` on Slurm runs it too, before anything is created or submitted.
+
+    \b
+    Examples:
+        sgsbatch preflight jobs/sgs.toml
+        sgsbatch preflight jobs/sgs.toml --set slurm.solve.partition=gpu
+    """
+    from sgsbatch.config.loading import load_config
+    from sgsbatch.scheduling.preflight import PreflightError, check
+
+    rep = check(load_config(config, overrides))
+    if not rep.ok:
+        raise PreflightError(rep)
+    click.echo(rep.text())
+
+
 if __name__ == "__main__":
     main()

@@ -100,6 +100,10 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
 
         cfg = smoke_config(cfg, config_path, overrides)
     executor = resolve_executor(cfg)
+    if executor == "slurm":  # the site's limits, before anything is created or submitted
+        from sgsbatch.scheduling.preflight import require
+
+        require(cfg)
     if not (load_remote or is_path_like(cfg.data.source)):
         return Plan(cfg, executor, -1, []), []
     targets, rejected = _load_targets(cfg, config_path)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from sqlmodel import select
 
+from sgsbatch.config.schema import Config
 from sgsbatch.errors import SchedulerError
 from sgsbatch.round import metrics as M
 from sgsbatch.run.handle import RunHandle
@@ -80,12 +81,17 @@ def _active_job(h: RunHandle, r: int, phase: str) -> SlurmJob | None:
 
 
 def _parameters(h: RunHandle, r: int, phase: str, n: int, dependency: str | None) -> dict[str, object]:
-    res = h.cfg.phase_resources(phase)
+    return _parameters_for(h.cfg, r, phase, n, dependency)
+
+
+def _parameters_for(cfg: Config, r: int, phase: str, n: int, dependency: str | None) -> dict[str, object]:
+    """submitit's parameters for one phase's array of `n` tasks (what preflight.py tests too)."""
+    res = cfg.phase_resources(phase)
     extra: dict[str, object] = {"requeue": True, **res.extra}
     if dependency:
         extra["dependency"] = dependency
     params: dict[str, object] = {
-        "job_name": job_name(h.cfg.run.name, r, phase), "time": res.time_min, "cpus_per_task": res.cpus,
+        "job_name": job_name(cfg.run.name, r, phase), "time": res.time_min, "cpus_per_task": res.cpus,
         "mem": res.mem, "signal_delay_s": res.signal_delay_s, "array_parallelism": min(res.array_parallelism, n),
         "additional_parameters": extra, "stderr_to_stdout": True,
     }
