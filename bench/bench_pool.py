@@ -35,7 +35,7 @@ def _cpu() -> float:
 
 def run(processes: int, proofs: int) -> dict[str, float]:
     cfg = VerificationConfig(repl_command=(sys.executable, str(FAKE)), project_dir=str(FAKE.parent),
-                             memory_limit_mb=0, max_proofs_per_process=10**9)
+                             memory_limit_mb=0, max_proofs_per_process=10**9, sandbox="none")
     jobs = [ProofJob(str(i), "import Mathlib", f"theorem t{i // 8} (a b : ℝ) (ha : 0 < a) (hb : 0 < b) : "
                      "a * b > 0 := by", PROOF) for i in range(proofs)]
     verifier = LeanVerifier(cfg, processes=processes)

@@ -5,6 +5,9 @@
 #                                 then `lake build` for what is left) in lean/; then a self-check
 #   lean/install.sh --lean-core   elan, the toolchain and the REPL only, in lean/core/ (no Mathlib)
 #
+# Both install bubblewrap (`bwrap`, the sandbox every Lean process runs in: verification.sandbox)
+# with apt-get when run as root where apt-get exists; elsewhere they say what to install.
+#
 # Safe to re-run. Needs network access (elan, GitHub, the Mathlib cache); fails early and says so
 # when a download fails. Called by `setup.sh --lean` / `setup.sh --lean-core`.
 set -euo pipefail
@@ -20,7 +23,7 @@ for arg in "$@"; do
     case $arg in
         --lean | --lean-core) mode=$arg ;;
         -h | --help)
-            sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
@@ -79,6 +82,22 @@ if [[ $mode == --lean ]]; then
     lake build || die "lake build failed"
 fi
 
+# --------------------------------------------------------------------------- sandbox
+sandbox_set=()
+if ! command -v bwrap >/dev/null; then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+        step "installing bubblewrap (bwrap: the sandbox Lean runs in, verification.sandbox = \"bwrap\")"
+        apt-get install -y -q --no-install-recommends bubblewrap ||
+            { apt-get update -q && apt-get install -y -q --no-install-recommends bubblewrap; } ||
+            die "could not install bubblewrap with apt-get; install it by hand or set verification.sandbox = \"none\""
+    else
+        echo "lean/install.sh: bubblewrap (bwrap) is not installed, and verification.sandbox = \"bwrap\" (the default)
+needs it: install it (Debian/Ubuntu: apt-get install bubblewrap; RHEL/Fedora: dnf install bubblewrap)
+or set verification.sandbox = \"none\". The self-check below runs without the sandbox." >&2
+        sandbox_set=(--set verification.sandbox=none)
+    fi
+fi
+
 # ------------------------------------------------------------------------ self-check
 step "self-check: one proof through sgsbatch verify"
 check_dir="$(mktemp -d)"
@@ -100,7 +119,7 @@ with open(path, "w") as f:
     f.write(json.dumps({"id": "selfcheck", "header": header, "theorem": theorem, "proof": proof}) + "\n")
 PYEOF
 (cd "$ROOT" && "$PY" -m sgsbatch.cli verify "$check_dir/in.jsonl" --out "$check_dir/out.jsonl" --quiet \
-    --set "verification.project_dir=$PROJECT") || die "the self-check could not run (see above)"
+    --set "verification.project_dir=$PROJECT" ${sandbox_set[@]+"${sandbox_set[@]}"}) || die "the self-check could not run (see above)"
 verdict="$("$PY" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["verdict"])' "$check_dir/out.jsonl")"
 if [[ $verdict != verified ]]; then
     cat "$check_dir/out.jsonl" >&2
@@ -115,6 +134,7 @@ Lean is ready ($mode).
   project:       $PROJECT
   REPL:          $PROJECT/$REPL_BIN
   checker:       $PROJECT/$CHECK_BIN
+  sandbox:       $(command -v bwrap || echo "bwrap MISSING: install bubblewrap or set verification.sandbox = \"none\"")
 EOF
 [[ $mode == --lean ]] && echo "  Mathlib:       $PROJECT/.lake/packages/mathlib"
 if [[ $mode == --lean-core ]]; then

@@ -26,6 +26,7 @@ from sgsbatch.prompts import PromptError, read_guide_tags, read_template
 PROMPT_KEYS = ("prompts.solver", "prompts.conjecturer", "prompts.conjecturer_unconditioned", "prompts.guide",
                "prompts.guide_tags")
 PATH_KEYS = ("data.source", "models.solver", "models.conjecturer", "models.guide", "verification.project_dir",
+             "verification.scratch_dir",
              *PROMPT_KEYS)
 MODEL_KEYS = ("models.solver", "models.conjecturer", "models.guide")
 REQUIRED_KEYS = {

@@ -179,6 +179,11 @@ class VerificationConfig:
     # checker that never elaborates a proof (lean/SgsKernelCheck.lean, verification/recheck.py).
     kernel_recheck: bool = True
     checker_command: tuple[str, ...] = ("lake", "env", ".lake/build/bin/sgs_kernel_check")
+    # Both run in bubblewrap (verification/sandbox.py): read-only filesystem, one writable scratch
+    # directory per process, no network, own pid/user namespaces. "none" = run the commands as they are.
+    sandbox: Literal["bwrap", "none"] = "bwrap"
+    sandbox_tmpfs_mb: int = 512  # cap on the sandbox's private /tmp, /run, /dev/shm (bwrap 0.7+); 0 = none
+    scratch_dir: str = ""  # where the per-process scratch directories go ("" = the system's temp dir)
 
 
 @dataclass(frozen=True)
@@ -361,6 +366,8 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(v.max_proofs_per_process >= 1, "verification.max_proofs_per_process", "must be >= 1")
     check(v.system_error_retries >= 0, "verification.system_error_retries", "must be >= 0")
     check(v.header_timeout_s > 0, "verification.header_timeout_s", "must be > 0")
+    check(v.sandbox in ("bwrap", "none"), "verification.sandbox", f"must be one of 'bwrap', 'none', got {v.sandbox!r}")
+    check(v.sandbox_tmpfs_mb >= 0, "verification.sandbox_tmpfs_mb", "must be >= 0 (0 = no cap)")
     check(not v.kernel_recheck or len(v.checker_command) >= 1, "verification.checker_command",
           "must name a program when verification.kernel_recheck = true")
     for phase in ("conjecture", "solve", "guide"):

@@ -3,20 +3,24 @@
 `LeanVerifier(vcfg, processes)` is what `verifier.make_verifier` builds for `backend = "lean"`.
 A proof or statement refused by checks.py gets `failed` with the check's reason code and never
 reaches Lean; everything else goes through pool.py (header once per process, per-proof timeout,
-memory limit, restarts, retries, axiom audit). Covered: wiring and path resolution. Not covered:
-installing Lean (lean/install.sh) or the rules themselves (checks.py, rules.py).
+memory limit, restarts, retries, axiom audit), each process in the sandbox of
+`verification.sandbox` (sandbox.py; checked once here: bwrap present and able to create its
+namespaces). Covered: wiring, path resolution, preflight. Not covered: installing Lean or
+bubblewrap (lean/install.sh) or the rules themselves (checks.py, rules.py).
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from sgsbatch.checkout import checkout_root
 from sgsbatch.config.schema import VerificationConfig
 from sgsbatch.verification.checks import check_proof, check_statement
 from sgsbatch.verification.pool import PoolSettings, ReplPool
+from sgsbatch.verification.sandbox import check_choice, probe
 from sgsbatch.verification.verdict import FAILED, ProofJob, Verdict
 
 
@@ -77,10 +81,17 @@ class LeanVerifier:
             failed_warning_fails=vcfg.failed_warning_fails,
             kernel_recheck=vcfg.kernel_recheck,
             checker_command=tuple(vcfg.checker_command),
+            sandbox=check_choice(vcfg.sandbox),
+            sandbox_tmpfs_mb=vcfg.sandbox_tmpfs_mb,
+            scratch_parent=Path(vcfg.scratch_dir).expanduser() if vcfg.scratch_dir else None,
         )
         _preflight(self.settings.command, self.settings.project_dir)
         if vcfg.kernel_recheck:
             _preflight(self.settings.checker_command, self.settings.project_dir, "verification.checker_command")
+        # bwrap on PATH and able to run here, with what this machine allows (a warning if less)
+        sandbox = probe(self.settings.make_sandbox())
+        self.settings = replace(self.settings, sandbox_user_namespace=sandbox.user_namespace,
+                                sandbox_tmpfs_mb=sandbox.tmpfs_mb)
         self.pool = ReplPool(self.settings)
 
     def verify_stream(self, jobs: Sequence[ProofJob]) -> Iterator[tuple[ProofJob, Verdict, float]]:

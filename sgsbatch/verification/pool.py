@@ -16,6 +16,11 @@ and, with `kernel_recheck`, pass the kernel re-check (recheck.py): the REPL pick
 env into the slot's scratch directory and the slot's checker process (started with the REPL,
 killed with it) gives the final verdict; its refusals are `failed` with reason `recheck_<code>`.
 
+Every process (REPL and checker) gets a scratch directory of its own under the pool's temp
+directory, made when it starts and removed when it is replaced or the pool closes; with
+`sandbox = "bwrap"` the process runs in bubblewrap with that directory as its only writable
+path (sandbox.py). Killing a process group kills the sandbox with everything in it.
+
 Not covered: static checks (checks.py, run before the pool by lean.py) and the verdict rules.
 """
 
@@ -43,6 +48,7 @@ from sgsbatch.verification.rules import (
     proof_failure,
     reference_type,
 )
+from sgsbatch.verification.sandbox import Sandbox, check_choice
 from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, VERIFIED, ProofJob, Verdict
 
 log = logging.getLogger(__name__)
@@ -66,6 +72,11 @@ class PoolSettings:
     kernel_recheck: bool = False  # the config's default is true (LeanVerifier passes it)
     checker_command: tuple[str, ...] = ()
     settle_s: float = 0.05  # how long a REPL must stay silent after a verified proof's last reply
+    sandbox: str = "none"  # the config's default is "bwrap" (LeanVerifier passes it, probed): sandbox.py
+    sandbox_user_namespace: bool = True
+    sandbox_tmpfs_mb: int = 0
+    sandbox_pass_env: tuple[str, ...] = ()  # more variables passed into the sandbox (tests: the stand-in's)
+    scratch_parent: Path | None = None  # where the pool's scratch directory goes (None: the temp dir)
 
     def __post_init__(self) -> None:
         if self.processes < 1:
@@ -74,6 +85,11 @@ class PoolSettings:
             raise ValueError("REPL timeouts must be > 0")
         if self.kernel_recheck and not self.checker_command:
             raise ValueError("kernel_recheck needs a checker command (verification.checker_command)")
+        check_choice(self.sandbox)
+
+    def make_sandbox(self) -> Sandbox:
+        return Sandbox(self.sandbox, user_namespace=self.sandbox_user_namespace, tmpfs_mb=self.sandbox_tmpfs_mb,
+                       pass_env=self.sandbox_pass_env)
 
 
 @dataclass
@@ -120,7 +136,7 @@ class _Slot:
     pids: list[int] = field(default_factory=list)
     checker: KernelChecker | None = None  # lives and dies with `repl` (its memory grows too)
     checker_pids: list[int] = field(default_factory=list)
-    scratch: Path | None = None  # where the REPL writes pickles for the checker
+    scratch: Path | None = None  # the process's one writable directory (sandbox.py); pickles go here
 
     def reset(self) -> None:
         if self.repl is not None:
@@ -143,6 +159,8 @@ class ReplPool:
         self._bad_headers: dict[str, Verdict] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._sandbox = settings.make_sandbox()
+        self._scratch_root: Path | None = None  # made on first use, removed by close()
 
     @property
     def started_pids(self) -> list[int]:
@@ -189,6 +207,19 @@ class ReplPool:
             if slot.checker is not None:
                 slot.checker.close()
             slot.reset()
+        if self._scratch_root is not None:
+            shutil.rmtree(self._scratch_root, ignore_errors=True)
+            self._scratch_root = None
+
+    def _new_scratch(self) -> Path:
+        """A fresh per-process scratch directory under this pool's own temp directory."""
+        with self._lock:
+            if self._scratch_root is None or not self._scratch_root.is_dir():
+                parent = self.settings.scratch_parent
+                if parent is not None:
+                    parent.mkdir(parents=True, exist_ok=True)
+                self._scratch_root = Path(tempfile.mkdtemp(prefix="sgsbatch-pool-", dir=parent))
+            return Path(tempfile.mkdtemp(prefix="repl-", dir=self._scratch_root))
 
     # ------------------------------------------------------------------ one worker thread per slot
     def _worker(self, slot: _Slot, work: _JobQueue, results: queue.Queue[tuple[_Item, Verdict, float]]) -> None:
@@ -229,7 +260,9 @@ class ReplPool:
             return None
         slot.reset()
         s = self.settings
-        slot.repl = ReplProcess(s.command, s.project_dir, s.memory_limit_mb)
+        slot.scratch = self._new_scratch()
+        argv = self._sandbox.wrap(s.command, cwd=s.project_dir, scratch=slot.scratch)
+        slot.repl = ReplProcess(argv, s.project_dir, s.memory_limit_mb, env=self._sandbox.env(slot.scratch))
         slot.pids.append(slot.repl.pid)
         try:
             reply = slot.repl.command(header, None, s.header_timeout_s)
@@ -282,12 +315,13 @@ class ReplPool:
         s, repl = self.settings, slot.repl
         assert repl is not None
         if slot.scratch is None:
-            slot.scratch = Path(tempfile.mkdtemp(prefix="sgsbatch-verify-"))
+            slot.scratch = self._new_scratch()
         pickle = slot.scratch / f"env-{slot.proofs}.olean"
         try:
             repl.pickle(env, pickle, s.timeout_s)
             if slot.checker is None:
-                slot.checker = KernelChecker(s.checker_command, s.project_dir, s.memory_limit_mb)
+                argv = self._sandbox.wrap(s.checker_command, cwd=s.project_dir, scratch=slot.scratch, writable=False)
+                slot.checker = KernelChecker(argv, s.project_dir, s.memory_limit_mb)
                 slot.checker_pids.append(slot.checker.pid)
             result = slot.checker.check(header=job.header, theorem=job.theorem, name=name, pickle=pickle,
                                         timeout_s=s.timeout_s)

@@ -35,7 +35,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -79,7 +79,8 @@ def _limit_memory(limit_bytes: int) -> Callable[[], None]:
 class ReplProcess:
     """One REPL process. Not thread-safe: one thread talks to one ReplProcess."""
 
-    def __init__(self, command: Sequence[str], cwd: Path, memory_limit_mb: int = 0) -> None:
+    def __init__(self, command: Sequence[str], cwd: Path, memory_limit_mb: int = 0,
+                 env: Mapping[str, str] | None = None) -> None:
         if not command:
             raise ValueError("the REPL command is empty: set verification.repl_command")
         if not cwd.is_dir():
@@ -91,7 +92,7 @@ class ReplProcess:
         try:
             self.proc = subprocess.Popen(
                 self.argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                start_new_session=True, preexec_fn=_limit_memory(limit) if limit else None,
+                start_new_session=True, preexec_fn=_limit_memory(limit) if limit else None, env=env,
             )
         except OSError as e:
             self._stderr.close()

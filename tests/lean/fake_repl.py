@@ -23,15 +23,25 @@ each followed by a blank line) on stdout, like the REPL v4.15.0. Two modes:
   prints a clean proof reply, reads the next command from stdin (the audit), answers it with a
   clean audit, then prints its real (error) reply; FAKE_FORGE_EXIT prints a clean reply and exits.
   FAKE_SKIP_KERNEL and FAKE_SWAP_PICKLE answer like an honest proof (for fake_checker.py).
+  Sandbox probes (an attack a proof's code could make; each adds an info message
+  `probe <what>: done` or `probe <what>: blocked (<error>)`): FAKE_WRITE_OUTSIDE writes every
+  path in $FAKE_TARGETS (os.pathsep-separated); FAKE_SOCKET connects to 127.0.0.1:$FAKE_PORT and
+  to the Unix socket $FAKE_UNIX_SOCKET; FAKE_SIGNAL sends SIGTERM to pid $FAKE_SIGNAL_PID;
+  FAKE_DAEMON starts a child in a session of its own that sleeps (argv ends with $FAKE_TOKEN);
+  FAKE_SCRATCH writes into $SGSBATCH_SCRATCH (an error message if it cannot).
 With $FAKE_REPL_LOG set, every process appends `start <pid>` and `cmd <pid> <first line>`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import resource
+import signal
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -154,6 +164,7 @@ def rules() -> None:
                 os._exit(1)
         if "FAKE_SLOW" in cmd:
             time.sleep(0.3)
+        messages += probes(cmd)
         if "FAKE_BAD_HEADER" in cmd:
             messages.append(msg("error", "unknown module prefix 'Nope'"))
         if cmd.startswith("#print axioms "):
@@ -182,6 +193,61 @@ def rules() -> None:
         envs.append(history)
         out["env"] = len(envs) - 1
         reply(out)
+
+
+def _attempt(what: str, action: object) -> dict:
+    try:
+        action()  # type: ignore[operator]
+    except Exception as e:  # every failure is the sandbox (or the OS) saying no
+        return msg("info", f"probe {what}: blocked ({type(e).__name__}: {e})")
+    return msg("info", f"probe {what}: done")
+
+
+def _write(path: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("written by a proof\n")
+
+
+def _connect_tcp(port: int) -> None:
+    # connected is what counts; the server may have hung up before the send
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as s, contextlib.suppress(OSError):
+        s.sendall(b"hello from a proof")
+
+
+def _connect_unix(path: str) -> None:
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(2)
+        s.connect(path)
+        with contextlib.suppress(OSError):  # connected is what counts; the server may have hung up
+            s.sendall(b"hello from a proof")
+
+
+def _daemon() -> None:
+    code = "import time; time.sleep(300)"
+    subprocess.Popen([sys.executable, "-c", code, os.environ.get("FAKE_TOKEN", "fake-daemon")],
+                     start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+
+
+def probes(cmd: str) -> list[dict]:
+    """The sandbox probes the markers in `cmd` ask for, as info messages (an error if the scratch fails)."""
+    out: list[dict] = []
+    if "FAKE_WRITE_OUTSIDE" in cmd:
+        for path in filter(None, os.environ.get("FAKE_TARGETS", "").split(os.pathsep)):
+            out.append(_attempt(f"write {path}", lambda p=path: _write(p)))
+    if "FAKE_SOCKET" in cmd:
+        if os.environ.get("FAKE_PORT"):
+            out.append(_attempt("tcp", lambda: _connect_tcp(int(os.environ["FAKE_PORT"]))))
+        if os.environ.get("FAKE_UNIX_SOCKET"):
+            out.append(_attempt("unix", lambda: _connect_unix(os.environ["FAKE_UNIX_SOCKET"])))
+    if "FAKE_SIGNAL" in cmd:
+        out.append(_attempt("signal", lambda: os.kill(int(os.environ["FAKE_SIGNAL_PID"]), signal.SIGTERM)))
+    if "FAKE_DAEMON" in cmd:
+        out.append(_attempt("daemon", _daemon))
+    if "FAKE_SCRATCH" in cmd:
+        got = _attempt("scratch", lambda: _write(os.path.join(os.environ["SGSBATCH_SCRATCH"], "probe.txt")))
+        out.append(got if got["data"].endswith("done") else {**got, "severity": "error"})
+    return out
 
 
 def write_audit_forgery(env: int, cmd: str) -> None:

@@ -20,7 +20,7 @@ def _run(tmp_path: Path, inp: Path, out: Path, env: dict[str, str], *extra: str)
         [sys.executable, "-m", "sgsbatch.cli", "verify", str(inp), "--out", str(out), "--processes", "2",
          "--set", f"verification.repl_command={command}", "--set", f"verification.project_dir={tmp_path}",
          "--set", f"verification.checker_command={checker}",
-         "--set", "verification.timeout_s=2", *extra],
+         "--set", "verification.timeout_s=2", "--set", "verification.sandbox=none", *extra],
         capture_output=True, text=True, env=env, timeout=120,
     )
 
