@@ -85,6 +85,10 @@ def test_preemptions_are_never_counted(tmp_path: Path, monkeypatch: pytest.Monke
         with pytest.raises(Requeued):
             S.run_supervised(tmp_path, 0, "solve", 0, max_retries=1, on_slurm=True)
     assert shard.failed_reason() is None and not shard.time_limits.exists()
+    # the sixth start is not preempted: the shard completes
+    done = f"import pathlib; pathlib.Path({str(shard.marker)!r}).write_text('{{}}')"
+    monkeypatch.setattr(S, "worker_command", lambda *a: [sys.executable, "-c", done])
+    assert S.run_supervised(tmp_path, 0, "solve", 0, max_retries=1, on_slurm=True) == S.DONE
 
 
 def test_a_resume_after_a_broken_chain_keeps_the_count(tmp_path: Path) -> None:
