@@ -34,10 +34,42 @@ from dataclasses import dataclass
 
 from sgsbatch.verification.lexer import Token, lex
 from sgsbatch.verification.vocabulary import (
-    AXIOM, BAD_HEADER, BAD_STATEMENT, COMMAND, DECLARATION, ELAB, EVAL, EXIT, EXTERN, HASH_COMMAND, IMPLEMENTED_BY,
-    IMPORT, INITIALIZE, IO, LEX_ERROR, LOCAL_INSTANCE, MACRO, META, NATIVE_DECIDE, NOTATION, OPAQUE,
-    OPEN_IN_COMMAND, REASONS, RUN_CMD, RUN_ELAB, RUN_TAC, SET_OPTION, SORRY, SYNTAX, TOP_LEVEL, TRACE, UNSAFE,
-    hash_reason, keyword_reason, name_reason, option_allowed,
+    AXIOM,
+    BAD_HEADER,
+    BAD_STATEMENT,
+    COMMAND,
+    DECLARATION,
+    ELAB,
+    EVAL,
+    EXIT,
+    EXTERN,
+    HASH_COMMAND,
+    IMPLEMENTED_BY,
+    IMPORT,
+    INITIALIZE,
+    IO,
+    LEX_ERROR,
+    LOCAL_INSTANCE,
+    MACRO,
+    META,
+    NATIVE_DECIDE,
+    NOTATION,
+    OPAQUE,
+    OPEN_IN_COMMAND,
+    REASONS,
+    RUN_CMD,
+    RUN_ELAB,
+    RUN_TAC,
+    SET_OPTION,
+    SORRY,
+    SYNTAX,
+    TOP_LEVEL,
+    TRACE,
+    UNSAFE,
+    hash_reason,
+    keyword_reason,
+    name_reason,
+    option_allowed,
 )
 
 __all__ = [
@@ -49,6 +81,7 @@ __all__ = [
 ]
 
 _OPEN_PARTS = {"hiding", "renaming", "scoped", "(", ")", "→", "->"}
+_OPEN_STOP = {"in", "open", "set_option"}  # besides keywords: where an `open`'s namespaces end
 _DECL_START = {"theorem", "lemma"}
 _PAIRS = {")": "(", "]": "[", "}": "{", "⟩": "⟨", "⦄": "⦃", "⟧": "⟦", "⟯": "⟮"}
 _OPENERS = {"(", "[", "{", "⟨", "⦃", "⟦", "⟮", "@["}
@@ -94,7 +127,9 @@ def _lexical(toks: Sequence[Token], what: str, balanced: bool = True) -> Rejecti
 def _open_end(toks: Sequence[Token], i: int) -> int:
     """Index of the token after the namespaces of the `open` at `i`."""
     j = i + 1
-    while j < len(toks) and toks[j].text != "in" and (toks[j].kind == "ident" or toks[j].text in _OPEN_PARTS):
+    while j < len(toks) and toks[j].text not in _OPEN_STOP and (
+        toks[j].kind == "ident" and keyword_reason(toks[j].text) is None or toks[j].text in _OPEN_PARTS
+    ):
         j += 1
     return j
 
