@@ -1,12 +1,12 @@
 """The Lean verifier: static checks first, then a pool of leanprover-community REPL processes.
 
 `LeanVerifier(vcfg, processes)` is what `verifier.make_verifier` builds for `backend = "lean"`.
-A proof or statement refused by checks.py gets `failed` with the check's reason code and never
-reaches Lean; everything else goes through pool.py (header once per process, per-proof timeout,
-memory limit, restarts, retries, axiom audit), each process in the sandbox of
-`verification.sandbox` (sandbox.py; checked once here: bwrap present and able to create its
-namespaces). Covered: wiring, path resolution, preflight. Not covered: installing Lean or
-bubblewrap (lean/install.sh) or the rules themselves (checks.py, rules.py).
+A job whose header, statement or proof is refused by checks.py gets `failed` with the check's
+reason code and never reaches Lean; everything else goes through pool.py (header once per
+process, per-proof timeout, memory limit, restarts, retries, axiom audit, kernel re-check), each
+process in the sandbox of `verification.sandbox` (sandbox.py; checked once here: bwrap present
+and able to create its namespaces). Covered: wiring, path resolution, preflight. Not covered:
+installing Lean or bubblewrap (lean/install.sh) or the rules themselves (checks.py, rules.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sgsbatch.checkout import checkout_root
 from sgsbatch.config.schema import VerificationConfig
-from sgsbatch.verification.checks import check_proof, check_statement
+from sgsbatch.verification.checks import check_header, check_proof, check_statement
 from sgsbatch.verification.pool import PoolSettings, ReplPool
 from sgsbatch.verification.sandbox import check_choice, probe
 from sgsbatch.verification.verdict import FAILED, ProofJob, Verdict
@@ -56,8 +56,8 @@ def _preflight(command: Sequence[str], project_dir: Path, key: str = "verificati
 
 
 def static_verdict(job: ProofJob) -> Verdict | None:
-    """`failed` with the reason code if the statement or the proof may not reach Lean, else None."""
-    rejection = check_statement(job.theorem) or check_proof(job.proof)
+    """`failed` with the reason code if the header, the statement or the proof may not reach Lean, else None."""
+    rejection = check_header(job.header) or check_statement(job.theorem) or check_proof(job.proof)
     if rejection is None:
         return None
     return Verdict(FAILED, rejection.reason, [f"static check (not sent to Lean): {rejection.detail}"])
