@@ -19,7 +19,7 @@ import click
 
 from sgsbatch.errors import SgsError
 from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
-from sgsbatch.run.paths import default_runs_dir
+from sgsbatch.run.paths import command, default_runs_dir
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -117,6 +117,7 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
     st_row = h.row()
     click.echo(f"launched {st_row.name} ({st_row.executor}) in {h.paths.root}"
                + (" [SIMULATED verifier: not Lean]" if st_row.simulated else ""))
+    click.echo(f"follow it with `{command('status', h.paths)}`")
     if wait_:
         st = control.wait(h, on_change=lambda s: _print_status_line(s.to_json()))
         _print_status_line(st.to_json())
