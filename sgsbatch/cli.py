@@ -177,18 +177,28 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
 @runs_dir_option
 @click.option("--force", is_flag=True, help="Resubmit unfinished work even if the run looks alive.")
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the run to end; exit 0 only if it completed.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Change the run's config first: run.rounds (extend the run), run.max_task_retries, "
+                   "run.allow_env_drift, run.poll_interval_s; repeatable.")
 @_clean_errors
-def resume(run: str, runs_dir: str, force: bool, wait_: bool) -> None:
+def resume(run: str, runs_dir: str, force: bool, wait_: bool, overrides: tuple[str, ...]) -> None:
     """Repair RUN's broken chain and resubmit only its unfinished work.
 
     \b
-    Example:
+    Examples:
         sgsbatch resume tiny
+        sgsbatch resume tiny --set run.rounds=10     # extend the run to 10 rounds
     """
     from sgsbatch.ops import control
+    from sgsbatch.ops.amend import amend
     from sgsbatch.run.handle import open_run
 
     h = open_run(runs_dir, run)
+    if overrides:
+        h, changes = amend(h, overrides)
+        click.echo(f"run {run}: " + ("; ".join(changes) if changes else "config unchanged"))
+        if h.row().state == "completed":
+            return
     click.echo(control.resume(h, force=force))
     if wait_:
         st = control.wait(h, on_change=lambda s: _print_status_line(s.to_json()))

@@ -375,3 +375,16 @@ def from_toml_text(text: str, source: str) -> Config:
     """The frozen config of a run (runs/<name>/config.toml): already resolved and checked at launch."""
     cfg: Config = build(Config, tomllib.loads(text), source)
     return cfg
+
+
+def config_changes(old: Config, new: Config) -> list[str]:
+    """`key: old -> new` for every key whose value differs between two configs."""
+    def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            key = f"{prefix}.{k}" if prefix else k
+            out.update(flat(v, key) if isinstance(v, dict) and v else {key: v})
+        return out
+
+    a, b = flat(to_dict(old)), flat(to_dict(new))
+    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import select
 
-from sgsbatch.config.loading import from_toml_text, to_toml
+from sgsbatch.config.loading import config_changes, from_toml_text, to_toml
 from sgsbatch.config.schema import Config
 from sgsbatch.data import Target
 from sgsbatch.errors import ConfigError, RunError
@@ -154,6 +154,7 @@ def open_run(runs_dir: str | Path, name: str, readonly: bool = False) -> RunHand
 def open_run_dir(paths: RunPaths, cfg: Config | None = None, readonly: bool = False) -> RunHandle:
     """Open an existing run. `readonly`: nothing is written, not even a schema upgrade. A missing,
     empty or damaged database is a RunError naming the file and the repair."""
+    check_drift = cfg is None
     if cfg is None:
         cfg = read_frozen_config(paths)
     rebuild = command("rebuild", paths, "--force")
@@ -177,7 +178,23 @@ def open_run_dir(paths: RunPaths, cfg: Config | None = None, readonly: bool = Fa
     if run is None or run.id is None:
         raise RunError(f"{paths.root}: the database {db.url} has no run {cfg.run.name!r}; if it was lost, "
                        f"rebuild it with `{rebuild}`")
+    if check_drift:
+        _refuse_drift(paths, cfg, run)
     return RunHandle(cfg, paths, db, run.id)
+
+
+def _refuse_drift(paths: RunPaths, cfg: Config, run: Run) -> None:
+    """A config.toml edited after launch is never mixed with the database: say what changed and how
+    to go on (restore it, or change the keys that may change with `resume --set`)."""
+    if hashlib.sha256(paths.config.read_bytes()).hexdigest() == run.config_hash:
+        return
+    changes = config_changes(from_toml_text(run.config_toml, "the database"), cfg)
+    if not changes:
+        return  # comments or layout only
+    raise RunError(f"{paths.config} was edited after launch ({'; '.join(changes)}); a run keeps the config it was "
+                   f"launched with: restore it with `{command('rebuild', paths, '--restore-config', '--force')}`, "
+                   f"then change what may change (run.rounds, run.max_task_retries, run.allow_env_drift, "
+                   f"run.poll_interval_s) with `{command('resume', paths, '--set', 'run.rounds=N')}`")
 
 
 def is_run_dir(path: Path) -> bool:

@@ -9,6 +9,7 @@ back from the database), and the runs directory default ($SGSBATCH_RUNS_DIR).
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,22 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from sgsbatch.cli import main
-from sgsbatch.config.loading import load_config
-from sgsbatch.data import Target
-from sgsbatch.round.lifecycle import prepare_round
-from sgsbatch.run.handle import RunHandle, create_run
-from sgsbatch.state.schema import RunState
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def make_run(runs: Path, name: str) -> RunHandle:
-    cfg = load_config(REPO / "jobs" / "tiny.toml", [f"run.runs_dir={runs}", f"run.name={name}",
-                                                    "run.executor=local", "run.rounds=2"])
-    h = create_run(cfg, [Target(f"t{i}", "import Mathlib\n", f"theorem t{i} : True := by") for i in range(3)], "local")
-    prepare_round(h, 0)
-    h.set_state(RunState.running)
-    return h
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from runlib import recorded_run as make_run  # noqa: E402
 
 
 def _empty(p: Path) -> None:
