@@ -19,6 +19,7 @@ import click
 
 from sgsbatch.errors import SgsError
 from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
+from sgsbatch.run.paths import command, default_runs_dir
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,11 +32,20 @@ def _clean_errors(fn: F) -> F:
         except SgsError as e:
             click.echo(f"Error: {e}", err=True)
             sys.exit(e.exit_code)
+        except Exception as e:
+            from sqlalchemy.exc import DBAPIError
+
+            if not isinstance(e, DBAPIError):
+                raise
+            click.echo(f"Error: the run's database failed ({e.orig}); if its state.db is damaged, rebuild it "
+                       f"from the run directory with `sgsbatch rebuild RUN --force`", err=True)
+            sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
 
 
-runs_dir_option = click.option("--runs-dir", default="runs", show_default=True, type=click.Path(file_okay=False),
+runs_dir_option = click.option("--runs-dir", default=default_runs_dir, show_default="$SGSBATCH_RUNS_DIR or runs",
+                               type=click.Path(file_okay=False),
                                help="Directory holding the run directories.")
 
 
@@ -63,13 +73,15 @@ def _print_status_line(st: dict[str, Any]) -> None:
 
 def _status_or_error(run_dir: Path) -> dict[str, Any]:
     """One run's status for the all-runs listing; a run that cannot be read is listed with the reason."""
+    from sqlalchemy.exc import DBAPIError
+
     from sgsbatch.ops.status import run_status
     from sgsbatch.run.handle import open_run_dir
     from sgsbatch.run.paths import RunPaths
 
     try:
-        return run_status(open_run_dir(RunPaths(run_dir))).to_json()
-    except SgsError as e:
+        return run_status(open_run_dir(RunPaths(run_dir), readonly=True)).to_json()
+    except (SgsError, DBAPIError) as e:
         return {"name": run_dir.name, "state": "unreadable", "message": str(e), "round": "?", "rounds": "?",
                 "rounds_completed": "?", "metrics": {}, "run_dir": str(run_dir)}
 
@@ -105,6 +117,7 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
     st_row = h.row()
     click.echo(f"launched {st_row.name} ({st_row.executor}) in {h.paths.root}"
                + (" [SIMULATED verifier: not Lean]" if st_row.simulated else ""))
+    click.echo(f"follow it with `{command('status', h.paths)}`")
     if wait_:
         st = control.wait(h, on_change=lambda s: _print_status_line(s.to_json()))
         _print_status_line(st.to_json())
@@ -116,7 +129,8 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
 @runs_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list without RUN).")
 @click.option("--watch", is_flag=True, help="Refresh every few seconds until interrupted.")
-@click.option("--interval", default=5.0, show_default=True, help="Seconds between refreshes with --watch.")
+@click.option("--interval", default=5.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds between refreshes with --watch.")
 @_clean_errors
 def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval: float) -> None:
     """Show every run at a glance, or RUN in detail.
@@ -132,7 +146,7 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
 
     while True:
         if run:
-            st = run_status(open_run(runs_dir, run)).to_json()
+            st = run_status(open_run(runs_dir, run, readonly=True)).to_json()
             if as_json:
                 click.echo(json.dumps(st, sort_keys=True))
             else:
@@ -163,18 +177,28 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
 @runs_dir_option
 @click.option("--force", is_flag=True, help="Resubmit unfinished work even if the run looks alive.")
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the run to end; exit 0 only if it completed.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Change the run's config first: run.rounds (extend the run), run.max_task_retries, "
+                   "run.allow_env_drift, run.poll_interval_s; repeatable.")
 @_clean_errors
-def resume(run: str, runs_dir: str, force: bool, wait_: bool) -> None:
+def resume(run: str, runs_dir: str, force: bool, wait_: bool, overrides: tuple[str, ...]) -> None:
     """Repair RUN's broken chain and resubmit only its unfinished work.
 
     \b
-    Example:
+    Examples:
         sgsbatch resume tiny
+        sgsbatch resume tiny --set run.rounds=10     # extend the run to 10 rounds
     """
     from sgsbatch.ops import control
+    from sgsbatch.ops.amend import amend
     from sgsbatch.run.handle import open_run
 
     h = open_run(runs_dir, run)
+    if overrides:
+        h, changes = amend(h, overrides)
+        click.echo(f"run {run}: " + ("; ".join(changes) if changes else "config unchanged"))
+        if h.row().state == "completed":
+            return
     click.echo(control.resume(h, force=force))
     if wait_:
         st = control.wait(h, on_change=lambda s: _print_status_line(s.to_json()))
@@ -202,7 +226,8 @@ def cancel(run: str, runs_dir: str) -> None:
 @main.command()
 @click.argument("run")
 @runs_dir_option
-@click.option("--interval", default=60.0, show_default=True, help="Seconds between checks.")
+@click.option("--interval", default=60.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds between checks.")
 @click.option("--max-checks", type=click.IntRange(min=1), default=None,
               help="Stop after this many checks even if the run goes on (default: until it ends).")
 @_clean_errors
@@ -231,9 +256,12 @@ def watch(run: str, runs_dir: str, interval: float, max_checks: int | None) -> N
 @main.command()
 @click.argument("run")
 @runs_dir_option
-@click.option("--force", is_flag=True, help="Move a state.db that is still there aside (state.db.bad-<time>) first.")
+@click.option("--force", is_flag=True, help="Move a state.db (or, with --restore-config, a config.toml) that is "
+                                           "still there aside (state.db.bad-<time>) first.")
+@click.option("--restore-config", is_flag=True,
+              help="Only write config.toml back from the copy the database recorded at launch.")
 @_clean_errors
-def rebuild(run: str, runs_dir: str, force: bool) -> None:
+def rebuild(run: str, runs_dir: str, force: bool, restore_config: bool) -> None:
     """Rebuild RUN's lost or corrupt database from its run directory.
 
     Every round whose train job finished is ended again from its shard files (attempts,
@@ -244,10 +272,15 @@ def rebuild(run: str, runs_dir: str, force: bool) -> None:
     Examples:
         sgsbatch rebuild tiny             # state.db was deleted
         sgsbatch rebuild tiny --force     # state.db is corrupt: keep it aside, rebuild
+        sgsbatch rebuild tiny --restore-config   # config.toml lost, damaged or edited
     """
     from sgsbatch.ops.rebuild import rebuild as rebuild_run
+    from sgsbatch.ops.rebuild import restore_config as restore
     from sgsbatch.run.handle import existing_run_paths
 
+    if restore_config:
+        click.echo(restore(existing_run_paths(runs_dir, run), force=force))
+        return
     rep = rebuild_run(existing_run_paths(runs_dir, run), force=force,
                       progress=lambda r: click.echo(f"round {r} ended again", err=True))
     click.echo(rep.describe())
@@ -321,7 +354,7 @@ def fit(run: str, runs_dir: str, as_json: bool, min_generations: int | None, hal
     from sgsbatch.ops.fit import fit_run, format_report
     from sgsbatch.run.handle import open_run
 
-    rep = fit_run(open_run(runs_dir, run), min_generations=min_generations, halves=halves)
+    rep = fit_run(open_run(runs_dir, run, readonly=True), min_generations=min_generations, halves=halves)
     click.echo(json.dumps(rep, sort_keys=True) if as_json else format_report(rep))
 
 

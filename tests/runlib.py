@@ -63,3 +63,21 @@ def outcome(run_dir: Path, url: str | None = None) -> dict[str, Any]:
             return {k: [tuple(r) for r in conn.execute(text(q)).all()] for k, q in OUTCOME_QUERIES.items()}
     finally:
         engine.dispose()
+
+
+def recorded_run(runs_dir: Path, name: str, executor: str = "local") -> Any:
+    """A 2-round tiny run recorded (directory, config, database, round 0 prepared) but never started:
+    for tests of the commands around a run, not of the run itself."""
+    from sgsbatch.config.loading import load_config
+    from sgsbatch.data import Target
+    from sgsbatch.round.lifecycle import prepare_round
+    from sgsbatch.run.handle import create_run
+    from sgsbatch.state.schema import RunState
+
+    cfg = load_config(TINY, [f"run.runs_dir={runs_dir}", f"run.name={name}", f"run.executor={executor}",
+                             "run.rounds=2"])
+    h = create_run(cfg, [Target(f"t{i}", "import Mathlib\n", f"theorem t{i} : True := by") for i in range(3)],
+                   executor)
+    prepare_round(h, 0)
+    h.set_state(RunState.running)
+    return h

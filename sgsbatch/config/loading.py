@@ -11,6 +11,9 @@ meaning of keys (config/schema.py) and where a run lives on disk (run/paths.py).
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
+import re
 import tomllib
 import types
 import typing
@@ -37,6 +40,9 @@ REQUIRED_KEYS = {
 }
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 def is_path_like(value: str) -> bool:
     return value.startswith((".", "/", "~"))
 
@@ -49,6 +55,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(str(path), "", f"not valid TOML: {e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(str(path), "", f"not a text file (invalid UTF-8 at byte {e.start}); a jobs file is "
+                          f"TOML text") from e
+    except OSError as e:
+        raise ConfigError(str(path), "", f"cannot be read: {e.strerror or e}") from e
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -88,19 +99,49 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
             _set(raw, key, str((base / Path(val).expanduser()).resolve()), str(base))
 
 
-def load_raw(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """The merged raw table of a jobs file and the files it inherits from, paths resolved."""
+Origins = dict[str, str]  # dotted key -> where its value came from ("a.toml via b.toml", "--set k=v")
+
+
+def _leaves(raw: dict[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for k, v in raw.items():
+        key = f"{prefix}.{k}" if prefix else k
+        out += _leaves(v, key) if isinstance(v, dict) and v else [key]
+    return out
+
+
+def _set_origin(origins: Origins, key: str, source: str) -> None:
+    for k in [k for k in origins if k.startswith(key + ".")]:  # a value set over a whole table
+        del origins[k]
+    origins[key] = source
+
+
+def origin_of(origins: Origins, key: str, default: str) -> str:
+    """Where `key` (or the table holding it) was set; `default` for a key left at its default."""
+    parts = re.sub(r"\[\d+\]", "", key).split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in origins:
+            return origins[".".join(parts[:n])]
+    return default
+
+
+def load_raw(path: Path, _seen: tuple[Path, ...] = (), origins: Origins | None = None) -> dict[str, Any]:
+    """The merged raw table of a jobs file and the files it inherits from, paths resolved.
+    `origins` gets, for every key set, the file that set it (`parent.toml via child.toml`)."""
     path = path.resolve()
     if path in _seen:
         raise ConfigError(str(path), "inherit", "inheritance cycle: " + " -> ".join(str(p) for p in (*_seen, path)))
     raw = _read_toml(path)
     _resolve_paths(raw, path.parent)
     parent = raw.pop("inherit", None)
-    if parent is None:
-        return raw
-    if not isinstance(parent, str):
+    if parent is not None and not isinstance(parent, str):
         raise ConfigError(str(path), "inherit", "must be a string: the path of the parent jobs file")
-    return _merge(load_raw(path.parent / parent, (*_seen, path)), raw)
+    merged = raw if parent is None else _merge(load_raw(path.parent / parent, (*_seen, path), origins), raw)
+    if origins is not None:
+        label = " via ".join(str(p) for p in (path, *reversed(_seen)))
+        for key in _leaves(raw):
+            _set_origin(origins, key, label)
+    return merged
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -117,13 +158,16 @@ def parse_override(text: str) -> tuple[str, Any]:
         return key, value
 
 
-def apply_overrides(raw: dict[str, Any], overrides: typing.Sequence[str], cwd: Path) -> dict[str, Any]:
+def apply_overrides(raw: dict[str, Any], overrides: typing.Sequence[str], cwd: Path,
+                    origins: Origins | None = None) -> dict[str, Any]:
     raw = _merge(raw, {})
     for text in overrides:
         key, value = parse_override(text)
         if key in PATH_KEYS and isinstance(value, str) and is_path_like(value):
             value = str((cwd / Path(value).expanduser()).resolve())
-        _set(raw, key, value, "--set")
+        _set(raw, key, value, f"--set {text}")
+        if origins is not None:
+            _set_origin(origins, key, f"--set {text}")
     return raw
 
 
@@ -171,11 +215,19 @@ def _convert(value: Any, tp: Any, source: str, key: str) -> Any:
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad
+        if not INT64_MIN <= value <= INT64_MAX:  # the database stores 64-bit integers
+            raise ConfigError(source, key, f"must be an integer within [{INT64_MIN}, {INT64_MAX}], got {value}")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise bad
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise ConfigError(source, key, f"must be a finite number, got {value!r}")
+        return number
     if tp is str:
         if not isinstance(value, str):
             raise bad
@@ -232,11 +284,22 @@ def _check_prompts(cfg: Config, source: str) -> None:
             raise ConfigError(source, key, str(e)) from e
 
 
-def validate(raw: dict[str, Any], source: str) -> Config:
+def validate(raw: dict[str, Any], source: str, origins: Origins | None = None) -> Config:
+    """The checked config; an error names the key and where its value came from (`origins`;
+    `source` for a key left at its default or a missing one)."""
+    try:
+        return _validate(raw, source)
+    except ConfigError as e:
+        if origins is None or e.source != source:
+            raise
+        raise ConfigError(origin_of(origins, e.key, source), e.key, e.message) from None
+
+
+def _validate(raw: dict[str, Any], source: str) -> Config:
+    cfg: Config = build(Config, raw, source)  # types first: `--set run=3` is "run: must be a table"
     for key, example in REQUIRED_KEYS.items():
         if _get(raw, key) is None:
             raise ConfigError(source, key, f"is required; add {example}")
-    cfg: Config = build(Config, raw, source)
     errs = semantic_errors(cfg)
     if errs:
         key, msg = errs[0]
@@ -247,13 +310,50 @@ def validate(raw: dict[str, Any], source: str) -> Config:
     src = cfg.data.source
     if is_path_like(src) and not Path(src).exists():
         raise ConfigError(source, "data.source", f"no such file or directory: {src}")
+    _check_runs_dir(cfg, source)
+    _check_database_url(cfg, source)
     return cfg
+
+
+def _check_runs_dir(cfg: Config, source: str) -> None:
+    """run.runs_dir is (or can become) a writable directory."""
+    path = Path(cfg.run.runs_dir).expanduser().absolute()
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(source, "run.runs_dir", f"{probe} is not a directory, so runs cannot live in {path}; "
+                          f"choose a directory (--set run.runs_dir=...)")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(source, "run.runs_dir", f"{probe} is not writable; choose a directory you can write "
+                          f"(--set run.runs_dir=...)")
+
+
+def _check_database_url(cfg: Config, source: str) -> None:
+    """run.database_url, when set, is a URL SQLAlchemy can open with an installed driver."""
+    url = cfg.run.database_url
+    if not url:
+        return
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        dialect = make_url(url).get_dialect()
+    except (ArgumentError, NoSuchModuleError, ValueError) as e:
+        raise ConfigError(source, "run.database_url", f"{url!r} is not a database URL SQLAlchemy knows ({e}); "
+                          f"e.g. postgresql://user@host/db, or \"\" for the run's own SQLite file") from None
+    try:
+        dialect.import_dbapi()
+    except ImportError as e:
+        raise ConfigError(source, "run.database_url", f"the driver for {url.split(':', 1)[0]!r} is not installed "
+                          f"({e}); install it or leave run.database_url empty") from None
 
 
 def load_config(path: Path, overrides: typing.Sequence[str] = (), cwd: Path | None = None) -> Config:
     """Load, merge, override and validate a jobs file. Raises ConfigError; has no side effects."""
-    raw = apply_overrides(load_raw(path), overrides, cwd or Path.cwd())
-    return validate(raw, str(path))
+    origins: Origins = {}
+    raw = apply_overrides(load_raw(path, origins=origins), overrides, cwd or Path.cwd(), origins)
+    return validate(raw, str(path), origins)
 
 
 def to_dict(cfg: Config) -> dict[str, Any]:
@@ -276,3 +376,16 @@ def from_toml_text(text: str, source: str) -> Config:
     """The frozen config of a run (runs/<name>/config.toml): already resolved and checked at launch."""
     cfg: Config = build(Config, tomllib.loads(text), source)
     return cfg
+
+
+def config_changes(old: Config, new: Config) -> list[str]:
+    """`key: old -> new` for every key whose value differs between two configs."""
+    def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            key = f"{prefix}.{k}" if prefix else k
+            out.update(flat(v, key) if isinstance(v, dict) and v else {key: v})
+        return out
+
+    a, b = flat(to_dict(old)), flat(to_dict(new))
+    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]

@@ -7,6 +7,7 @@ schema plus the checks that need more than a type (ranges, choices, cross-key ru
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -14,6 +15,11 @@ Executor = Literal["auto", "slurm", "local"]
 PHASES: tuple[str, ...] = ("init", "conjecture", "solve", "verify", "guide", "train")
 ROUND_PHASES: tuple[str, ...] = ("conjecture", "solve", "verify", "guide", "train")
 TINY_RANDOM = "tiny-random"
+# a run name is a directory name, a command-line word and part of Slurm job names
+RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,99}")
+SLURM_MEM = re.compile(r"[0-9]+[KMGT]?")
+MAX_TASKS = 10_000  # tasks of one phase array (Slurm's MaxArraySize is 1001 unless raised)
+MAX_CPUS, MAX_GPUS = 4096, 64  # per task (per node)
 
 
 @dataclass(frozen=True)
@@ -308,6 +314,10 @@ class Config:
         return (("init",) if round_index == 0 else ()) + tuple(phases)
 
 
+def _short(value: str, n: int = 60) -> str:
+    return repr(value) if len(value) <= n else repr(value[:n]) + f"... ({len(value)} characters)"
+
+
 def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     """(key, message) for every value that has the right type but is impossible."""
     errs: list[tuple[str, str]] = []
@@ -317,8 +327,10 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
             errs.append((key, msg))
 
     check(cfg.run.rounds >= 1, "run.rounds", f"must be a whole number >= 1, got {cfg.run.rounds}")
-    check(bool(cfg.run.name) and "/" not in cfg.run.name and not cfg.run.name.startswith("."),
-          "run.name", f"must be a non-empty name without '/' (it names the run directory), got {cfg.run.name!r}")
+    check(RUN_NAME.fullmatch(cfg.run.name) is not None, "run.name",
+          "must be 1-100 characters of letters, digits and _ . + = -, not starting with '.' , '-', '+' or '=' "
+          f"(it names the run directory and is typed in commands), got {_short(cfg.run.name)}")
+    check(cfg.run.seed >= 0, "run.seed", f"must be >= 0, got {cfg.run.seed}")
     check(cfg.run.max_task_retries >= 0, "run.max_task_retries", "must be >= 0")
     check(cfg.run.local_workers >= 1, "run.local_workers", "must be >= 1")
     check(cfg.run.poll_interval_s > 0, "run.poll_interval_s", f"must be > 0 seconds, got {cfg.run.poll_interval_s}")
@@ -372,9 +384,10 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
           "must name a program when verification.kernel_recheck = true")
     for phase in ("conjecture", "solve", "guide"):
         n = getattr(cfg.shards, phase)
-        check(n >= 1, f"shards.{phase}", f"must be >= 1, got {n}")
+        check(1 <= n <= MAX_TASKS, f"shards.{phase}", f"must be >= 1 and <= {MAX_TASKS}, got {n}")
     sh = cfg.shards
-    check(sh.verify == 0 or (sh.verify >= sh.solve and sh.verify % sh.solve == 0), "shards.verify",
+    check(sh.verify <= MAX_TASKS, "shards.verify", f"must be <= {MAX_TASKS}, got {sh.verify}")
+    check(sh.verify == 0 or (sh.verify >= sh.solve and sh.verify % max(1, sh.solve) == 0), "shards.verify",
           f"must be 0 (as many as shards.solve) or a multiple of shards.solve ({sh.solve}), got {sh.verify}")
     check(cfg.checkpoints.keep_last >= 1, "checkpoints.keep_last", "must be >= 1 (the next round needs the last weights)")
     check(cfg.checkpoints.keep_every >= 0, "checkpoints.keep_every", "must be >= 0")
@@ -388,9 +401,13 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(sc.paper_halves_std >= 0, "scaling.paper_halves_std", f"must be >= 0, got {sc.paper_halves_std}")
     for phase in PHASES:
         r = cfg.phase_resources(phase)
-        for key, val, low in (("gpus", r.gpus, 0), ("cpus", r.cpus, 1), ("time_min", r.time_min, 1),
-                              ("array_parallelism", r.array_parallelism, 1), ("signal_delay_s", r.signal_delay_s, 0)):
-            check(val >= low, f"slurm.{phase}.{key}", f"must be >= {low}, got {val}")
-        check(r.nodes == 1 or (phase == "train" and r.nodes >= 1), f"slurm.{phase}.nodes",
-              "must be 1 (only the train job spans nodes)" if phase != "train" else f"must be >= 1, got {r.nodes}")
+        for key, val, low, high in (("gpus", r.gpus, 0, MAX_GPUS), ("cpus", r.cpus, 1, MAX_CPUS),
+                                    ("time_min", r.time_min, 1, 366 * 24 * 60),
+                                    ("array_parallelism", r.array_parallelism, 1, MAX_TASKS),
+                                    ("signal_delay_s", r.signal_delay_s, 0, 24 * 3600)):
+            check(low <= val <= high, f"slurm.{phase}.{key}", f"must be >= {low} and <= {high}, got {val}")
+        check(SLURM_MEM.fullmatch(r.mem) is not None, f"slurm.{phase}.mem",
+              f"must be a Slurm memory size such as \"64G\" (a number with an optional K, M, G or T), got {r.mem!r}")
+        check(r.nodes == 1 or (phase == "train" and 1 <= r.nodes <= 1024), f"slurm.{phase}.nodes",
+              "must be 1 (only the train job spans nodes)" if phase != "train" else f"must be >= 1 and <= 1024, got {r.nodes}")
     return errs

@@ -23,7 +23,7 @@ from sgsbatch.config.schema import Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
 from sgsbatch.ops.status import RunStatus, run_status
 from sgsbatch.round.lifecycle import first_unfinished_round, prepare_round
-from sgsbatch.run.handle import RunHandle, create_run
+from sgsbatch.run.handle import RunHandle, create_run, new_run_paths
 from sgsbatch.run.shards import Shard, unfinished
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.state.schema import RunState
@@ -99,6 +99,7 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
         from sgsbatch.config.smoke import smoke_config
 
         cfg = smoke_config(cfg, config_path, overrides)
+    new_run_paths(cfg)  # the name is free (a dry run refuses what the launch would)
     executor = resolve_executor(cfg)
     if executor == "slurm":  # the site's limits, before anything is created or submitted
         from sgsbatch.scheduling.preflight import require

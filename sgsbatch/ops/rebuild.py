@@ -12,6 +12,9 @@ Covered: runs, rounds, phases, problems, attempts with verdicts, the solved stor
 reviews, metrics (TensorBoard points rewritten too), checkpoints (marked deleted where the
 retention policy removed the weights), Slurm jobs with their restarts (from sacct, while
 accounting remembers them).
+`restore_config` is the other direction: config.toml lost, damaged or edited after launch is
+written back from the copy the database recorded at launch (an edited one is kept aside).
+
 Not covered: a run cancelled with `sgsbatch cancel` shows as stalled after a rebuild (the
 cancellation lived only in the database: cancel it again); a database at `run.database_url` is
 only filled when it has no row for the run (it is never moved aside or deleted here).
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import func
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import select
 
 from sgsbatch.config.loading import from_toml_text
@@ -36,9 +40,9 @@ from sgsbatch.run import environment
 from sgsbatch.run.handle import RunHandle, database_url, insert_run
 from sgsbatch.run.journal import read_journal
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import read_json
+from sgsbatch.run.shards import atomic_write_text, read_json
 from sgsbatch.scheduling.chain import end_round_from_marker
-from sgsbatch.state.db import Database, open_db
+from sgsbatch.state.db import Database, EmptyDatabase, open_db, sqlite_url
 from sgsbatch.state.schema import Attempt, Checkpoint, Run, RunState, SlurmJob
 
 
@@ -130,3 +134,31 @@ def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None
     if done < cfg.run.rounds:
         h.set_state(RunState.running, "database rebuilt from the run directory")
     return RebuildReport(cfg.run.name, url, done, cfg.run.rounds, attempts, jobs, aside)
+
+
+def restore_config(paths: RunPaths, force: bool = False) -> str:
+    """Write the run's config.toml back from the database's copy (the config as launched); an
+    existing file that differs is kept aside as config.toml.edited-<time>, with `force` only."""
+    backup = "restore config.toml from your backup"
+    if not paths.db.exists():
+        raise RunError(f"{paths.db} is missing, so it holds no copy of the config; {backup}")
+    try:
+        with open_db(sqlite_url(paths.db), create=False, readonly=True).read() as s:
+            run = s.exec(select(Run).where(Run.run_dir == str(paths.root))).first() or \
+                s.exec(select(Run).where(Run.name == paths.name)).first()
+    except (EmptyDatabase, DBAPIError) as e:
+        raise RunError(f"{paths.db} cannot be read ({getattr(e, 'orig', e)}); {backup}") from None
+    if run is None:
+        raise RunError(f"{paths.db} has no run {paths.name!r}; {backup}")
+    if paths.config.exists():
+        if paths.config.read_bytes() == run.config_toml.encode():
+            return f"{paths.config} already is the config run {run.name} was launched with"
+        if not force:
+            raise RunError(f"{paths.config} exists and differs from the config run {run.name} was launched with; "
+                           f"pass --force to keep it aside (config.toml.edited-<time>) and restore the launch's")
+        aside = paths.config.with_name(f"config.toml.edited-{time.strftime('%Y%m%d-%H%M%S')}")
+        paths.config.rename(aside)
+        atomic_write_text(paths.config, run.config_toml)
+        return f"restored {paths.config} from the database; the edited file is kept as {aside}"
+    atomic_write_text(paths.config, run.config_toml)
+    return f"restored {paths.config} from the database"

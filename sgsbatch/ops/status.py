@@ -19,6 +19,7 @@ from sqlmodel import select
 from sgsbatch.round.lifecycle import current_phase
 from sgsbatch.run import environment
 from sgsbatch.run.handle import RunHandle
+from sgsbatch.run.paths import command
 from sgsbatch.run.shards import failed_reason
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.scheduling.liveness import StallReason
@@ -98,7 +99,7 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
                                 for p in h.cfg.phases_of_round(r))), None)
     if reason:
         st.state, st.stall = "stalled", StallReason.shard_out_of_retries
-        st.message = reason + f"; fix the cause, then `sgsbatch resume {row.name}`"
+        st.message = reason + f"; fix the cause, then `{command('resume', h.paths)}`"
         return st
     if not live:
         return st

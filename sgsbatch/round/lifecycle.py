@@ -167,8 +167,10 @@ def generation_metrics(cfg: Config, paths: RunPaths, r: int) -> dict[str, float]
 
 @locked_retry
 def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str, float]:
-    last = r == h.cfg.run.rounds - 1
     with h.db.write() as s:
+        run = s.get(Run, h.run_id)
+        assert run is not None
+        last = r >= run.rounds - 1  # the database's count: `resume --set run.rounds=N` may have raised it
         for role, res in train.items():
             exists = s.exec(select(Checkpoint).where(Checkpoint.run_id == h.run_id, Checkpoint.round == r,
                                                      Checkpoint.role == role)).first()
@@ -177,8 +179,6 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
                                  steps=res["steps"], sequences=res["sequences"]))
         solved = s.exec(select(func.count(func.distinct(StoredProof.problem_id))).where(
             StoredProof.run_id == h.run_id)).one()
-        run = s.get(Run, h.run_id)
-        assert run is not None
         prev = s.exec(select(func.sum(Metric.value)).where(Metric.run_id == h.run_id, Metric.round < r,
                                                            Metric.name == M.GENERATIONS_ROUND)).one() or 0.0
         this = s.exec(select(Metric.value).where(Metric.run_id == h.run_id, Metric.round == r,
@@ -210,7 +210,7 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
         rnd.state, rnd.generations = "completed", int(prev + this)
         s.add(rnd)
         if last:
-            run.state, run.message = RunState.completed, f"all {h.cfg.run.rounds} rounds completed"
+            run.state, run.message = RunState.completed, f"all {run.rounds} rounds completed"
         elif s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == r + 1)).first() is None:
             s.add(Round(run_id=h.run_id, index=r + 1, state="pending", unsolved=run.targets - solved))
             for kind in h.cfg.phases_of_round(r + 1):

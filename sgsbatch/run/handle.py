@@ -11,20 +11,22 @@ import hashlib
 import json
 import shutil
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import select
 
-from sgsbatch.config.loading import from_toml_text, to_toml
+from sgsbatch.config.loading import config_changes, from_toml_text, to_toml
 from sgsbatch.config.schema import Config
 from sgsbatch.data import Target
-from sgsbatch.errors import RunError
+from sgsbatch.errors import ConfigError, RunError
 from sgsbatch.run import environment
-from sgsbatch.run.paths import RunPaths, run_paths
+from sgsbatch.run.paths import RunPaths, command, run_paths
 from sgsbatch.run.shards import atomic_write_json, atomic_write_text
-from sgsbatch.state.db import Database, open_db, sqlite_url
+from sgsbatch.state.db import Database, EmptyDatabase, open_db, sqlite_url
 from sgsbatch.state.schema import Phase, ProblemRow, Round, Run, RunEnvironment, RunState
 
 
@@ -54,11 +56,18 @@ def database_url(cfg: Config, paths: RunPaths) -> str:
     return cfg.run.database_url or sqlite_url(paths.db)
 
 
-def create_run(cfg: Config, targets: list[Target], executor: str) -> RunHandle:
+def new_run_paths(cfg: Config) -> RunPaths:
+    """Where a new run would live; a RunError when a run (or anything) is already there."""
     paths = run_paths(cfg.run.runs_dir, cfg.run.name)
     if paths.root.exists():
         raise RunError(f"run {cfg.run.name!r} already exists in {paths.root.parent}; choose another name "
-                       f"(--set run.name=...) or continue it with `sgsbatch resume {cfg.run.name}`")
+                       f"(--set run.name=...) or continue it with `{command('resume', paths)}`")
+    return paths
+
+
+def create_run(cfg: Config, targets: list[Target], executor: str) -> RunHandle:
+    paths = new_run_paths(cfg)
+    made = [p for p in (paths.root, *paths.root.parents) if not p.exists()]  # removed again on failure
     paths.root.mkdir(parents=True)
     try:
         text = to_toml(cfg)
@@ -72,6 +81,11 @@ def create_run(cfg: Config, targets: list[Target], executor: str) -> RunHandle:
         run_id = insert_run(db, cfg, paths, text, targets, executor, time.time(), env)
     except BaseException:
         shutil.rmtree(paths.root, ignore_errors=True)
+        for p in made[1:]:
+            try:
+                p.rmdir()
+            except OSError:
+                break
         raise
     return RunHandle(cfg, paths, db, run_id)
 
@@ -105,33 +119,91 @@ def insert_run(db: Database, cfg: Config, paths: RunPaths, text: str, targets: l
 def existing_run_paths(runs_dir: str | Path, name: str) -> RunPaths:
     """The directory of run `name`; a RunError listing the runs there when it has none."""
     paths = run_paths(runs_dir, name)
-    if not paths.config.exists():
-        known = sorted(p.name for p in Path(runs_dir).glob("*") if (p / "config.toml").exists())
+    if not is_run_dir(paths.root):
+        known = sorted(p.name for p in list_runs(runs_dir))
         raise RunError(f"no run named {name!r} in {Path(runs_dir).resolve()}; runs there: "
                        f"{', '.join(known) or '(none)'}")
     return paths
 
 
-def open_run(runs_dir: str | Path, name: str) -> RunHandle:
-    paths = existing_run_paths(runs_dir, name)
-    cfg = from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config))
-    return open_run_dir(paths, cfg)
+def read_frozen_config(paths: RunPaths) -> Config:
+    """The run's frozen config.toml; a missing, unreadable or damaged one is a RunError saying how
+    to restore it (the database keeps the config the run was launched with)."""
+    def restore(*force: str) -> str:
+        return (f"restore it from the copy in the database with `{command('rebuild', paths, '--restore-config', *force)}`"
+                " (or from your backup)")
+
+    try:
+        text = paths.config.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RunError(f"{paths.config} is missing; {restore()}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunError(f"{paths.config} cannot be read ({e}); {restore('--force')}") from None
+    try:
+        return from_toml_text(text, str(paths.config))
+    except tomllib.TOMLDecodeError as e:
+        raise RunError(f"{paths.config} is not valid TOML ({e}); {restore('--force')}") from None
+    except ConfigError as e:
+        raise RunError(f"{e}; {restore('--force')}") from None
 
 
-def open_run_dir(paths: RunPaths, cfg: Config | None = None) -> RunHandle:
+def open_run(runs_dir: str | Path, name: str, readonly: bool = False) -> RunHandle:
+    return open_run_dir(existing_run_paths(runs_dir, name), readonly=readonly)
+
+
+def open_run_dir(paths: RunPaths, cfg: Config | None = None, readonly: bool = False) -> RunHandle:
+    """Open an existing run. `readonly`: nothing is written, not even a schema upgrade. A missing,
+    empty or damaged database is a RunError naming the file and the repair."""
+    check_drift = cfg is None
     if cfg is None:
-        cfg = from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config))
+        cfg = read_frozen_config(paths)
+    rebuild = command("rebuild", paths, "--force")
     if not cfg.run.database_url and not paths.db.exists():  # never create an empty one in its place
         raise RunError(f"{paths.db} is missing; rebuild it from the run directory with "
-                       f"`sgsbatch rebuild {cfg.run.name} --runs-dir {paths.root.parent}`")
-    db = open_db(database_url(cfg, paths))
-    with db.read() as s:
-        run = s.exec(select(Run).where(Run.name == cfg.run.name)).first()
+                       f"`{command('rebuild', paths)}`")
+    where = cfg.run.database_url or str(paths.db)
+    try:
+        db = open_db(database_url(cfg, paths), create=False, readonly=readonly)
+        with db.read() as s:
+            run = s.exec(select(Run).where(Run.name == cfg.run.name)).first()
+    except EmptyDatabase:
+        raise RunError(f"{where} is empty (no sgsbatch tables); rebuild it from the run directory with "
+                       f"`{rebuild}`") from None
+    except DBAPIError as e:
+        if cfg.run.database_url:
+            raise RunError(f"run.database_url {where} cannot be read ({e.orig}); check the database server and "
+                           f"the URL in {paths.config}") from None
+        raise RunError(f"{where} is damaged ({e.orig}); move it aside and rebuild it from the run directory "
+                       f"with `{rebuild}`") from None
     if run is None or run.id is None:
         raise RunError(f"{paths.root}: the database {db.url} has no run {cfg.run.name!r}; if it was lost, "
-                       f"rebuild it with `sgsbatch rebuild {cfg.run.name} --runs-dir {paths.root.parent} --force`")
+                       f"rebuild it with `{rebuild}`")
+    if check_drift:
+        _refuse_drift(paths, cfg, run)
     return RunHandle(cfg, paths, db, run.id)
 
 
+def _refuse_drift(paths: RunPaths, cfg: Config, run: Run) -> None:
+    """A config.toml edited after launch is never mixed with the database: say what changed and how
+    to go on (restore it, or change the keys that may change with `resume --set`)."""
+    if hashlib.sha256(paths.config.read_bytes()).hexdigest() == run.config_hash:
+        return
+    changes = config_changes(from_toml_text(run.config_toml, "the database"), cfg)
+    if not changes:
+        return  # comments or layout only
+    raise RunError(f"{paths.config} was edited after launch ({'; '.join(changes)}); a run keeps the config it was "
+                   f"launched with: restore it with `{command('rebuild', paths, '--restore-config', '--force')}`, "
+                   f"then change what may change (run.rounds, run.max_task_retries, run.allow_env_drift, "
+                   f"run.poll_interval_s) with `{command('resume', paths, '--set', 'run.rounds=N')}`")
+
+
+def is_run_dir(path: Path) -> bool:
+    """A run directory has its config.toml or its state.db (the other may be lost)."""
+    return (path / "config.toml").exists() or (path / "state.db").exists()
+
+
 def list_runs(runs_dir: str | Path) -> list[Path]:
-    return sorted(p for p in Path(runs_dir).glob("*") if (p / "config.toml").exists())
+    root = Path(runs_dir)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and is_run_dir(p))

@@ -13,12 +13,20 @@
       tb/                         TensorBoard event files
       slurm/                      submitit folders (job pickles, logs)
       local/                      local-executor driver pid and logs
+      driver.lock                 the run's lock: host and pid of the process driving it
+
+Commands find runs in `--runs-dir`, else $SGSBATCH_RUNS_DIR, else ./runs; `command` writes the
+complete next command a message tells the user to run.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
+
+RUNS_DIR_ENV = "SGSBATCH_RUNS_DIR"
 
 
 @dataclass(frozen=True)
@@ -75,3 +83,17 @@ class RunPaths:
 
 def run_paths(runs_dir: str | Path, name: str) -> RunPaths:
     return RunPaths(Path(runs_dir).resolve() / name)
+
+
+def default_runs_dir() -> str:
+    """Where the commands look for runs without `--runs-dir`: $SGSBATCH_RUNS_DIR, else ./runs."""
+    return os.environ.get(RUNS_DIR_ENV) or "runs"
+
+
+def command(verb: str, paths: RunPaths, *extra: str) -> str:
+    """The complete command line for `verb` on this run, e.g. `sgsbatch resume t1 --runs-dir /x/runs`
+    (`--runs-dir` left out only where the default finds the run)."""
+    words = ["sgsbatch", verb, paths.name]
+    if Path(default_runs_dir()).resolve() != paths.root.parent:
+        words += ["--runs-dir", shlex.quote(str(paths.root.parent))]
+    return " ".join([*words, *extra])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sgsbatch.round.lifecycle import prepare_round, round_completed
 from sgsbatch.run.handle import RunHandle, open_run_dir
-from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.paths import RunPaths, command
 from sgsbatch.run.shards import unfinished
 from sgsbatch.scheduling.liveness import Liveness, StallReason
 from sgsbatch.scheduling.supervisor import DONE, FAILED, run_supervised
@@ -101,7 +101,7 @@ class LocalExecutor:
         pid = driver_alive(h.paths)
         if pid is None:
             return Liveness("stalled", StallReason.local_driver_dead,
-                            f"local driver is not running but work is unfinished; run `sgsbatch resume {h.cfg.run.name}`")
+                            f"local driver is not running but work is unfinished; run `{command('resume', h.paths)}`")
         return Liveness("running", driver_pid=pid)
 
     def record_round(self, h: RunHandle, r: int) -> None:

@@ -36,6 +36,7 @@ from sgsbatch.errors import SchedulerError
 from sgsbatch.round import metrics as M
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.journal import journal_job
+from sgsbatch.run.paths import command
 from sgsbatch.run.shards import unfinished
 from sgsbatch.scheduling.liveness import Liveness, StallReason
 from sgsbatch.scheduling.ranks import DIST_ENV, DIST_PREFIXES
@@ -331,7 +332,6 @@ def liveness(h: RunHandle, r: int, phase: str, detail: bool = True) -> Liveness:
     `detail=False` (what `--wait` and `watch` poll with): `sacct` only when one of the active jobs
     has newly left the queue (once per job and process), so a week of polling does not hammer
     the site's slurmdbd."""
-    name = h.cfg.run.name
     jobs = _active_jobs(h, r)
     ids = [j.job_id for j in jobs]
     live = squeue(ids)
@@ -356,14 +356,14 @@ def liveness(h: RunHandle, r: int, phase: str, detail: bool = True) -> Liveness:
         if "DependencyNeverSatisfied" in t.reason:
             out.state, out.stall = "stalled", StallReason.dependency_never_satisfied
             out.message = (f"job {t.job_id} ({by_phase.get(t.job_id.split('_')[0], '?')}) can never start: its "
-                           f"dependency failed or was cancelled; run `sgsbatch resume {name}`")
+                           f"dependency failed or was cancelled; run `{command('resume', h.paths)}`")
             return out
     if not live:
         # the train job may have submitted the next round between our reads: look once more
         if _active_jobs(h, r + 1):
             return out
         out.state, out.stall = "stalled", StallReason.no_live_job
-        out.message = f"no live Slurm job but unfinished work (round {r}, {phase}); run `sgsbatch resume {name}`"
+        out.message = f"no live Slurm job but unfinished work (round {r}, {phase}); run `{command('resume', h.paths)}`"
         return out
     started = any(t.state != "PENDING" for t in live) or h.paths.phase_dir(0, "init").exists()
     out.state = "running" if started else "pending"

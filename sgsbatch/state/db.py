@@ -52,9 +52,18 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
+class EmptyDatabase(RuntimeError):
+    """An existing run's database holds no sgsbatch schema (a 0-byte or foreign file)."""
+
+
 class Database:
-    def __init__(self, url: str) -> None:
+    """`create`: give a database without the schema the current one (launch, rebuild); else an
+    empty one raises EmptyDatabase. `readonly`: never write (no migration; SQLite `query_only`)."""
+
+    def __init__(self, url: str, create: bool = True, readonly: bool = False) -> None:
         self.url = url
+        self.create = create
+        self.readonly = readonly
         self.is_sqlite = url.startswith("sqlite")
         kwargs: dict[str, Any] = {}
         if self.is_sqlite:
@@ -70,6 +79,10 @@ class Database:
             dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
             cur = dbapi_conn.cursor()
             cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            if self.readonly:
+                cur.execute("PRAGMA query_only=ON")
+                cur.close()
+                return
             cur.execute("PRAGMA journal_mode=DELETE")
             cur.execute("PRAGMA synchronous=FULL")
             cur.execute("PRAGMA foreign_keys=ON")
@@ -88,7 +101,10 @@ class Database:
 
     @locked_retry
     def _migrate(self) -> None:
-        if self._current_version() == SCHEMA_VERSION:
+        current = self._current_version()
+        if current is None and not self.create:
+            raise EmptyDatabase(f"{self.url} holds no sgsbatch tables (an empty or foreign database)")
+        if current == SCHEMA_VERSION or self.readonly:
             return  # the common case: no write transaction, so readers never take the write lock
         with self.write() as s:
             conn = s.connection()
@@ -130,8 +146,8 @@ class Database:
         self.engine.dispose()
 
 
-def open_db(url: str) -> Database:
-    return Database(url)
+def open_db(url: str, create: bool = True, readonly: bool = False) -> Database:
+    return Database(url, create=create, readonly=readonly)
 
 
-__all__ = ["Database", "SCHEMA_VERSION", "locked_retry", "open_db", "schema", "sqlite_url"]
+__all__ = ["Database", "EmptyDatabase", "SCHEMA_VERSION", "locked_retry", "open_db", "schema", "sqlite_url"]

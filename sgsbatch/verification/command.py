@@ -9,7 +9,10 @@ decoded on its own (invalid UTF-8 makes that row `line-N` malformed, not the fil
 a string holding a lone surrogate (`"\ud800"`, which no UTF-8 file can hold) makes its row
 malformed; its verdict row is written as `line-N`, so a resume skips it too.
 Output rows: `{"id", "verdict", "reason", "messages", "time_s"}`, appended and flushed one by
-one, so an interrupted run resumes: ids already in the output are skipped. Covered: reading,
+one, so an interrupted run resumes: ids already in the output are skipped, a torn last line is cut
+first, and a complete line that is not a verdict row (or `--out` naming the input) is refused
+before anything is written. The verifier starts before the output is opened, so a REPL that is not
+installed leaves no empty output behind. Covered: reading,
 splitting, resuming, progress on stderr. Not covered: the checks themselves (lean.py, pool.py).
 """
 
@@ -91,19 +94,26 @@ def parse_row(line: str | bytes, number: int) -> tuple[str, ProofJob | str]:
     return rid, ProofJob(rid, header, theorem, proof)
 
 
-def done_ids(out_path: Path) -> set[str]:
-    """Ids already written to `out_path` (a torn last line is ignored and rewritten)."""
-    if not out_path.exists():
-        return set()
+def done_ids(out_path: Path) -> tuple[set[str], int]:
+    """Ids already written to `out_path` and the length of its complete lines (an unterminated
+    last line is a torn write: it is cut before appending). A complete line that is not a verdict
+    row is a ValueError naming the file and the line: appending to it would keep the file invalid."""
+    try:
+        data = out_path.read_bytes() if out_path.exists() else b""
+    except OSError as e:
+        raise ValueError(f"cannot read --out {out_path}: {e.strerror or e}") from None
+    keep = data.rfind(b"\n") + 1
     ids: set[str] = set()
-    for line in out_path.read_text(encoding="utf-8", errors="replace").split("\n"):
+    for number, line in enumerate(data[:keep].split(b"\n")[:-1], start=1):
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict) and "id" in row:
-            ids.add(str(row["id"]))
-    return ids
+            row = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            row = None
+        if not (isinstance(row, dict) and "id" in row and "verdict" in row):
+            raise ValueError(f"--out {out_path}: line {number} is not a verdict row; remove it (or choose another "
+                             f"--out) and run again")
+        ids.add(str(row["id"]))
+    return ids, keep
 
 
 def _write(out: IO[str], rid: str, verdict: Verdict, secs: float) -> None:
@@ -117,7 +127,9 @@ def verify_file(input_path: Path, out_path: Path, cfg: Config, progress: bool, p
     """Check every row of `input_path` not yet in `out_path`; returns counts per verdict."""
     if not input_path.is_file():
         raise ValueError(f"no such input file: {input_path}")
-    done = done_ids(out_path)
+    if out_path.resolve() == input_path.resolve():
+        raise ValueError(f"--out {out_path} is the input file; write the verdicts to another file")
+    done, keep = done_ids(out_path)
     jobs: list[ProofJob] = []
     bad: list[tuple[str, str]] = []
     seen: set[str] = set()
@@ -138,10 +150,13 @@ def verify_file(input_path: Path, out_path: Path, cfg: Config, progress: bool, p
             jobs.append(parsed)
     counts: dict[str, int] = {}
     total, finished, t0 = len(jobs) + len(bad), 0, time.monotonic()
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    if done and out_path.stat().st_size and not out_path.read_bytes().endswith(b"\n"):
-        with out_path.open("a", encoding="utf-8") as f:  # a torn last line from a killed run
-            f.write("\n")
+    verifier = make_verifier(cfg, processes=processes) if jobs else None  # a missing REPL: nothing written
+    try:
+        out = _open_output(out_path, keep)
+    except BaseException:
+        if verifier is not None:
+            verifier.close()
+        raise
 
     def tick(verdict: Verdict) -> None:
         nonlocal finished
@@ -155,13 +170,12 @@ def verify_file(input_path: Path, out_path: Path, cfg: Config, progress: bool, p
                 sys.stderr.write("\n")
             sys.stderr.flush()
 
-    with out_path.open("a", encoding="utf-8") as out:
+    with out:
         for rid, why in bad:
             verdict = Verdict(ERROR, MALFORMED, [why])
             _write(out, rid, verdict, 0.0)
             tick(verdict)
-        if jobs:
-            verifier = make_verifier(cfg, processes=processes)
+        if verifier is not None:
             try:
                 for job, verdict, secs in verifier.verify_stream(jobs):
                     _write(out, job.key, verdict, secs)
@@ -171,6 +185,18 @@ def verify_file(input_path: Path, out_path: Path, cfg: Config, progress: bool, p
     if progress and skipped_message(len(done)):
         sys.stderr.write(skipped_message(len(done)) + "\n")
     return counts
+
+
+def _open_output(out_path: Path, keep: int) -> IO[str]:
+    """`out_path` for appending, its torn tail (bytes past `keep`) cut first; OSError -> ValueError."""
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out = out_path.open("a", encoding="utf-8")
+        if out.tell() > keep:  # a torn last line from a killed run
+            out.truncate(keep)
+        return out
+    except OSError as e:
+        raise ValueError(f"cannot write --out {out_path}: {e.strerror or e}") from None
 
 
 def skipped_message(n: int) -> str:
