@@ -13,7 +13,8 @@ run's `Executor`; nothing here branches on which one it is.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from sgsbatch.errors import ConfigError, RunError, SchedulerError
 from sgsbatch.ops.status import RunStatus, run_status
 from sgsbatch.round.lifecycle import first_unfinished_round, prepare_round
 from sgsbatch.run.handle import RunHandle, create_run, new_run_paths
+from sgsbatch.run.lock import LockHeld, OwnerLock, describe
 from sgsbatch.run.shards import Shard, unfinished
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.state.schema import RunState
@@ -125,15 +127,35 @@ def start(h: RunHandle) -> None:
     executor_for(h).start(h, first_unfinished_round(h))
 
 
+@contextmanager
+def controlling(h: RunHandle) -> Iterator[None]:
+    """One command at a time changes a run (`cancel`, `resume`): a second one, from any host that
+    shares the run directory, is refused naming the first (run/lock.py)."""
+    try:
+        lock = OwnerLock(h.paths.root / "control.lock").acquire()
+    except LockHeld as e:
+        raise RunError(f"another sgsbatch command ({describe(e.holder)}) is changing run {h.cfg.run.name} "
+                       "right now; wait for it to end, then try again") from None
+    with lock:
+        yield
+
+
 def cancel(h: RunHandle) -> None:
-    if h.row().state == RunState.completed:
-        raise RunError(f"run {h.cfg.run.name!r} is completed; nothing to cancel")
-    executor_for(h).stop(h)
-    h.set_state(RunState.cancelled, "cancelled by user")
+    with controlling(h):
+        if h.row().state == RunState.completed:
+            raise RunError(f"run {h.cfg.run.name!r} is completed; nothing to cancel")
+        # cancelled first: a Slurm train job ending its round now submits no next round (chain.py)
+        h.set_state(RunState.cancelled, "cancelled by user")
+        executor_for(h).stop(h)
 
 
 def resume(h: RunHandle, force: bool = False) -> str:
     """Repair and continue; returns what was done, in words."""
+    with controlling(h):
+        return _resume(h, force)
+
+
+def _resume(h: RunHandle, force: bool) -> str:
     from sgsbatch.scheduling.chain import end_round_from_marker
 
     st = run_status(h)

@@ -7,13 +7,13 @@
       rounds/r0003/inputs.json    what round 3 starts from (unsolved targets), written before submission
       rounds/r0003/jobs.jsonl     every Slurm job submitted for round 3 (phase, job id, shards), appended
       rounds/r0003/<phase>/       shard outputs: shard_00007.jsonl (+ .done marker, written last),
-                                  .partial.jsonl item logs, .failures crash log, .failed marker
+                                  .partial.jsonl item logs, .failures crash log, .failed marker,
+                                  .lock (the worker that owns the shard: host, pid)
       checkpoints/init/<role>/    base weights (tiny-random built here)
       checkpoints/r0003/<role>/   weights after round 3's training
       tb/                         TensorBoard event files
       slurm/                      submitit folders (job pickles, logs)
-      local/                      local-executor driver pid and logs
-      driver.lock                 the run's lock: host and pid of the process driving it
+      local/                      local-executor driver pid, lock (host, pid) and logs
 
 Commands find runs in `--runs-dir`, else $SGSBATCH_RUNS_DIR, else ./runs; `command` writes the
 complete next command a message tells the user to run.

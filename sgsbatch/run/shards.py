@@ -65,6 +65,7 @@ class Shard:
         self.failures = phase_dir / f"{stem}.failures"
         self.failed_marker = phase_dir / f"{stem}.failed"
         self.pid_file = phase_dir / f"{stem}.pid"
+        self.lock_file = phase_dir / f"{stem}.lock"  # the owning worker's flock (run/lock.py)
         self.started_file = phase_dir / f"{stem}.started"
         self.time_limits = phase_dir / f"{stem}.timelimits"
 

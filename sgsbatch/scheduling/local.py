@@ -3,32 +3,46 @@
 `start_driver` launches `python -m sgsbatch.scheduling.local RUN_DIR` in its own session; the
 driver runs every unfinished round phase by phase, up to `run.local_workers` shard supervisors
 at once (each retrying its worker like on Slurm), and exits when the run is completed (0), a
-shard ran out of retries (1; the run shows as stalled) or it was told to stop (SIGTERM/SIGINT:
-children stop, files stay consistent). Its pid is in `local/driver.pid`; `resume` starts a new
-driver, which skips everything already done.
+shard ran out of retries (1; the run shows as stalled) or it was told to stop (SIGTERM, as
+`cancel` sends to its process group: the workers stop, the supervisors return without counting a
+failure or starting a new worker, and the driver exits 143). Its pid is in `local/driver.pid`; it
+holds `local/driver.lock` (host, pid) while it runs, so a second driver for the run refuses to
+start (run/lock.py); `resume` starts a new driver, which skips everything already done.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import FrameType
 
+from sgsbatch.errors import RunError
 from sgsbatch.round.lifecycle import prepare_round, round_completed
 from sgsbatch.run.handle import RunHandle, open_run_dir
+from sgsbatch.run.lock import LockHeld, OwnerLock, describe, holder
 from sgsbatch.run.paths import RunPaths, command
 from sgsbatch.run.shards import unfinished
 from sgsbatch.scheduling.liveness import Liveness, StallReason
 from sgsbatch.scheduling.supervisor import DONE, FAILED, run_supervised
 
 DRIVER_MODULE = "sgsbatch.scheduling.local"
+STOP_WAIT_S = 120.0  # how long `cancel` waits for the run's processes before SIGKILL
+_STOPPING = threading.Event()  # set in the driver by SIGTERM: supervisors start no new worker
 
 
 def pid_file(paths: RunPaths) -> Path:
     return paths.local / "driver.pid"
+
+
+def lock_file(paths: RunPaths) -> Path:
+    return paths.local / "driver.lock"
 
 
 def driver_alive(paths: RunPaths) -> int | None:
@@ -42,6 +56,10 @@ def driver_alive(paths: RunPaths) -> int | None:
 
 
 def start_driver(h: RunHandle) -> subprocess.Popen[bytes]:
+    owner = holder(lock_file(h.paths))
+    if owner is not None:
+        raise RunError(f"run {h.cfg.run.name} is already driven by {describe(owner)}; stop it first with "
+                       f"`{command('cancel', h.paths)}`")
     h.paths.local.mkdir(parents=True, exist_ok=True)
     log = (h.paths.local / "driver.log").open("ab")
     proc = subprocess.Popen([sys.executable, "-m", DRIVER_MODULE, str(h.paths.root)], stdout=log,
@@ -50,11 +68,54 @@ def start_driver(h: RunHandle) -> subprocess.Popen[bytes]:
     return proc
 
 
-def stop_driver(paths: RunPaths) -> bool:
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of group `pgid` still runs (zombies waiting to be reaped do not count:
+    a driver started by this very process stays a zombie until it is reaped, see `stop_driver`)."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # no procfs: ask the kernel, zombies included
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it ended while we looked
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):  # not our child: init reaps it
+        os.waitpid(pid, os.WNOHANG)  # our own child (a driver started by this process): reap it
+
+
+def stop_driver(paths: RunPaths, wait_s: float = STOP_WAIT_S) -> bool:
+    """SIGTERM to the driver's process group (driver, workers, their children), then wait until every
+    one of them is gone (SIGKILL after `wait_s`). False when no driver was running."""
     pid = driver_alive(paths)
     if pid is None:
         return False
-    os.killpg(pid, signal.SIGTERM)
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False  # it ended between the check and the signal
+    deadline = time.monotonic() + wait_s
+    while _group_alive(pid):
+        _reap(pid)
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait_s
+        time.sleep(0.2)
+    _reap(pid)
     return True
 
 
@@ -64,25 +125,46 @@ def run_phase(h: RunHandle, r: int, phase: str) -> str:
         return DONE
     with ThreadPoolExecutor(max_workers=min(h.cfg.run.local_workers, len(todo))) as pool:
         results = list(pool.map(lambda i: run_supervised(h.paths.root, r, phase, i,
-                                                         max_retries=h.cfg.run.max_task_retries), todo))
+                                                         max_retries=h.cfg.run.max_task_retries,
+                                                         stopping=_STOPPING.is_set), todo))
     if FAILED in results:
         return FAILED
     return DONE if all(x == DONE for x in results) else "interrupted"
 
 
+def _on_term(_sig: int, _frame: FrameType | None) -> None:
+    """A cancel: no new worker starts, and every process of the group (a worker started just before
+    the flag was set included) gets SIGTERM; the supervisors then return without counting."""
+    if _STOPPING.is_set():
+        return
+    _STOPPING.set()
+    os.killpg(os.getpgrp(), signal.SIGTERM)
+
+
 def drive(run_dir: Path) -> int:
-    h = open_run_dir(RunPaths(run_dir))
-    pid_file(h.paths).write_text(str(os.getpid()))
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    for r in range(h.cfg.run.rounds):
-        if round_completed(h, r):
-            continue
-        prepare_round(h, r)
-        for phase in h.cfg.phases_of_round(r):
-            result = run_phase(h, r, phase)
-            if result != DONE:
-                print(f"sgsbatch local driver: round {r} {phase}: {result}", file=sys.stderr)
-                return 1
+    paths = RunPaths(run_dir)
+    try:
+        lock = OwnerLock(lock_file(paths)).acquire(wait_s=5.0)
+    except LockHeld as e:
+        print(f"sgsbatch local driver: run {paths.name} is already driven by {describe(e.holder)}; exiting",
+              file=sys.stderr)
+        return 2
+    with lock:
+        h = open_run_dir(paths)
+        pid_file(h.paths).write_text(str(os.getpid()))
+        signal.signal(signal.SIGTERM, _on_term)
+        for r in range(h.cfg.run.rounds):
+            if round_completed(h, r):
+                continue
+            prepare_round(h, r)
+            for phase in h.cfg.phases_of_round(r):
+                result = run_phase(h, r, phase)
+                if _STOPPING.is_set():
+                    print(f"sgsbatch local driver: stopped (round {r} {phase})", file=sys.stderr)
+                    return 143
+                if result != DONE:
+                    print(f"sgsbatch local driver: round {r} {phase}: {result}", file=sys.stderr)
+                    return 1
     return 0
 
 

@@ -40,7 +40,7 @@ from sgsbatch.run.paths import command
 from sgsbatch.run.shards import unfinished
 from sgsbatch.scheduling.liveness import Liveness, StallReason
 from sgsbatch.scheduling.ranks import DIST_ENV, DIST_PREFIXES
-from sgsbatch.state.schema import Metric, SlurmJob
+from sgsbatch.state.schema import Metric, RunState, SlurmJob
 
 # What a job's allocation sets that a job submitted from it must not inherit (beside SLURM_*).
 JOB_ENV = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "MKL_NUM_THREADS")
@@ -322,6 +322,29 @@ def _deactivate_jobs(h: RunHandle) -> list[str]:
     return ids
 
 
+STOP_WAIT_S = 120.0  # how long `cancel` / `resume --force` wait for the cancelled jobs to leave the queue
+
+
+def stop_jobs(h: RunHandle, wait_s: float = STOP_WAIT_S) -> list[str]:
+    """Cancel every active job of the run and wait (up to `wait_s`) until none is left in the queue,
+    so that no task of the run runs after `cancel` returns (and a `resume --force` never starts a
+    task beside a stopping one: the shard locks make the rest wait, run/lock.py). A job submitted
+    meanwhile (a train job ending its round as the cancel came) is cancelled too. Returns the job ids."""
+    ids = _deactivate_jobs(h)
+    cancel(ids)
+    deadline = time.monotonic() + wait_s
+    while True:
+        late = _deactivate_jobs(h)
+        cancel(late)
+        ids += late
+        live = squeue(ids)
+        if live is None:
+            return ids  # squeue does not answer: nothing to wait on
+        if (live == [] and not late) or time.monotonic() > deadline:
+            return ids
+        time.sleep(1.0)
+
+
 # Jobs this process has already seen leave the queue: polling asks accounting once per job exit.
 _GONE_SEEN: set[str] = set()
 
@@ -379,7 +402,7 @@ class SlurmExecutor:
         submit_round(h, r, only_unfinished=True)
 
     def stop(self, h: RunHandle) -> None:
-        cancel(_deactivate_jobs(h))
+        stop_jobs(h)
 
     def liveness(self, h: RunHandle, r: int, phase: str, detail: bool = True) -> Liveness:
         return liveness(h, r, phase, detail)
@@ -388,5 +411,7 @@ class SlurmExecutor:
         record_slurm_jobs(h, r)
 
     def continue_chain(self, h: RunHandle, r: int) -> None:
+        if h.row().state == RunState.cancelled:
+            return  # cancelled while this train job ended its round: submit nothing
         if r + 1 < h.cfg.run.rounds and h.cfg.run.submit_from_jobs:
             submit_round(h, r + 1)

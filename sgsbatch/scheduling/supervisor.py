@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -59,14 +60,17 @@ def _tail(path: Path, n: int = 4000) -> str:
 
 
 def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_retries: int,
-                   on_slurm: bool = False, install_signals: bool = False) -> str:
+                   on_slurm: bool = False, install_signals: bool = False,
+                   stopping: Callable[[], bool] = lambda: False) -> str:
     """Run the shard to completion; returns DONE, INTERRUPTED (local only) or FAILED.
 
     SIGUSR2 and SIGTERM are passed on to the worker; after SIGTERM (a cancel, a SIGTERM-only
     preemption, the end of the time limit) the supervisor waits for the worker (a train job is
     writing its checkpoint), then exits 143 without counting a failure: Slurm decides what comes
     next. On the second and later tasks of a multi-node train job the worker runs once: task 0
-    alone counts failures and requeues (every node's ranks must start again together).
+    alone counts failures and requeues (every node's ranks must start again together). Locally,
+    `stopping()` true (the driver was cancelled) ends the loop as INTERRUPTED: the worker's exit is
+    never counted as a crash and no new worker starts.
     """
     paths = RunPaths(run_dir)
     shard = Shard(paths.phase_dir(r, phase), shard_index)
@@ -95,14 +99,20 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
     while not shard.is_done():
         if shard.failed_reason() is not None:
             return FAILED
+        if stopping():
+            return INTERRUPTED
         log = shard.dir / f"shard_{shard_index:05d}.{'attempt' if first else 'node' + os.environ['SLURM_NODEID']}.log"
         with log.open("wb") as out:
             child[:] = [subprocess.Popen(worker_command(run_dir, r, phase, shard_index),
                                          stdout=out, stderr=subprocess.STDOUT, env=worker_env())]
             if first:
                 shard.pid_file.write_text(str(child[0].pid))
+            if stopping():  # cancelled while it started: it may have missed the group's SIGTERM
+                child[0].terminate()
             rc = child[0].wait()
         sys.stderr.write(_tail(log, 20000))
+        if stopping():
+            return INTERRUPTED
         if stop["term"]:
             # Slurm's own kill at the time limit (the worker did not stop on the warning): count it
             # like a requeue at the limit, so `watch` does not resume a shard that can never finish.

@@ -5,7 +5,8 @@ Run by the task supervisor (scheduling/supervisor.py) as a child process, so tha
 SIGUSR2 (preemption or time limit) asks the task to stop after the current item (or optimizer
 step); it then exits with REQUEUE_EXIT and its files are consistent for the next attempt. In the
 train phase SIGTERM asks the same (a SIGTERM-only preemption, `scontrol requeue`): the ranks
-save at the next step boundary within the grace time. `--rank`: one rank of a multi-process
+save at the next step boundary within the grace time. A worker owns its shard (`shard_N.lock`,
+run/lock.py) while it runs: one from an older submission still stopping is waited for. `--rank`: one rank of a multi-process
 train job, started by the train job's launcher (scheduling/chain.py) with its rank variables.
 
 Test aids: `SGSBATCH_FAULT_INJECT="phase:shard:mode:times[,...]"` (mode raise | kill9 | hang) makes the
@@ -27,8 +28,10 @@ from types import FrameType
 from sgsbatch.config.loading import from_toml_text
 from sgsbatch.config.schema import PHASES
 from sgsbatch.phases.task import REQUEUE_EXIT, Interrupted, Task
+from sgsbatch.run.lock import LockHeld, OwnerLock, describe
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard
+from sgsbatch.scheduling.ranks import is_first_task
 
 FAULT_ENV = "SGSBATCH_FAULT_INJECT"
 _stop = {"requested": False}
@@ -93,8 +96,24 @@ def run_shard(run_dir: Path, r: int, phase: str, index: int, rank: bool = False)
 
         train_rank(task)
         return
-    _inject_fault(phase, shard)
-    phase_runner(phase)(task)
+    if not is_first_task(os.environ):  # the other nodes of a multi-node train job: task 0 owns the shard
+        phase_runner(phase)(task)
+        return
+    # one owner per shard: a task of an older submission still stopping (`resume --force`) finishes
+    # its item (or checkpoint) first; nobody else ever appends to this shard's item log meanwhile
+    wait_s = cfg.phase_resources(phase).signal_delay_s + 120.0
+    try:
+        owner = OwnerLock(shard.lock_file).acquire(
+            wait_s, on_wait=lambda h: print(f"sgsbatch worker: waiting for {describe(h)} to release round {r} "
+                                            f"{phase} shard {index}", file=sys.stderr, flush=True))
+    except LockHeld as e:
+        raise RuntimeError(f"round {r} {phase} shard {index} is still owned by {describe(e.holder)} after "
+                           f"{wait_s:.0f} s; two tasks must never share a shard") from None
+    with owner:
+        if shard.is_done():
+            return  # the owner it waited for finished the shard
+        _inject_fault(phase, shard)
+        phase_runner(phase)(task)
 
 
 def main(argv: list[str]) -> int:
