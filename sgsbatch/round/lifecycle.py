@@ -248,8 +248,10 @@ def round_completed(h: RunHandle, r: int) -> bool:
 
 
 def first_unfinished_round(h: RunHandle) -> int:
-    """The first round not completed (the last round when all are)."""
-    return next((i for i in range(h.cfg.run.rounds) if not round_completed(h, i)), h.cfg.run.rounds - 1)
+    """The first round not completed (the last round when all are); one query whatever the round."""
+    with h.db.read() as s:
+        done = set(s.exec(select(Round.index).where(Round.run_id == h.run_id, Round.state == "completed")).all())
+    return next((i for i in range(h.cfg.run.rounds) if i not in done), h.cfg.run.rounds - 1)
 
 
 def current_phase(cfg: Config, paths: RunPaths, r: int) -> str:
