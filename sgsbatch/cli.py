@@ -194,12 +194,13 @@ def resume(run: str, runs_dir: str, force: bool, wait_: bool, overrides: tuple[s
     from sgsbatch.run.handle import open_run
 
     h = open_run(runs_dir, run)
-    if overrides:
-        h, changes = amend(h, overrides)
-        click.echo(f"run {run}: " + ("; ".join(changes) if changes else "config unchanged"))
-        if h.row().state == "completed":
-            return
-    click.echo(control.resume(h, force=force))
+    with control.controlling(h):  # the config change and the resume, one command at a time
+        if overrides:
+            h, changes = amend(h, overrides)
+            click.echo(f"run {run}: " + ("; ".join(changes) if changes else "config unchanged"))
+            if h.row().state == "completed":
+                return
+        click.echo(control.resume_locked(h, force=force))
     if wait_:
         st = control.wait(h, on_change=lambda s: _print_status_line(s.to_json()))
         sys.exit(0 if st.state == "completed" else 1)

@@ -152,10 +152,11 @@ def cancel(h: RunHandle) -> None:
 def resume(h: RunHandle, force: bool = False) -> str:
     """Repair and continue; returns what was done, in words."""
     with controlling(h):
-        return _resume(h, force)
+        return resume_locked(h, force)
 
 
-def _resume(h: RunHandle, force: bool) -> str:
+def resume_locked(h: RunHandle, force: bool) -> str:
+    """`resume` for a caller already `controlling(h)` (`resume --set` amends the config first)."""
     from sgsbatch.scheduling.chain import end_round_from_marker
 
     st = run_status(h)

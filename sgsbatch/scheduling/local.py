@@ -4,8 +4,9 @@
 driver runs every unfinished round phase by phase, up to `run.local_workers` shard supervisors
 at once (each retrying its worker like on Slurm), and exits when the run is completed (0), a
 shard ran out of retries (1; the run shows as stalled) or it was told to stop (SIGTERM, as
-`cancel` sends to its process group: the workers stop, the supervisors return without counting a
-failure or starting a new worker, and the driver exits 143). Its pid is in `local/driver.pid`; it
+`cancel` sends it: the driver sets its stop flag, then signals its process group; the workers
+stop, the supervisors return without counting a failure or starting a new worker, and the driver
+exits 143). Its pid is in `local/driver.pid`; it
 holds `local/driver.lock` (host, pid) while it runs, so a second driver for the run refuses to
 start (run/lock.py); `resume` starts a new driver, which skips everything already done.
 """
@@ -28,7 +29,7 @@ from sgsbatch.round.lifecycle import prepare_round, round_completed
 from sgsbatch.run.handle import RunHandle, open_run_dir
 from sgsbatch.run.lock import LockHeld, OwnerLock, describe, holder
 from sgsbatch.run.paths import RunPaths, command
-from sgsbatch.run.shards import unfinished
+from sgsbatch.run.shards import atomic_write_text, unfinished
 from sgsbatch.scheduling.liveness import Liveness, StallReason
 from sgsbatch.scheduling.supervisor import DONE, FAILED, run_supervised
 
@@ -64,7 +65,7 @@ def start_driver(h: RunHandle) -> subprocess.Popen[bytes]:
     log = (h.paths.local / "driver.log").open("ab")
     proc = subprocess.Popen([sys.executable, "-m", DRIVER_MODULE, str(h.paths.root)], stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True, cwd=str(h.paths.root))
-    pid_file(h.paths).write_text(str(proc.pid))
+    atomic_write_text(pid_file(h.paths), str(proc.pid))
     return proc
 
 
@@ -96,13 +97,16 @@ def _reap(pid: int) -> None:
 
 
 def stop_driver(paths: RunPaths, wait_s: float = STOP_WAIT_S) -> bool:
-    """SIGTERM to the driver's process group (driver, workers, their children), then wait until every
-    one of them is gone (SIGKILL after `wait_s`). False when no driver was running."""
+    """SIGTERM to the driver (which passes it on to its process group: workers, their children), then
+    wait until every process of the group is gone (SIGKILL to the group after `wait_s`). False when
+    no driver was running."""
     pid = driver_alive(paths)
     if pid is None:
         return False
     try:
-        os.killpg(pid, signal.SIGTERM)
+        # to the driver alone: it sets its stop flag before it signals its workers, so a supervisor
+        # never sees its worker die of the cancel before it knows it is a cancel (not a crash)
+        os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return False  # it ended between the check and the signal
     deadline = time.monotonic() + wait_s
@@ -151,7 +155,7 @@ def drive(run_dir: Path) -> int:
         return 2
     with lock:
         h = open_run_dir(paths)
-        pid_file(h.paths).write_text(str(os.getpid()))
+        atomic_write_text(pid_file(h.paths), str(os.getpid()))  # a reader never sees it empty
         signal.signal(signal.SIGTERM, _on_term)
         for r in range(h.cfg.run.rounds):
             if round_completed(h, r):

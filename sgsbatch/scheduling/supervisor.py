@@ -33,7 +33,7 @@ from types import FrameType
 
 from sgsbatch.phases.task import REQUEUE_EXIT
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import Shard, atomic_write_json, read_json
+from sgsbatch.run.shards import Shard, atomic_write_json, atomic_write_text, read_json
 from sgsbatch.scheduling.ranks import DIST_ENV, DIST_PREFIXES, is_first_task
 
 DONE, INTERRUPTED, FAILED = "done", "interrupted", "failed"
@@ -106,7 +106,7 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
             child[:] = [subprocess.Popen(worker_command(run_dir, r, phase, shard_index),
                                          stdout=out, stderr=subprocess.STDOUT, env=worker_env())]
             if first:
-                shard.pid_file.write_text(str(child[0].pid))
+                atomic_write_text(shard.pid_file, str(child[0].pid))
             if stopping():  # cancelled while it started: it may have missed the group's SIGTERM
                 child[0].terminate()
             rc = child[0].wait()
