@@ -113,9 +113,15 @@ def example_conjectures(h: RunHandle, recent: int, per_round: int) -> list[dict[
                                                             "relevance": rv.relevance, "redundant": rv.redundant,
                                                             "complexity": rv.complexity},
                          "verified": verified, "samples": samples})
-        rows.sort(key=lambda x: (x["review"] is None, -(x["review"] or {}).get("score", 0.0), x["conjecture_id"]))
+        rows.sort(key=_example_order)
         out.extend(rows[:per_round])
     return out
+
+
+def _example_order(x: dict[str, Any]) -> tuple[bool, float, str]:
+    """Reviewed first, by guide score (highest first), then by conjecture id."""
+    rv = x["review"]
+    return rv is None, -(rv["score"] if rv is not None else 0.0), str(x["conjecture_id"])
 
 
 def _cost_table(metrics: dict[int, dict[str, float]]) -> str:

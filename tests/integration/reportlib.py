@@ -20,12 +20,10 @@ def curve_run(runs_dir: Path, name: str, rounds: int, *, simulated: bool = True,
     from sgsbatch.run.handle import create_run
     from sgsbatch.state.schema import Attempt, Conjecture, Metric, ReviewRow, RunState
 
-    from runlib import TINY  # type: ignore[import-not-found]
-
     sets = [f"run.runs_dir={runs_dir}", f"run.name={name}", "run.executor=local", f"run.rounds={rounds}"]
     if not simulated:
         sets.append("verification.backend=lean")
-    cfg = load_config(TINY, sets)
+    cfg = load_config(Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml", sets)
     h = create_run(cfg, [Target(f"t{i}", "import Mathlib\n", f"theorem t{i} : True := by") for i in range(4)],
                    "local")
     c = 45_000.0 * np.arange(1, rounds + 1) ** 1.3
@@ -41,7 +39,7 @@ def curve_run(runs_dir: Path, name: str, rounds: int, *, simulated: bool = True,
                 vals.update({"cost/gpu_hours": 1.5 + i, "cost/cpu_hours": 10.0 + i})
             for metric, value in vals.items():
                 s.add(Metric(run_id=h.run_id, round=i, name=metric, value=float(value)))
-            for k, stmt in enumerate((f"theorem c{i}_{k} : {i} + {k} = {k} + {i} := by" for k in range(2))):
+            for k, stmt in enumerate(f"theorem c{i}_{k} : {i} + {k} = {k} + {i} := by" for k in range(2)):
                 cid = f"c{i}-{k:012d}"
                 s.add(Conjecture(run_id=h.run_id, round=i, target_id=f"t{k}", conjecture_id=cid, statement=stmt,
                                  status="ok"))
