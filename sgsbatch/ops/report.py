@@ -82,39 +82,41 @@ def guide_scores(h: RunHandle, rounds: list[int]) -> dict[str, list[float]]:
 def example_conjectures(h: RunHandle, recent: int, per_round: int) -> list[dict[str, Any]]:
     """Well-formed unique conjectures of the last `recent` rounds that have any, `per_round` each:
     reviewed ones first by guide score (highest first), then the rest by id; with the Solver's
-    verified samples out of its samples."""
+    verified samples out of its samples (attempts read for the shown conjectures only)."""
     with h.db.read() as s:
         rounds = sorted({r for r in s.exec(select(Conjecture.round).where(
             Conjecture.run_id == h.run_id, col(Conjecture.conjecture_id).is_not(None))).all()})[-recent:] \
             if recent else []
-        if not rounds:
+        if not rounds or per_round == 0:
             return []
         conj = s.exec(select(Conjecture).where(Conjecture.run_id == h.run_id, col(Conjecture.round).in_(rounds),
                                                col(Conjecture.conjecture_id).is_not(None))).all()
         reviews = {(v.round, v.conjecture_id): v for v in s.exec(select(ReviewRow).where(
             ReviewRow.run_id == h.run_id, col(ReviewRow.round).in_(rounds))).all()}
+        out: list[dict[str, Any]] = []
+        for r in rounds:
+            rows = []
+            for c in conj:
+                if c.round != r or c.conjecture_id is None:
+                    continue
+                rv = reviews.get((r, c.conjecture_id))
+                rows.append({"round": r, "conjecture_id": c.conjecture_id, "target_id": c.target_id,
+                             "statement": c.statement or "",
+                             "review": None if rv is None else {"parsed": rv.parsed, "score": rv.score,
+                                                                "relevance": rv.relevance, "redundant": rv.redundant,
+                                                                "complexity": rv.complexity}})
+            rows.sort(key=_example_order)
+            out.extend(rows[:per_round])
         tallies: dict[tuple[int, str], list[int]] = {}
+        shown = sorted({x["conjecture_id"] for x in out})
         for rnd, pid, verdict in s.exec(select(Attempt.round, Attempt.problem_id, Attempt.verdict).where(
-                Attempt.run_id == h.run_id, col(Attempt.round).in_(rounds), Attempt.is_target == False)):  # noqa: E712
+                Attempt.run_id == h.run_id, col(Attempt.problem_id).in_(shown), col(Attempt.round).in_(rounds),
+                Attempt.is_target == False)):  # noqa: E712
             t = tallies.setdefault((rnd, pid), [0, 0])
             t[0] += verdict == "verified"
             t[1] += 1
-    out = []
-    for r in rounds:
-        rows = []
-        for c in conj:
-            if c.round != r or c.conjecture_id is None:
-                continue
-            rv = reviews.get((r, c.conjecture_id))
-            verified, samples = tallies.get((r, c.conjecture_id), [0, 0])
-            rows.append({"round": r, "conjecture_id": c.conjecture_id, "target_id": c.target_id,
-                         "statement": c.statement or "",
-                         "review": None if rv is None else {"parsed": rv.parsed, "score": rv.score,
-                                                            "relevance": rv.relevance, "redundant": rv.redundant,
-                                                            "complexity": rv.complexity},
-                         "verified": verified, "samples": samples})
-        rows.sort(key=_example_order)
-        out.extend(rows[:per_round])
+    for x in out:
+        x["verified"], x["samples"] = tallies.get((x["round"], x["conjecture_id"]), [0, 0])
     return out
 
 

@@ -124,11 +124,36 @@ def test_report_is_self_contained_escaped_and_labelled(tmp_path: Path, cli_env: 
     assert [x for x in ex if x["statement"] == HOSTILE][0]["review"] is None
     assert rd["funnel"]["generated"] == [100.0 - i for i in range(10)]
 
+    before = (tmp_path / "sim" / "state.db").read_bytes()
+    for args in (("report", "sim", "--out", str(tmp_path / "again.html")), ("fit", "sim", "--plot", str(tmp_path / "f.png"))):
+        assert sgsbatch(*args, "--runs-dir", str(tmp_path), env=cli_env).returncode == 0
+    assert (tmp_path / "sim" / "state.db").read_bytes() == before  # read-only on the run
+    assert not list((tmp_path / "sim").glob("state.db-*"))  # no journal left behind either
+
     few = sgsbatch("report", "real", "--runs-dir", str(tmp_path), "--out", str(tmp_path / "e.html"),
                    "--examples", "1", env=cli_env)
     assert few.returncode == 0 and (tmp_path / "e.html").read_text().count("<pre>") == 3
     missing = sgsbatch("report", "nope", "--runs-dir", str(tmp_path), "--out", str(out), env=cli_env)
     assert missing.returncode == 1 and missing.stderr.startswith("Error: no run named 'nope'")
+
+
+def test_report_config_keys_are_validated(tmp_path: Path) -> None:
+    from sgsbatch.config.loading import load_config
+    from sgsbatch.config.schema import Config
+    from sgsbatch.errors import ConfigError
+
+    rc = Config().report
+    assert (rc.recent_rounds, rc.examples, rc.score_bins, rc.max_statement_chars) == (3, 5, 20, 600)
+    tiny = Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml"
+    path = tmp_path / "bad.toml"
+    for text, key, words in [("examples = -1", "report.examples", ">= 0"),
+                             ("score_bins = 0", "report.score_bins", ">= 1"),
+                             ("max_statement_chars = 5", "report.max_statement_chars", ">= 20"),
+                             ("bogus = 1", "report.bogus", "unknown key")]:
+        path.write_text(f'inherit = "{tiny}"\n[report]\n{text}\n')
+        with pytest.raises(ConfigError) as info:
+            load_config(path)
+        assert str(path) in str(info.value) and key in str(info.value) and words in str(info.value)
 
 
 # ----------------------------------------------------------------------------- headless Chromium
