@@ -84,6 +84,7 @@ def draw_fit(handles: list[RunHandle], *, min_generations: float | None = None) 
                 label=f"{s['run']} ({len(s['rounds'])} rounds)")
         f = s["fit"]
         if f is None:
+            ax.plot([], [], " ", label=f"{s['run']}: not fitted (too few points at or above min_generations)")
             continue
         ax.plot(xs, 100 * law(xs, f["r0"], f["a"], f["c_mid"], f["b"]), "-", color=color, lw=1.5,
                 label=f"{s['run']} fit: A = {f['a']:.1%}, C_mid = {f['c_mid']:,.0f}, B = {f['b']:.3f}")
@@ -113,15 +114,25 @@ def write_fit_plot(handles: list[RunHandle], out: Path, *, min_generations: floa
     return data
 
 
+def _integer_x(ax: Any) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def lines_png(title: str, xlabel: str, ylabel: str, series: dict[str, tuple[list[float], list[float]]], *,
               logx: bool = False, percent: bool = False) -> bytes:
-    """A PNG of one line per named series of (x, y) points; y in percent when `percent`."""
+    """A PNG of one line per named series of (x, y) points; y in percent when `percent`. `logx`: a
+    log x axis when the x values span more than a decade (else linear, and x = rounds: integer ticks)."""
     fig = _figure(6.0, 3.4)
     ax = fig.add_subplot(1, 1, 1)
+    xs = [v for x, _ in series.values() for v in x if v > 0]
     for name, (x, y) in series.items():
         ax.plot(x, [100 * v for v in y] if percent else y, "o-", ms=3, lw=1.2, label=name)
-    if logx:
+    if logx and xs and max(xs) > 10 * min(xs):
         ax.set_xscale("log")
+    elif not logx:
+        _integer_x(ax)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel + (" (%)" if percent else ""))
     ax.grid(True, alpha=0.3)
     if len(series) > 1:
@@ -137,6 +148,7 @@ def stacked_png(title: str, rounds: list[int], stages: dict[str, list[float]]) -
     for i, (name, values) in enumerate(stages.items()):
         ax.bar([r + (i - (len(stages) - 1) / 2) * width for r in rounds], values, width=width, label=name)
     ax.set(title=title, xlabel="round", ylabel="conjectures")
+    _integer_x(ax)
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", alpha=0.3)
     return png_bytes(fig)
