@@ -92,6 +92,11 @@ def test_fit_plot_of_a_run_with_too_few_points_draws_them_without_a_curve(tmp_pa
     assert proc.stderr.splitlines() == [f"wrote {out}", proc.stderr.splitlines()[1]]
     assert proc.stderr.splitlines()[1].startswith("Error: only 2 point(s)")
     assert _not_blank(_png(out))  # the points were drawn before the fit was refused
+    curve_run(tmp_path, "long", 10)
+    both = sgsbatch("fit", "long", "short", "--runs-dir", str(tmp_path), "--plot", str(out), "--json", "--halves", "0",
+                    env=cli_env)
+    assert both.returncode == 0 and "short: not fitted (too few points)" in both.stderr, both.stderr
+    assert [r["run"] for r in json.loads(both.stdout)] == ["long"]
     data = write_fit_plot([curve_run(tmp_path, "short2", 3)], tmp_path / "s2.png")
     assert data["series"][0]["fit"] is None and "at least 4" in data["series"][0]["note"]
     assert len(data["series"][0]["generations"]) == 3

@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-COMMANDS = ["launch", "status", "resume", "cancel", "watch", "rebuild", "verify", "fit"]
+from sgsbatch.cli import main
+
+COMMANDS = sorted(main.commands)  # every command, so a new one cannot be missed
 HEAVY = ("torch", "vllm", "deepspeed", "transformers")
 
 
