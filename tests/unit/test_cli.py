@@ -1,4 +1,4 @@
-"""The CLI: every command has help with an example, and help never imports torch, vllm or deepspeed."""
+"""The CLI: every command has help with an example, and help never imports torch, vllm, deepspeed or matplotlib."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from sgsbatch.cli import main
 
 COMMANDS = sorted(main.commands)  # every command, so a new one cannot be missed
-HEAVY = ("torch", "vllm", "deepspeed", "transformers")
+HEAVY = ("torch", "vllm", "deepspeed", "transformers", "matplotlib")
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])
