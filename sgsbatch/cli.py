@@ -332,31 +332,80 @@ def verify(input_path: Path, out_path: Path, config: Path | None, overrides: tup
 
 
 @main.command()
-@click.argument("run")
+@click.argument("runs", metavar="RUN...", nargs=-1, required=True)
 @runs_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: one object for one run, a list for several.")
 @click.option("--min-generations", type=click.IntRange(min=0), default=None,
               help="Drop points below this many generations so far [default: the run's scaling.min_generations].")
 @click.option("--halves", type=click.IntRange(min=0), default=None,
               help="Random-half refits for the spread of A; 0 = none [default: the run's scaling.halves].")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also draw every run's points, fitted curve and asymptote, and the paper's SGS curve, as a PNG.")
 @_clean_errors
-def fit(run: str, runs_dir: str, as_json: bool, min_generations: int | None, halves: int | None) -> None:
-    """Fit the scaling law of RUN's cumulative solve rate R over generations so far C.
+def fit(runs: tuple[str, ...], runs_dir: str, as_json: bool, min_generations: int | None, halves: int | None,
+        plot_path: Path | None) -> None:
+    """Fit the scaling law of each RUN's cumulative solve rate R over generations so far C.
 
     R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B), R0 the first observed value, A, C_mid and B by
     least squares on the completed rounds at or above scaling.min_generations; prints the paper's
-    SGS fit beside it.
+    SGS fit beside it. With --plot, a run with too few points is drawn without its curve.
 
     \b
     Examples:
         sgsbatch fit sgs
         sgsbatch fit sgs --json --min-generations 50000 --halves 0
+        sgsbatch fit sgs sgs_no_guide --plot fit.png
     """
-    from sgsbatch.ops.fit import fit_run, format_report
+    from sgsbatch.ops.fit import NotEnoughPoints, fit_run, format_report
     from sgsbatch.run.handle import open_run
 
-    rep = fit_run(open_run(runs_dir, run, readonly=True), min_generations=min_generations, halves=halves)
-    click.echo(json.dumps(rep, sort_keys=True) if as_json else format_report(rep))
+    handles = [open_run(runs_dir, run, readonly=True) for run in runs]
+    if plot_path is not None:
+        from sgsbatch.ops.plot import write_fit_plot
+
+        write_fit_plot(handles, plot_path, min_generations=min_generations)
+        click.echo(f"wrote {plot_path}", err=True)
+    reps: list[dict[str, Any]] = []
+    for h in handles:
+        try:
+            reps.append(fit_run(h, min_generations=min_generations, halves=halves))
+        except NotEnoughPoints:
+            if plot_path is None or len(handles) == 1:
+                raise
+            click.echo(f"{h.cfg.run.name}: not fitted (too few points); drawn without a curve", err=True)
+    if as_json:
+        click.echo(json.dumps(reps[0] if len(runs) == 1 else reps, sort_keys=True))
+    else:
+        click.echo("\n\n".join(format_report(rep) for rep in reps))
+
+
+@main.command()
+@click.argument("runs", metavar="RUN...", nargs=-1, required=True)
+@runs_dir_option
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The HTML file to write (one self-contained page: images inline, no network needed).")
+@click.option("--examples", type=click.IntRange(min=0), default=None,
+              help="Example conjectures shown per recent round [default: the run's report.examples].")
+@_clean_errors
+def report(runs: tuple[str, ...], runs_dir: str, out_path: Path, examples: int | None) -> None:
+    """Write one self-contained HTML page about RUN (and more runs side by side) to share.
+
+    The curves (solve rate against rounds and generations, pass@8, the conjecture funnel, guide
+    score distributions), the scaling-law fit with its random-half spread, GPU/CPU-hours per
+    round, and example conjectures of recent rounds with their guide scores and outcome. Reads the
+    run database only; a simulated run's page says SIMULATED in its title.
+
+    \b
+    Examples:
+        sgsbatch report sgs --out sgs.html
+        sgsbatch report sgs sgs_no_guide --out compare.html --examples 5
+    """
+    from sgsbatch.ops.report import write_report
+    from sgsbatch.run.handle import open_run
+
+    handles = [open_run(runs_dir, run, readonly=True) for run in runs]
+    write_report(handles, out_path, examples=examples)
+    click.echo(f"wrote {out_path}")
 
 
 @main.command()

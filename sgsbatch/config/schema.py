@@ -244,6 +244,16 @@ class ScalingConfig:
     paper_halves_std: float = 0.011
 
 
+@dataclass(frozen=True)
+class ReportConfig:
+    """`sgsbatch report`: what the shared HTML page shows (ops/report.py)."""
+
+    recent_rounds: int = 3  # example conjectures come from this many last rounds that have any
+    examples: int = 5  # example conjectures per such round (highest guide score first)
+    score_bins: int = 20  # histogram bins of the guide score distributions
+    max_statement_chars: int = 600  # an example statement longer than this is cut (with a mark)
+
+
 def _gpu(gpus: int, cpus: int, mem: str, time_min: int) -> SlurmPhaseConfig:
     return SlurmPhaseConfig(gpus=gpus, cpus=cpus, mem=mem, time_min=time_min)
 
@@ -280,6 +290,7 @@ class Config:
     shards: ShardsConfig = field(default_factory=ShardsConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
 
     @property
     def simulated(self) -> bool:
@@ -399,6 +410,11 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(sc.paper_c_mid > 0, "scaling.paper_c_mid", f"must be > 0 (generations), got {sc.paper_c_mid}")
     check(sc.paper_b > 0, "scaling.paper_b", f"must be > 0, got {sc.paper_b}")
     check(sc.paper_halves_std >= 0, "scaling.paper_halves_std", f"must be >= 0, got {sc.paper_halves_std}")
+    rp = cfg.report
+    for key, val in (("recent_rounds", rp.recent_rounds), ("examples", rp.examples)):
+        check(val >= 0, f"report.{key}", f"must be >= 0, got {val}")
+    check(rp.score_bins >= 1, "report.score_bins", f"must be >= 1, got {rp.score_bins}")
+    check(rp.max_statement_chars >= 20, "report.max_statement_chars", f"must be >= 20, got {rp.max_statement_chars}")
     for phase in PHASES:
         r = cfg.phase_resources(phase)
         for key, val, low, high in (("gpus", r.gpus, 0, MAX_GPUS), ("cpus", r.cpus, 1, MAX_CPUS),

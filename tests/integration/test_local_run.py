@@ -24,6 +24,17 @@ def test_tiny_run_completes_locally(tmp_path: Path, cli_env: dict[str, str]) -> 
     assert len({a[0] for a in out["attempts"]}) == 3
     assert set(st["metrics"]) >= {"cumulative_solve_rate", "pass@8", "pass@1", "generations/total"}
 
+    # the finished run drawn and shared (issue 14, parts 5 and 6; tests/integration/test_report.py has more)
+    png, page = tmp_path / "fit.png", tmp_path / "loc.html"
+    drawn = sgsbatch("fit", "loc", "--runs-dir", str(tmp_path), "--plot", str(png), env=cli_env)
+    assert drawn.returncode == 1 and "Error: only" in drawn.stderr  # 3 rounds: drawn, too few to fit
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    rep = sgsbatch("report", "loc", "--runs-dir", str(tmp_path), "--out", str(page), env=cli_env)
+    assert rep.returncode == 0, rep.stderr
+    html = page.read_text()
+    assert "<title>SIMULATED - sgsbatch report: loc</title>" in html and "not recorded" in html
+    assert html.count("data:image/png;base64,") >= 4 and "<script" not in html
+
 
 def test_local_crash_stalls_then_resume_completes(tmp_path: Path, cli_env: dict[str, str]) -> None:
     env = {**cli_env, "SGSBATCH_FAULT_INJECT": "solve:0:raise:99"}

@@ -1,4 +1,4 @@
-"""The CLI: every command has help with an example, and help never imports torch, vllm or deepspeed."""
+"""The CLI: every command has help with an example, and help never imports torch, vllm, deepspeed or matplotlib."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import sys
 
 import pytest
 
-COMMANDS = ["launch", "status", "resume", "cancel", "watch", "rebuild", "verify", "fit"]
-HEAVY = ("torch", "vllm", "deepspeed", "transformers")
+from sgsbatch.cli import main
+
+COMMANDS = sorted(main.commands)  # every command, so a new one cannot be missed
+HEAVY = ("torch", "vllm", "deepspeed", "transformers", "matplotlib")
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])

@@ -1,0 +1,261 @@
+"""`sgsbatch report`: one self-contained HTML page about one or several runs, to share.
+
+Covered: per run, the curves (cumulative solve rate against rounds and against generations,
+pass@8 and pass@1, the conjecture funnel per round, the Guide's score distributions of the recent
+rounds), the scaling-law fit with its random-half spread (ops/fit.py) and its figure (ops/plot.py),
+GPU/CPU-hours per round (the `cost/*` metrics, recorded on Slurm; "not recorded" otherwise), and
+example conjectures of the recent rounds with their guide scores and whether the Solver proved
+them. Images are inline base64 PNGs; there is no script, no stylesheet link and no external URL,
+so the page opens offline. Every string that comes from a model or a config (conjectures,
+run names, messages) is HTML-escaped. A run with a simulated component says SIMULATED in the
+page title and in a banner.
+
+Reads the run database only (runs opened read-only by the caller); writes only `out`.
+Not covered: live state (see `sgsbatch status`), proofs (`sgsbatch proofs`), TensorBoard's curves
+beyond the ones above.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlmodel import col, select
+
+from sgsbatch.ops.fit import NotEnoughPoints, fit_run
+from sgsbatch.ops.plot import draw_fit, hist_png, lines_png, png_bytes, stacked_png
+from sgsbatch.round import metrics as M
+from sgsbatch.state.schema import Attempt, Conjecture, Metric, ReviewRow
+
+if TYPE_CHECKING:
+    from sgsbatch.run.handle import RunHandle
+
+STYLE = """body{font-family:sans-serif;max-width:1100px;margin:1em auto;padding:0 1em;color:#222}
+h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;margin-top:1.6em}
+.sim{background:#fde2e2;border:2px solid #c00;padding:.5em;font-weight:bold}
+.grid{display:flex;flex-wrap:wrap;gap:8px}.grid figure{margin:0}
+img.plot{max-width:100%;border:1px solid #ddd}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top}
+pre{white-space:pre-wrap;margin:0;font-size:.85em;max-width:620px}.note{color:#666;font-style:italic}"""
+
+
+def esc(value: Any) -> str:
+    """HTML-escaped text of any value (quotes included): the only way text enters the page."""
+    return html.escape(str(value), quote=True)
+
+
+def _img(png: bytes, alt: str) -> str:
+    return (f'<figure><img class="plot" alt="{esc(alt)}" '
+            f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}"></figure>')
+
+
+def read_metrics(h: RunHandle) -> dict[int, dict[str, float]]:
+    """Every metric row of the run: round -> name -> value."""
+    with h.db.read() as s:
+        rows = s.exec(select(Metric.round, Metric.name, Metric.value).where(Metric.run_id == h.run_id)).all()
+    out: dict[int, dict[str, float]] = {}
+    for rnd, name, value in rows:
+        out.setdefault(rnd, {})[name] = value
+    return dict(sorted(out.items()))
+
+
+def _series(metrics: dict[int, dict[str, float]], name: str, x: str | None = None) -> tuple[list[float], list[float]]:
+    """(x, y) of the rounds that have metric `name` (and `x`, when x is a metric name; else the round)."""
+    pts = [(float(m[x] if x else r), m[name]) for r, m in metrics.items() if name in m and (x is None or x in m)]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def guide_scores(h: RunHandle, rounds: list[int]) -> dict[str, list[float]]:
+    """Parsed Guide scores per round (label "round R"), for the given rounds."""
+    with h.db.read() as s:
+        rows = s.exec(select(ReviewRow.round, ReviewRow.score).where(
+            ReviewRow.run_id == h.run_id, ReviewRow.parsed, col(ReviewRow.round).in_(rounds))).all()
+    out: dict[str, list[float]] = {f"round {r}": [] for r in rounds}
+    for rnd, score in rows:
+        out[f"round {rnd}"].append(score)
+    return out
+
+
+def example_conjectures(h: RunHandle, recent: int, per_round: int) -> list[dict[str, Any]]:
+    """Well-formed unique conjectures of the last `recent` rounds that have any, `per_round` each:
+    reviewed ones first by guide score (highest first), then the rest by id; with the Solver's
+    verified samples out of its samples (attempts read for the shown conjectures only)."""
+    with h.db.read() as s:
+        rounds = sorted({r for r in s.exec(select(Conjecture.round).where(
+            Conjecture.run_id == h.run_id, col(Conjecture.conjecture_id).is_not(None))).all()})[-recent:] \
+            if recent else []
+        if not rounds or per_round == 0:
+            return []
+        conj = s.exec(select(Conjecture).where(Conjecture.run_id == h.run_id, col(Conjecture.round).in_(rounds),
+                                               col(Conjecture.conjecture_id).is_not(None))).all()
+        reviews = {(v.round, v.conjecture_id): v for v in s.exec(select(ReviewRow).where(
+            ReviewRow.run_id == h.run_id, col(ReviewRow.round).in_(rounds))).all()}
+        out: list[dict[str, Any]] = []
+        for r in rounds:
+            rows = []
+            for c in conj:
+                if c.round != r or c.conjecture_id is None:
+                    continue
+                rv = reviews.get((r, c.conjecture_id))
+                rows.append({"round": r, "conjecture_id": c.conjecture_id, "target_id": c.target_id,
+                             "statement": c.statement or "",
+                             "review": None if rv is None else {"parsed": rv.parsed, "score": rv.score,
+                                                                "relevance": rv.relevance, "redundant": rv.redundant,
+                                                                "complexity": rv.complexity}})
+            rows.sort(key=_example_order)
+            out.extend(rows[:per_round])
+        tallies: dict[tuple[int, str], list[int]] = {}
+        shown = sorted({x["conjecture_id"] for x in out})
+        for rnd, pid, verdict in s.exec(select(Attempt.round, Attempt.problem_id, Attempt.verdict).where(
+                Attempt.run_id == h.run_id, col(Attempt.problem_id).in_(shown), col(Attempt.round).in_(rounds),
+                Attempt.is_target == False)):  # noqa: E712
+            t = tallies.setdefault((rnd, pid), [0, 0])
+            t[0] += verdict == "verified"
+            t[1] += 1
+    for x in out:
+        x["verified"], x["samples"] = tallies.get((x["round"], x["conjecture_id"]), [0, 0])
+    return out
+
+
+def _example_order(x: dict[str, Any]) -> tuple[bool, float, str]:
+    """Reviewed first, by guide score (highest first), then by conjecture id."""
+    rv = x["review"]
+    return rv is None, -(rv["score"] if rv is not None else 0.0), str(x["conjecture_id"])
+
+
+def _cost_table(metrics: dict[int, dict[str, float]]) -> str:
+    rows = [(r, m.get(M.COST_GPU_HOURS), m.get(M.COST_CPU_HOURS)) for r, m in metrics.items()
+            if M.COST_GPU_HOURS in m or M.COST_CPU_HOURS in m]
+    if not rows:
+        return ('<p class="note">GPU/CPU-hours: not recorded (the run database has no cost/* metrics; they '
+                'come from sacct on the Slurm executor)</p>')
+
+    def cell(v: float | None) -> str:
+        return "not recorded" if v is None else f"{v:,.2f}"
+
+    body = "".join(f"<tr><td>{r}</td><td>{cell(g)}</td><td>{cell(c)}</td></tr>" for r, g, c in rows)
+    gpu = sum(g or 0.0 for _, g, _ in rows)
+    cpu = sum(c or 0.0 for _, _, c in rows)
+    return (f"<table><tr><th>round</th><th>GPU-hours</th><th>CPU-hours</th></tr>{body}"
+            f"<tr><th>total</th><th>{gpu:,.2f}</th><th>{cpu:,.2f}</th></tr></table>")
+
+
+def _fit_section(h: RunHandle) -> tuple[str, dict[str, Any] | None]:
+    try:
+        rep = fit_run(h)
+    except NotEnoughPoints as e:
+        return f'<p class="note">No fit: {esc(e)}</p>', None
+    hv = rep["halves"]
+    spread = (f"A = {hv['a_mean']:.1%} &plusmn; {hv['a_std']:.1%} over {hv['halves']} random halves of "
+              f"{hv['points_per_half']} points" if hv else f"no random-half spread: {esc(rep['halves_note'])}")
+    pp = rep["paper"]
+    text = (f"<p>R0 = {rep['r0']:.1%} (first observed), A = <b>{rep['a']:.1%}</b>, C_mid = {rep['c_mid']:,.0f}, "
+            f"B = {rep['b']:.3f}, rms {rep['rms']:.2%}, {rep['points_used']} points used "
+            f"({rep['points_dropped']} below {rep['min_generations']:,.0f} generations)."
+            f"{'' if rep['converged'] else ' Not converged.'}<br>Uncertainty: {spread}.<br>"
+            f"Paper SGS: A = {pp['a']:.1%}, C_mid = {pp['c_mid']:,.0f}, B = {pp['b']:.3f}; random halves "
+            f"A = {pp['halves_a_mean']:.1%} &plusmn; {pp['halves_a_std']:.1%}.</p>")
+    return text, rep
+
+
+def _examples_table(rows: list[dict[str, Any]], max_chars: int) -> str:
+    if not rows:
+        return '<p class="note">No well-formed conjectures recorded yet.</p>'
+    out = ["<table><tr><th>round</th><th>target</th><th>conjecture</th><th>guide score (relevance, redundant, "
+           "complexity)</th><th>solved (verified / samples)</th></tr>"]
+    for x in rows:
+        stmt = x["statement"]
+        if len(stmt) > max_chars:
+            stmt = stmt[:max_chars] + " [...]"
+        rv = x["review"]
+        score = ("no review" if rv is None else "review unparsed" if not rv["parsed"] else
+                 f"{rv['score']:.3f} ({rv['relevance']:.2f}, {rv['redundant']:.2f}, {rv['complexity']:.2f})")
+        solved = f"{'yes' if x['verified'] else 'no'} ({x['verified']} / {x['samples']})"
+        out.append(f"<tr><td>{x['round']}</td><td>{esc(x['target_id'])}</td><td><pre>{esc(stmt)}</pre></td>"
+                   f"<td>{score}</td><td>{solved}</td></tr>")
+    return "".join(out) + "</table>"
+
+
+def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[str, Any]]:
+    """One run's part of the page, and the data it shows (for tests and callers)."""
+    rc = h.cfg.report
+    metrics = read_metrics(h)
+    name = h.cfg.run.name
+    data: dict[str, Any] = {"run": name, "metrics": metrics, "simulated": h.cfg.simulated}
+    parts = [f"<h2>{esc(name)}{' [SIMULATED]' if h.cfg.simulated else ''}</h2>"]
+    if h.cfg.simulated:
+        parts.append('<p class="sim">SIMULATED: this run uses a simulated component (verification.backend = '
+                     f'{esc(h.cfg.verification.backend)}); its numbers say nothing about Lean.</p>')
+    done = [r for r, m in metrics.items() if M.CUMULATIVE_SOLVE_RATE in m]
+    parts.append(f"<p>{len(done)} completed round(s) of {h.cfg.run.rounds}; executor {esc(h.cfg.run.executor)}; "
+                 f"seed {h.cfg.run.seed}.</p>")
+    figs = []
+    if done:
+        figs.append(_img(lines_png("Cumulative solve rate by round", "round", "solve rate",
+                                   {name: _series(metrics, M.CUMULATIVE_SOLVE_RATE)}, percent=True),
+                         "cumulative solve rate by round"))
+        figs.append(_img(lines_png("Cumulative solve rate by generations", "generations so far", "solve rate",
+                                   {name: _series(metrics, M.CUMULATIVE_SOLVE_RATE, M.GENERATIONS_TOTAL)},
+                                   logx=True, percent=True), "cumulative solve rate by generations"))
+        figs.append(_img(lines_png("pass@8 and pass@1 of the targets", "round", "rate",
+                                   {"pass@8": _series(metrics, M.PASS_AT_8), "pass@1": _series(metrics, M.PASS_AT_1)},
+                                   percent=True), "pass@8 by round"))
+    funnel_rounds = [r for r, m in metrics.items() if M.conjectures("generated") in m]
+    data["funnel"] = {s: [metrics[r].get(M.conjectures(s), 0.0) for r in funnel_rounds] for s in M.CONJECTURE_STAGES}
+    data["funnel_rounds"] = funnel_rounds
+    if funnel_rounds:
+        figs.append(_img(stacked_png("Conjecture funnel per round", funnel_rounds, data["funnel"]),
+                         "conjecture funnel per round"))
+    review_rounds = sorted({r for r, m in metrics.items() if M.GUIDE_REVIEWS in m and m[M.GUIDE_REVIEWS] > 0})
+    scores = guide_scores(h, review_rounds[-rc.recent_rounds:]) if rc.recent_rounds else {}
+    data["guide_scores"] = scores
+    if any(scores.values()):
+        figs.append(_img(hist_png("Guide scores of the recent rounds", "guide score", scores, rc.score_bins),
+                         "guide score distributions"))
+    parts.append(f'<div class="grid">{"".join(figs)}</div>' if figs else
+                 '<p class="note">No completed round yet: no curves.</p>')
+    if not any(scores.values()):
+        parts.append('<p class="note">Guide scores: none recorded (no parsed review yet, or guide.enabled = false).</p>')
+    parts.append("<h3>Scaling-law fit</h3>")
+    fit_html, data["fit"] = _fit_section(h)
+    parts.append(fit_html)
+    parts.append("<h3>Cost per round</h3>")
+    parts.append(_cost_table(metrics))
+    per_round = rc.examples if examples is None else examples
+    data["examples"] = example_conjectures(h, rc.recent_rounds, per_round)
+    parts.append(f"<h3>Example conjectures (last {rc.recent_rounds} rounds with any, {per_round} each)</h3>")
+    parts.append(_examples_table(data["examples"], rc.max_statement_chars))
+    return "\n".join(parts), data
+
+
+def render_report(handles: list[RunHandle], examples: int | None = None) -> tuple[str, dict[str, Any]]:
+    """The whole page and its data: a header, the fit figure of all runs, then one section per run."""
+    simulated = any(h.cfg.simulated for h in handles)
+    names = ", ".join(h.cfg.run.name for h in handles)
+    title = f"{'SIMULATED - ' if simulated else ''}sgsbatch report: {names}"
+    sections, runs = [], []
+    for h in handles:
+        sec, data = run_section(h, examples)
+        sections.append(sec)
+        runs.append(data)
+    fig, fit_data = draw_fit(handles)
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>"
+            f"<h1>{esc(title)}</h1><p>Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from the run "
+            "database(s), read-only.</p>"
+            "<h2>Scaling law: cumulative solve rate against generations</h2>"
+            f"{_img(png_bytes(fig), 'scaling-law fit')}\n" + "\n".join(sections) + "</body></html>\n")
+    return page, {"title": title, "runs": runs, "fit_plot": fit_data}
+
+
+def write_report(handles: list[RunHandle], out: Path, examples: int | None = None) -> dict[str, Any]:
+    """Write the page to `out` (atomically: a temporary file renamed); returns the data it shows."""
+    page, data = render_report(handles, examples)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out)
+    return data
