@@ -384,5 +384,53 @@ def preflight(config: Path, overrides: tuple[str, ...]) -> None:
     click.echo(rep.text())
 
 
+# --- issue 14: watching a run (logs) ---
+
+
+@main.command()
+@click.argument("run")
+@runs_dir_option
+@click.option("--round", "round_", type=click.IntRange(min=0), default=None,
+              help="Round, 0-based as in `status --json` (default: the latest with files).")
+@click.option("--phase", default=None, help="Phase (init, conjecture, guide, solve, verify, train) or `driver` "
+              "(the local driver's log); default: the round's latest started phase.")
+@click.option("--shard", type=click.IntRange(min=0), default=None,
+              help="Shard index (needed when the phase has several).")
+@click.option("--attempt", type=click.IntRange(min=1), default=None,
+              help="Attempt, 1-based (Slurm: the K-th submission of the shard); default: the latest.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing the log as it grows; end when the shard ends.")
+@click.option("--poll", default=1.0, show_default=True, type=click.FloatRange(min=0.05),
+              help="Seconds between reads with --follow.")
+@_clean_errors
+def logs(run: str, runs_dir: str, round_: int | None, phase: str | None, shard: int | None,
+         attempt: int | None, follow: bool, poll: float) -> None:
+    """Print the log of one shard of one phase, on either executor, without knowing where it is.
+
+    \b
+    Examples:
+        sgsbatch logs tiny                      # the latest phase of the latest round
+        sgsbatch logs tiny --round 1 --phase solve --shard 3
+        sgsbatch logs tiny --phase solve --shard 3 --attempt 1
+        sgsbatch logs tiny --phase verify --shard 0 --follow
+    """
+    from sgsbatch.ops.logs import choose_log, phase_ended
+    from sgsbatch.ops.logs import follow as follow_log
+    from sgsbatch.run.handle import existing_run_paths, read_frozen_config
+
+    paths = existing_run_paths(runs_dir, run)
+    cfg = read_frozen_config(paths)
+    choice = choose_log(paths, cfg, round_, phase, shard, attempt)
+    header = f"round {choice.round} {choice.phase} shard {choice.shard} attempt {choice.attempt}/{choice.attempts}"
+    click.echo(f"# {header}", err=True)
+    shown = [f for f in choice.files if not (follow and f == choice.live)]
+    for f in shown:
+        click.echo(f"==> {f} <==")
+        click.echo(f.read_text(encoding="utf-8", errors="replace"), nl=False)
+    if follow and choice.live is not None:
+        click.echo(f"==> {choice.live} <==")
+        for text in follow_log(choice.live, lambda: phase_ended(paths, cfg, choice), poll):
+            click.echo(text, nl=False)
+
+
 if __name__ == "__main__":
     main()
