@@ -136,6 +136,9 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
     if dry_run:
         p, _ = control.plan(config, overrides, smoke)
         click.echo(p.describe())
+        from sgsbatch.ops.progress import projection_text
+
+        click.echo(projection_text(p.cfg))
         click.echo("dry run: nothing created, nothing submitted")
         return
     h = control.launch(config, overrides, smoke)

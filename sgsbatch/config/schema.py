@@ -196,6 +196,7 @@ class VerificationConfig:
 class CheckpointConfig:
     keep_last: int = 2  # weights of the last k rounds are kept
     keep_every: int = 10  # and of every n-th round (0 = none)
+    estimate_gb_per_role: float = 14.8  # one role's saved weights, for the disk projection (a 7B model in bf16)
 
 
 @dataclass(frozen=True)
@@ -405,6 +406,7 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
           f"must be 0 (as many as shards.solve) or a multiple of shards.solve ({sh.solve}), got {sh.verify}")
     check(cfg.checkpoints.keep_last >= 1, "checkpoints.keep_last", "must be >= 1 (the next round needs the last weights)")
     check(cfg.checkpoints.keep_every >= 0, "checkpoints.keep_every", "must be >= 0")
+    check(cfg.checkpoints.estimate_gb_per_role >= 0, "checkpoints.estimate_gb_per_role", "must be >= 0")
     check(cfg.alerts.progress_every_s > 0, "alerts.progress_every_s", "must be > 0")
     for key in ("stuck_after_s", "stuck_factor", "stuck_floor_s", "disk_budget_gb", "slow_phase_factor"):
         check(getattr(cfg.alerts, key) >= 0, f"alerts.{key}", "must be >= 0")

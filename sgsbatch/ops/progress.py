@@ -138,9 +138,27 @@ def disk_usage(cfg: Config, paths: RunPaths, rounds_completed: int) -> dict[str,
 
 
 def checkpoint_projection(cfg: Config, bytes_per_checkpoint: float) -> tuple[int, float]:
-    """(checkpoints kept at the end of the planned rounds, bytes): what `launch --dry-run` prints."""
+    """(round checkpoints kept at the end of the planned rounds, bytes): what `launch --dry-run` prints."""
     kept = sum(retained(cfg, r, cfg.run.rounds - 1) for r in range(cfg.run.rounds))
     return kept, kept * bytes_per_checkpoint
+
+
+def trained_roles(cfg: Config) -> int:
+    """Roles whose weights each round saves: the Solver, and the Conjecturer unless frozen or off."""
+    return 1 + int(cfg.conjecturer.enabled and cfg.conjecturer.train)
+
+
+def projection_text(cfg: Config) -> str:
+    """The `launch --dry-run` line: checkpoints kept at the end and their estimated size."""
+    roles = trained_roles(cfg)
+    kept, size = checkpoint_projection(cfg, roles * cfg.checkpoints.estimate_gb_per_role * 1e9)
+    text = (f"checkpoints: {kept} rounds kept at round {cfg.run.rounds} (checkpoints.keep_last="
+            f"{cfg.checkpoints.keep_last}, keep_every={cfg.checkpoints.keep_every}) x {roles} roles x "
+            f"{cfg.checkpoints.estimate_gb_per_role:g} GB (checkpoints.estimate_gb_per_role) = {size / 1e9:.0f} GB")
+    budget = cfg.alerts.disk_budget_gb
+    if budget > 0 and size > budget * 1e9:
+        text += f"; over alerts.disk_budget_gb {budget:g}: raise checkpoints.keep_every or lower keep_last"
+    return text
 
 
 def alarms(cfg: Config, paths: RunPaths, r: int, progress: dict[str, Any] | None, disk: dict[str, Any] | None,

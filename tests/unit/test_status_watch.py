@@ -88,3 +88,21 @@ def test_checkpoint_projection_200_rounds() -> None:
 def test_sparkline() -> None:
     assert sparkline([0.0, 0.5, 1.0], 0.0, 1.0) == "▁▅█"
     assert sparkline([]) == ""
+
+
+def test_launch_dry_run_prints_checkpoint_projection(tmp_path: Path) -> None:
+    from tests.runlib import TINY
+
+    def dry(*sets: str) -> str:
+        args = ["launch", str(TINY), "--dry-run", "--set", f"run.runs_dir={tmp_path}", "--set", "run.executor=local",
+                "--set", "run.rounds=200"]
+        for x in sets:
+            args += ["--set", x]
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 0, res.output
+        return res.output
+
+    out = dry("checkpoints.estimate_gb_per_role=10")
+    assert "checkpoints: 21 rounds kept at round 200" in out and "keep_every=10" in out
+    out = dry("checkpoints.keep_every=50", "checkpoints.estimate_gb_per_role=10", "alerts.disk_budget_gb=1")
+    assert "checkpoints: 5 rounds kept" in out and "over alerts.disk_budget_gb 1" in out
