@@ -111,7 +111,7 @@ def choose_log(paths: RunPaths, cfg: Config, r: int | None = None, phase: str | 
     attempts = max(1, len(subs))
     k = attempts if attempt is None else attempt
     if not 1 <= k <= attempts:
-        kept = "1" if not subs else f"1..{attempts}"
+        kept = "1" if attempts == 1 else f"1..{attempts}"
         raise RunError(f"round {r} {phase} shard {shard} has no attempt {attempt}; attempts with logs: {kept}"
                        + ("" if subs else " (the local executor keeps the latest attempt's log only)"))
     files = _submitit_logs(paths, r, phase, subs[k - 1]) if subs else []
