@@ -41,3 +41,7 @@ def test_stuck_shard_reported_and_resubmitted(tmp_path: Path, cli_env: dict[str,
     assert status(tmp_path, "hang")["state"] == "completed"
     failures = (tmp_path / "hang" / "rounds" / "r0000" / "solve" / "shard_00000.failures").read_text()
     assert "no item progress" in failures
+    solve_log = (tmp_path / "hang" / "rounds" / "r0000" / "solve" / "shard_00000.attempt.log").read_text()
+    verify_log = (tmp_path / "hang" / "rounds" / "r0000" / "verify" / "shard_00000.attempt.log").read_text()
+    assert "progress r0 solve shard 0: " in solve_log and "\r" not in solve_log
+    assert "progress r0 verify shard 0: " in verify_log
