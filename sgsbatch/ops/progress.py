@@ -7,6 +7,8 @@ the time limit from `.timelimits`, last progress from the item log's mtime. Disk
 retention rule of round/checkpoints.py, the rest linearly per round). Alarms (names in
 round/metrics.py, `alerts/*`): stuck shards, verify timeout+error rate, a phase running far
 longer than its recent average, disk projected over `alerts.disk_budget_gb`. Not covered here:
+stuck detection of init and train (no item logs: their progress is training steps; the supervisor's
+time-limit rule covers them),
 acting on them (`resume` resubmits unfinished shards) and writing them to TensorBoard.
 """
 
@@ -26,6 +28,7 @@ from sgsbatch.run.progress import duration
 from sgsbatch.run.shards import phase_wall_s, shards
 
 SPARK = "▁▂▃▄▅▆▇█"
+ITEM_PHASES = ("conjecture", "solve", "guide", "verify")  # the phases with item logs; init/train are never "stuck"
 
 
 def sparkline(values: list[float], lo: float = 0.0, hi: float | None = None) -> str:
@@ -80,7 +83,7 @@ def phase_progress(cfg: Config, paths: RunPaths, r: int, phase: str, now: float 
     threshold = stuck_after_s(cfg, sum(per_item) / len(per_item) if per_item else None)
     running = [x for x in rows if x["started"] is not None and not x["finished"] and not x["failed"]]
     stuck = [{"shard": x["shard"], "idle_s": round(now - x["last"], 1), "job_id": _job_of(paths, r, phase, x["shard"])}
-             for x in running if x["last"] is not None and now - x["last"] > threshold]
+             for x in running if phase in ITEM_PHASES and x["last"] is not None and now - x["last"] > threshold]
     slowest = min(running, key=lambda x: x["done"] / x["total"] if x["total"] else 0.0, default=None)
     return {
         "round": r, "phase": phase, "shards": n, "shards_done": sum(x["finished"] for x in rows),

@@ -106,3 +106,13 @@ def test_launch_dry_run_prints_checkpoint_projection(tmp_path: Path) -> None:
     assert "checkpoints: 21 rounds kept at round 200" in out and "keep_every=10" in out
     out = dry("checkpoints.keep_every=50", "checkpoints.estimate_gb_per_role=10", "alerts.disk_budget_gb=1")
     assert "checkpoints: 5 rounds kept" in out and "over alerts.disk_budget_gb 1" in out
+
+
+def test_train_without_item_log_is_never_stuck(tmp_path: Path) -> None:
+    from sgsbatch.ops.progress import phase_progress
+
+    h = recorded_run(tmp_path, "t")
+    s = Shard(h.paths.phase_dir(0, "train"), 0)
+    s.mark_started()
+    p = phase_progress(h.cfg, h.paths, 0, "train", now=time.time() + 10 * 3600)
+    assert p["shards_started"] == 1 and p["stuck"] == []
