@@ -67,8 +67,33 @@ def _print_status_line(st: dict[str, Any]) -> None:
     rate = st["metrics"].get(CUMULATIVE_SOLVE_RATE)
     rate_s = f" solve rate {rate:.1%}" if rate is not None else ""
     phase = f" {st['phase']}" if st.get("phase") else ""
-    click.echo(f"{st['name']}: {st['state']} round {st['round']}/{st['rounds']}{phase} "
-               f"({st['rounds_completed']} done){rate_s}{flags}" + (f" - {st['message']}" if st.get("message") else ""))
+    shown = st["round"] + 1 if isinstance(st["round"], int) else st["round"]  # 1-based for people
+    done = "" if st["state"] == "completed" else f" ({st['rounds_completed']} completed)"
+    click.echo(f"{st['name']}: {st['state']} round {shown} of {st['rounds']}{phase}"
+               f"{done}{rate_s}{flags}" + (f" - {st['message']}" if st.get("message") else ""))
+
+
+def _print_watch_details(st: dict[str, Any]) -> None:
+    """A run's live progress, solve-rate sparkline, disk use and alarms (ops/progress.py)."""
+    from sgsbatch.run.progress import duration
+
+    p = st.get("progress")
+    if p and p["shards_started"]:
+        total = "?" if p["items_total"] is None else p["items_total"]
+        eta = "" if p["eta_s"] is None else f", ETA {duration(p['eta_s'])}"
+        slow = p["slowest_shard"]
+        click.echo(f"  progress: {p['phase']} {p['items_done']}/{total} items, {p['shards_done']}/{p['shards']} shards "
+                   f"done, {p['rate_items_per_s']:.2f} items/s{eta}; requeues {p['requeues']}, restarts {p['restarts']}"
+                   + (f"; slowest shard {slow['shard']} ({slow['done']}/{slow['total'] or '?'})" if slow else ""))
+    if st.get("solve_rate_curve"):
+        click.echo(f"  solve rate by round: {st['sparkline']} {st['solve_rate_curve'][-1]:.1%}")
+    d = st.get("disk")
+    if d:
+        used = ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in d["used_bytes"].items())
+        click.echo(f"  disk: {d['total_bytes'] / 1e9:.2f} GB ({used}); projected {d['projected_bytes'] / 1e9:.1f} GB "
+                   f"at round {d['planned_rounds']} ({d['checkpoints_kept_at_end']} checkpoint rounds kept)")
+    for a in st.get("alerts", []):
+        click.echo(f"  ALERT {a['metric']}: {a['message']}")
 
 
 def _status_or_error(run_dir: Path) -> dict[str, Any]:
@@ -111,6 +136,9 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
     if dry_run:
         p, _ = control.plan(config, overrides, smoke)
         click.echo(p.describe())
+        from sgsbatch.ops.progress import projection_text
+
+        click.echo(projection_text(p.cfg))
         click.echo("dry run: nothing created, nothing submitted")
         return
     h = control.launch(config, overrides, smoke)
@@ -127,7 +155,8 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
 @main.command()
 @click.argument("run", required=False)
 @runs_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list without RUN).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object (a list without RUN); its `round` is 0-based, `rounds_completed` a count.")
 @click.option("--watch", is_flag=True, help="Refresh every few seconds until interrupted.")
 @click.option("--interval", default=5.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds between refreshes with --watch.")
@@ -156,6 +185,7 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
                 for j in st.get("jobs", []):
                     click.echo(f"  job {j['job_id']} r{j['round']} {j['phase']}: "
                                f"{j.get('task_states', {})} restarts={j.get('restarts', '?')}")
+                _print_watch_details(st)
                 for k, v in sorted(st["metrics"].items()):
                     click.echo(f"  {k} = {v:g}")
         else:
@@ -432,6 +462,54 @@ def preflight(config: Path, overrides: tuple[str, ...]) -> None:
     if not rep.ok:
         raise PreflightError(rep)
     click.echo(rep.text())
+
+
+# --- issue 14: watching a run (logs) ---
+
+
+@main.command()
+@click.argument("run")
+@runs_dir_option
+@click.option("--round", "round_", type=click.IntRange(min=0), default=None,
+              help="Round, 0-based as in `status --json` (default: the latest with files).")
+@click.option("--phase", default=None, help="Phase (init, conjecture, guide, solve, verify, train) or `driver` "
+              "(the local driver's log); default: the round's latest started phase.")
+@click.option("--shard", type=click.IntRange(min=0), default=None,
+              help="Shard index (needed when the phase has several).")
+@click.option("--attempt", type=click.IntRange(min=1), default=None,
+              help="Attempt, 1-based (Slurm: the K-th submission of the shard); default: the latest.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing the log as it grows; end when the shard ends.")
+@click.option("--poll", default=1.0, show_default=True, type=click.FloatRange(min=0.05),
+              help="Seconds between reads with --follow.")
+@_clean_errors
+def logs(run: str, runs_dir: str, round_: int | None, phase: str | None, shard: int | None,
+         attempt: int | None, follow: bool, poll: float) -> None:
+    """Print the log of one shard of one phase, on either executor, without knowing where it is.
+
+    \b
+    Examples:
+        sgsbatch logs tiny                      # the latest phase of the latest round
+        sgsbatch logs tiny --round 1 --phase solve --shard 3
+        sgsbatch logs tiny --phase solve --shard 3 --attempt 1
+        sgsbatch logs tiny --phase verify --shard 0 --follow
+    """
+    from sgsbatch.ops.logs import choose_log, phase_ended
+    from sgsbatch.ops.logs import follow as follow_log
+    from sgsbatch.run.handle import existing_run_paths, read_frozen_config
+
+    paths = existing_run_paths(runs_dir, run)
+    cfg = read_frozen_config(paths)
+    choice = choose_log(paths, cfg, round_, phase, shard, attempt)
+    header = f"round {choice.round} {choice.phase} shard {choice.shard} attempt {choice.attempt}/{choice.attempts}"
+    click.echo(f"# {header}", err=True)
+    shown = [f for f in choice.files if not (follow and f == choice.live)]
+    for f in shown:
+        click.echo(f"==> {f} <==")
+        click.echo(f.read_text(encoding="utf-8", errors="replace"), nl=False)
+    if follow and choice.live is not None:
+        click.echo(f"==> {choice.live} <==")
+        for text in follow_log(choice.live, lambda: phase_ended(paths, cfg, choice), poll):
+            click.echo(text, nl=False)
 
 
 if __name__ == "__main__":

@@ -196,6 +196,20 @@ class VerificationConfig:
 class CheckpointConfig:
     keep_last: int = 2  # weights of the last k rounds are kept
     keep_every: int = 10  # and of every n-th round (0 = none)
+    estimate_gb_per_role: float = 14.8  # one role's saved weights, for the disk projection (a 7B model in bf16)
+
+
+@dataclass(frozen=True)
+class AlertsConfig:
+    """What `status` reports as alarms (ops/progress.py) and how often long work logs its progress."""
+
+    progress_every_s: float = 60.0  # a progress line (rate, done/total, ETA) in a worker's log at most this often
+    stuck_after_s: float = 0.0  # a shard without item progress this long is stuck (0 = auto: see the two below)
+    stuck_factor: float = 10.0  # auto: this many times the phase's recent per-item time per shard ...
+    stuck_floor_s: float = 1800.0  # ... but never less than this
+    max_error_rate: float = 0.2  # verify: timeouts + errors above this fraction of checked proofs
+    slow_phase_factor: float = 3.0  # a phase running this many times its recent average wall time
+    disk_budget_gb: float = 0.0  # disk projected to the planned rounds above this (0 = no budget)
 
 
 @dataclass(frozen=True)
@@ -287,6 +301,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     verification: VerificationConfig = field(default_factory=VerificationConfig)
     checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
     shards: ShardsConfig = field(default_factory=ShardsConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
@@ -402,6 +417,11 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
           f"must be 0 (as many as shards.solve) or a multiple of shards.solve ({sh.solve}), got {sh.verify}")
     check(cfg.checkpoints.keep_last >= 1, "checkpoints.keep_last", "must be >= 1 (the next round needs the last weights)")
     check(cfg.checkpoints.keep_every >= 0, "checkpoints.keep_every", "must be >= 0")
+    check(cfg.checkpoints.estimate_gb_per_role >= 0, "checkpoints.estimate_gb_per_role", "must be >= 0")
+    check(cfg.alerts.progress_every_s > 0, "alerts.progress_every_s", "must be > 0")
+    for key in ("stuck_after_s", "stuck_factor", "stuck_floor_s", "disk_budget_gb", "slow_phase_factor"):
+        check(getattr(cfg.alerts, key) >= 0, f"alerts.{key}", "must be >= 0")
+    check(0 <= cfg.alerts.max_error_rate <= 1, "alerts.max_error_rate", "must be in [0, 1]")
     sc = cfg.scaling
     check(sc.min_generations >= 0, "scaling.min_generations", f"must be >= 0, got {sc.min_generations}")
     check(sc.halves >= 0, "scaling.halves", f"must be >= 0 (0 = no random-half refits), got {sc.halves}")

@@ -24,6 +24,7 @@ from sgsbatch.config.schema import Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
 from sgsbatch.ops.status import RunStatus, run_status
 from sgsbatch.round.lifecycle import first_unfinished_round, prepare_round
+from sgsbatch.round.metrics import alert
 from sgsbatch.run.handle import RunHandle, create_run, new_run_paths
 from sgsbatch.run.lock import LockHeld, OwnerLock, describe
 from sgsbatch.run.shards import Shard, unfinished
@@ -162,18 +163,37 @@ def resume_locked(h: RunHandle, force: bool) -> str:
     st = run_status(h)
     if st.state == "completed":
         raise RunError(f"run {h.cfg.run.name!r} is completed; nothing to resume")
-    if st.state in ("running", "pending") and not force:
+    stuck = [a for a in st.alerts if a["metric"] == alert("stuck_shards")]
+    if st.state in ("running", "pending") and not force and not stuck:
         return f"run {h.cfg.run.name} is {st.state}; nothing to repair (use --force to resubmit anyway)"
     executor_for(h).stop(h)
     r = first_unfinished_round(h)
+    hung = _count_hangs(h, st, stuck)
     for phase in h.cfg.phases_of_round(r):
         for i in unfinished(h.paths.phase_dir(r, phase), h.cfg.shard_count(phase)):
-            Shard(h.paths.phase_dir(r, phase), i).clear_failures()
+            if (phase, i) not in hung:
+                Shard(h.paths.phase_dir(r, phase), i).clear_failures()
     end_round_from_marker(h, r)  # training finished but the round's ending was lost
     prepare_round(h, r)
     h.set_state(RunState.running, "resumed")
     start(h)
     return f"run {h.cfg.run.name}: resubmitted unfinished work from round {r} ({st.state}: {st.message})"
+
+
+def _count_hangs(h: RunHandle, st: RunStatus, stuck: list[dict[str, Any]]) -> set[tuple[str, int]]:
+    """A stuck shard is a crash that did not exit: count it like one (the retry limit applies) and
+    keep its crash count, so a shard that hangs every time fails instead of being resubmitted forever."""
+    hung: set[tuple[str, int]] = set()
+    if not stuck or st.phase is None:
+        return hung
+    limit = h.cfg.run.max_task_retries
+    for a in stuck:
+        shard = Shard(h.paths.phase_dir(st.round, st.phase), int(a["shard"]))
+        if shard.record_failure(a["message"]) > limit:
+            shard.mark_failed(f"round {st.round} {st.phase} shard {shard.index} failed {limit + 1} times; "
+                              f"last: {a['message']}")
+        hung.add((st.phase, shard.index))
+    return hung
 
 
 def wait(h: RunHandle, poll_s: float | None = None, on_change: Callable[[RunStatus], None] | None = None

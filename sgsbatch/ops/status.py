@@ -16,7 +16,9 @@ from typing import Any
 
 from sqlmodel import select
 
+from sgsbatch.ops.progress import alarms, disk_usage, phase_progress, sparkline
 from sgsbatch.round.lifecycle import current_phase
+from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
 from sgsbatch.run import environment
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import command
@@ -48,6 +50,10 @@ class RunStatus:
     sacct_unavailable: bool = False
     driver_pid: int | None = None  # local: the live driver
     environment: dict[str, Any] | None = None  # the launch's (run/environment.summary); None before it was recorded
+    progress: dict[str, Any] | None = None  # the current phase's live progress (ops/progress.py); None when idle
+    solve_rate_curve: list[float] = field(default_factory=list)  # cumulative solve rate per completed round
+    disk: dict[str, Any] | None = None  # bytes used and projected to the planned rounds
+    alerts: list[dict[str, Any]] = field(default_factory=list)  # raised alarms (metric names alerts/*)
 
     @property
     def repairable(self) -> bool:
@@ -62,6 +68,8 @@ class RunStatus:
             "phase": self.phase, "simulated": self.simulated, "smoke": self.smoke, "targets": self.targets,
             "run_dir": self.run_dir, "metrics": self.metrics,
             "stall": self.stall.value if self.stall else None, "environment": self.environment,
+            "progress": self.progress, "solve_rate_curve": self.solve_rate_curve,
+            "sparkline": sparkline(self.solve_rate_curve, 0.0, 1.0), "disk": self.disk, "alerts": self.alerts,
         }
         if self.jobs is not None:
             out["jobs"] = self.jobs
@@ -84,6 +92,9 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
             last = max(done_rounds)
             metrics = {m.name: m.value for m in s.exec(select(Metric).where(Metric.run_id == h.run_id,
                                                                              Metric.round == last)).all()}
+        curve = [m.value for m in s.exec(select(Metric).where(Metric.run_id == h.run_id,
+                                                              Metric.name == CUMULATIVE_SOLVE_RATE)
+                                             .order_by(Metric.round)).all()]  # type: ignore[arg-type]
         env_row = s.get(RunEnvironment, h.run_id)
         launch_env = environment.summary(json.loads(env_row.record)) if env_row is not None else None
     r = min(completed, h.cfg.run.rounds - 1)
@@ -91,7 +102,10 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
     st = RunStatus(name=row.name, state=row.state.value, message=row.message, executor=row.executor,
                    rounds=row.rounds, rounds_completed=completed, round=r, phase=phase, simulated=row.simulated,
                    smoke=row.smoke, targets=row.targets, run_dir=row.run_dir, metrics=metrics,
-                   environment=launch_env)
+                   environment=launch_env, solve_rate_curve=curve, disk=disk_usage(h.cfg, h.paths, completed))
+    if row.state not in (RunState.completed, RunState.cancelled) and phase is not None:
+        st.progress = phase_progress(h.cfg, h.paths, r, phase)
+    st.alerts = alarms(h.cfg, h.paths, r, st.progress, st.disk) if row.state != RunState.completed else []
     if row.state in (RunState.completed, RunState.cancelled, RunState.failed):
         st.phase = None if row.state == RunState.completed else phase
         return st

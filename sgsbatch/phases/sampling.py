@@ -28,6 +28,7 @@ from sgsbatch.extraction import Extraction
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import weights_for
 from sgsbatch.run.checkpoint import MARKER, is_complete, publish_dir, staging_dir
+from sgsbatch.run.progress import ProgressLine
 
 T = TypeVar("T")
 
@@ -111,6 +112,9 @@ def stream_items(
     todo = sorted((it for it in mine if requests[id(it)].key not in done),
                   key=lambda it: (_prompt_size(requests[id(it)]), requests[id(it)].key))
     meta: dict[str, Any] = {"items": len(mine)}
+    task.shard.set_total(len(mine))
+    progress = ProgressLine(f"r{task.round} {task.phase} shard {task.shard.index}", len(mine), len(mine) - len(todo),
+                            task.cfg.alerts.progress_every_s)
     if todo:
         t0 = time.perf_counter()
         gen = make()
@@ -133,5 +137,6 @@ def stream_items(
                 rec["key"] = req.key
                 task.shard.append_item(rec)
                 done[req.key] = rec
+                progress.step()
         meta.update(gen.stats.as_dict(), max_in_flight=width)
     task.shard.finish([done[requests[id(it)].key] for it in mine], meta)

@@ -18,6 +18,7 @@ from typing import Any
 
 from sgsbatch.phases.task import Task
 from sgsbatch.round.results import solve_problems
+from sgsbatch.run.progress import ProgressLine
 from sgsbatch.run.shards import Shard
 from sgsbatch.verification.verdict import ProofJob
 from sgsbatch.verification.verifier import make_verifier
@@ -34,7 +35,10 @@ def run(task: Task) -> None:
     solve_shard = task.shard.index % task.cfg.shard_count("solve")  # verify is a multiple of solve
     solved = {it["key"]: it for it in Shard(task.paths.phase_dir(task.round, "solve"), solve_shard).read()}
     assert all(p.problem_id in solved for p in problems), "verify shard j checks problems of solve shard j mod solve"
+    task.shard.set_total(len(problems))
     done = task.shard.done_items()
+    progress = ProgressLine(f"r{task.round} verify shard {task.shard.index}", len(problems), len(done),
+                            task.cfg.alerts.progress_every_s)
     pending: dict[str, list[dict[str, Any] | None]] = {}
     jobs = []
     for p in problems:
@@ -48,6 +52,7 @@ def run(task: Task) -> None:
         if all(v is not None for v in verdicts):  # nothing to check: record at once
             _record(task, done, pid, verdicts)
             del pending[pid]
+            progress.step()
     started, counts = time.time(), {"proofs": len(jobs), "timeout": 0, "error": 0}
     if jobs:
         verifier = make_verifier(task.cfg, processes=task.cfg.phase_resources("verify").cpus)
@@ -59,6 +64,7 @@ def run(task: Task) -> None:
                                         "time_s": round(secs, 4)}
                 if all(x is not None for x in pending[pid]):
                     _record(task, done, pid, pending.pop(pid))
+                    progress.step()
                 task.check_stop()
         finally:
             verifier.close()

@@ -147,3 +147,12 @@ def write_tensorboard(tb_dir: Path, r: int, metrics: Mapping[str, float], *, sim
     with SummaryWriter(str(tb_dir / "by_generations"), purge_step=generations) as w:
         for name, value in sorted(metrics.items()):
             w.add_scalar(name, value, generations)
+
+
+ALERT_KINDS = ("stuck_shards", "verify_error_rate", "slow_phase", "disk_over_budget")
+
+
+def alert(kind: str) -> str:
+    """`alerts/<kind>`: an alarm `status` raises (ops/progress.py); 1 when raised, or a count."""
+    assert kind in ALERT_KINDS, kind
+    return f"alerts/{kind}"

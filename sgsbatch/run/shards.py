@@ -68,6 +68,26 @@ class Shard:
         self.lock_file = phase_dir / f"{stem}.lock"  # the owning worker's flock (run/lock.py)
         self.started_file = phase_dir / f"{stem}.started"
         self.time_limits = phase_dir / f"{stem}.timelimits"
+        self.total_file = phase_dir / f"{stem}.total"
+
+    def set_total(self, items: int) -> None:
+        """Record how many items this shard has in all (what `status` divides its item log by)."""
+        if not self.total_file.exists():
+            atomic_write_text(self.total_file, str(items))
+
+    def total(self) -> int | None:
+        try:
+            return int(self.total_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def items_logged(self) -> int:
+        """Items in the item log, by counting lines (cheap: no JSON parsed)."""
+        try:
+            with self.partial.open("rb") as f:
+                return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+        except FileNotFoundError:
+            return 0
 
     def mark_started(self) -> None:
         """Record when the task first started (kept across retries and requeues)."""

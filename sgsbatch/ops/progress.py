@@ -1,0 +1,200 @@
+"""Live progress of a running phase, the run's disk use, and the alarms `status` raises.
+
+Progress comes from the shard files only: items done by counting the lines of each item log
+(`.partial.jsonl`, no JSON parsed), totals from `.total`, restarts from `.failures`, requeues at
+the time limit from `.timelimits`, last progress from the item log's mtime. Disk is the size of
+`checkpoints/`, `rounds/` and the database, projected to the planned rounds (checkpoints by the
+retention rule of round/checkpoints.py, the rest linearly per round). Alarms (names in
+round/metrics.py, `alerts/*`): stuck shards, verify timeout+error rate, a phase running far
+longer than its recent average, disk projected over `alerts.disk_budget_gb`. Not covered here:
+stuck detection of init and train (no item logs: their progress is training steps; the supervisor's
+time-limit rule covers them),
+acting on them (`resume` resubmits unfinished shards) and writing them to TensorBoard.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from sgsbatch.config.schema import Config
+from sgsbatch.round.checkpoints import retained
+from sgsbatch.round.metrics import alert
+from sgsbatch.run.journal import read_journal
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.progress import duration
+from sgsbatch.run.shards import phase_wall_s, shards
+
+SPARK = "▁▂▃▄▅▆▇█"
+ITEM_PHASES = ("conjecture", "solve", "guide", "verify")  # the phases with item logs; init/train are never "stuck"
+
+
+def sparkline(values: list[float], lo: float = 0.0, hi: float | None = None) -> str:
+    """One block character per value, scaled between lo and hi (default: the largest value)."""
+    if not values:
+        return ""
+    top = max(values) if hi is None else hi
+    span = top - lo
+    return "".join(SPARK[0 if span <= 0 else min(len(SPARK) - 1, int((v - lo) / span * (len(SPARK) - 1) + 0.5))]
+                   for v in values)
+
+
+def _job_of(paths: RunPaths, r: int, phase: str, shard: int) -> str | None:
+    for rec in reversed(read_journal(paths.jobs_journal(r))):
+        ids = [int(s) for s in rec.get("shards", [])]
+        if rec.get("phase") == phase and shard in ids:
+            return f"{rec['job_id']}_{ids.index(shard)}"
+    return None
+
+
+def stuck_after_s(cfg: Config, per_item_s: float | None) -> float:
+    """`alerts.stuck_after_s`, or (0 = auto) `stuck_factor` x the phase's per-item time, floored."""
+    a = cfg.alerts
+    if a.stuck_after_s > 0:
+        return a.stuck_after_s
+    return max(a.stuck_floor_s, a.stuck_factor * (per_item_s or 0.0))
+
+
+def phase_progress(cfg: Config, paths: RunPaths, r: int, phase: str, now: float | None = None) -> dict[str, Any]:
+    """Items done/total, rate, ETA, slowest shard, requeues, restarts and stuck shards of one phase."""
+    now = time.time() if now is None else now
+    n = cfg.shard_count(phase)
+    rows: list[dict[str, Any]] = []
+    for s in shards(paths.phase_dir(r, phase), n):
+        done_marker = s.is_done()
+        total = s.total()
+        done = total if done_marker and total is not None else s.items_logged()
+        started = s.started()
+        last: float | None = started
+        if s.partial.exists():
+            last = s.partial.stat().st_mtime
+        rows.append({"shard": s.index, "done": done, "total": total, "finished": done_marker, "started": started,
+                     "last": last, "failed": s.failed_marker.exists(), "restarts": s.failure_count(),
+                     "requeues": _count_lines(s.time_limits)})
+    done = sum(x["done"] for x in rows)
+    totals = [x["total"] for x in rows]
+    total = sum(t for t in totals if t is not None) if all(t is not None for t in totals) else None
+    starts = [x["started"] for x in rows if x["started"] is not None]
+    elapsed = now - min(starts) if starts else 0.0
+    rate = done / elapsed if elapsed > 0 and done else 0.0
+    per_item = [(now - x["started"]) / x["done"] for x in rows if x["started"] and x["done"] and not x["finished"]]
+    threshold = stuck_after_s(cfg, sum(per_item) / len(per_item) if per_item else None)
+    running = [x for x in rows if x["started"] is not None and not x["finished"] and not x["failed"]]
+    stuck = [{"shard": x["shard"], "idle_s": round(now - x["last"], 1), "job_id": _job_of(paths, r, phase, x["shard"])}
+             for x in running if phase in ITEM_PHASES and x["last"] is not None and now - x["last"] > threshold]
+    slowest = min(running, key=lambda x: x["done"] / x["total"] if x["total"] else 0.0, default=None)
+    return {
+        "round": r, "phase": phase, "shards": n, "shards_done": sum(x["finished"] for x in rows),
+        "shards_started": len(starts), "items_done": done, "items_total": total,
+        "rate_items_per_s": round(rate, 4), "elapsed_s": round(elapsed, 1),
+        "eta_s": round((total - done) / rate, 1) if total is not None and rate > 0 else None,
+        "slowest_shard": None if slowest is None else {k: slowest[k] for k in ("shard", "done", "total")},
+        "requeues": sum(x["requeues"] for x in rows), "restarts": sum(x["restarts"] for x in rows),
+        "stuck_after_s": threshold, "stuck": stuck,
+    }
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    stack = [str(path)]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        with it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+                elif e.is_file(follow_symlinks=False):
+                    total += e.stat(follow_symlinks=False).st_size
+    return total
+
+
+def disk_usage(cfg: Config, paths: RunPaths, rounds_completed: int) -> dict[str, Any]:
+    """Bytes used by checkpoints, shard files and the database, and their projection to cfg.run.rounds."""
+    ck_root = paths.checkpoints_dir()
+    per_round = [_size(d) for d in sorted(ck_root.glob("r[0-9]*"))] if ck_root.exists() else []
+    ck_init = _size(ck_root / "init")
+    ckpt = ck_init + sum(per_round)
+    rounds_b = _size(paths.root / "rounds")
+    db = _size(paths.db) + _size(Path(str(paths.db) + "-wal"))
+    used = {"checkpoints": ckpt, "rounds": rounds_b, "database": db}
+    planned = cfg.run.rounds
+    ck_each = max(per_round) if per_round else 0
+    kept = sum(retained(cfg, r, planned - 1) for r in range(planned))
+    growth = (rounds_b + db) / rounds_completed if rounds_completed else 0.0
+    projected = ck_init + kept * ck_each + (rounds_b + db) + growth * (planned - rounds_completed)
+    return {"used_bytes": used, "total_bytes": sum(used.values()), "projected_bytes": int(projected),
+            "checkpoints_kept_at_end": kept, "checkpoint_bytes_each": ck_each, "planned_rounds": planned}
+
+
+def checkpoint_projection(cfg: Config, bytes_per_checkpoint: float) -> tuple[int, float]:
+    """(round checkpoints kept at the end of the planned rounds, bytes): what `launch --dry-run` prints."""
+    kept = sum(retained(cfg, r, cfg.run.rounds - 1) for r in range(cfg.run.rounds))
+    return kept, kept * bytes_per_checkpoint
+
+
+def trained_roles(cfg: Config) -> int:
+    """Roles whose weights each round saves: the Solver, and the Conjecturer unless frozen or off."""
+    return 1 + int(cfg.conjecturer.enabled and cfg.conjecturer.train)
+
+
+def projection_text(cfg: Config) -> str:
+    """The `launch --dry-run` line: checkpoints kept at the end and their estimated size."""
+    roles = trained_roles(cfg)
+    kept, size = checkpoint_projection(cfg, roles * cfg.checkpoints.estimate_gb_per_role * 1e9)
+    text = (f"checkpoints: {kept} rounds kept at round {cfg.run.rounds} (checkpoints.keep_last="
+            f"{cfg.checkpoints.keep_last}, keep_every={cfg.checkpoints.keep_every}) x {roles} roles x "
+            f"{cfg.checkpoints.estimate_gb_per_role:g} GB (checkpoints.estimate_gb_per_role) = {size / 1e9:.0f} GB")
+    budget = cfg.alerts.disk_budget_gb
+    if budget > 0 and size > budget * 1e9:
+        text += f"; over alerts.disk_budget_gb {budget:g}: raise checkpoints.keep_every or lower keep_last"
+    return text
+
+
+def alarms(cfg: Config, paths: RunPaths, r: int, progress: dict[str, Any] | None, disk: dict[str, Any] | None,
+           now: float | None = None) -> list[dict[str, Any]]:
+    """The alarms raised now: each {"metric": "alerts/...", "message": ..., ...}."""
+    now = time.time() if now is None else now
+    out: list[dict[str, Any]] = []
+    if progress is not None:
+        for s in progress["stuck"]:
+            out.append({"metric": alert("stuck_shards"), "shard": s["shard"], "job_id": s["job_id"],
+                        "message": f"round {r} {progress['phase']} shard {s['shard']} (job {s['job_id'] or 'local'}) "
+                                   f"made no item progress for {duration(s['idle_s'])} "
+                                   f"(threshold {duration(progress['stuck_after_s'])}); `resume` resubmits it"})
+        phase = progress["phase"]
+        past = [w for w in (phase_wall_s(paths.phase_dir(q, phase), cfg.shard_count(phase)) for q in range(max(0, r - 3), r))
+                if w]
+        if past and progress["elapsed_s"] > cfg.alerts.slow_phase_factor * (sum(past) / len(past)):
+            out.append({"metric": alert("slow_phase"),
+                        "message": f"round {r} {phase} has run {duration(progress['elapsed_s'])}, over "
+                                   f"{cfg.alerts.slow_phase_factor:g}x its recent average {duration(sum(past) / len(past))}"})
+    proofs = bad = 0
+    for s in shards(paths.phase_dir(r, "verify"), cfg.shard_count("verify")):
+        if s.is_done():
+            m = s.meta()
+            proofs += int(m.get("proofs", 0))
+            bad += int(m.get("timeout", 0)) + int(m.get("error", 0))
+    if proofs and bad / proofs > cfg.alerts.max_error_rate:
+        out.append({"metric": alert("verify_error_rate"), "value": round(bad / proofs, 4),
+                    "message": f"round {r} verify: {bad / proofs:.1%} of {proofs} proofs timed out or errored "
+                               f"(alerts.max_error_rate {cfg.alerts.max_error_rate:.0%})"})
+    budget = cfg.alerts.disk_budget_gb
+    if budget > 0 and disk is not None and disk["projected_bytes"] > budget * 1e9:
+        out.append({"metric": alert("disk_over_budget"),
+                    "message": f"disk projected to {disk['projected_bytes'] / 1e9:.1f} GB by round {cfg.run.rounds}, "
+                               f"over alerts.disk_budget_gb {budget:g}; lower checkpoints.keep_every/keep_last"})
+    return out

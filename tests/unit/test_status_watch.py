@@ -1,0 +1,118 @@
+"""`status` live progress, solve-rate sparkline, disk use/projection and alarms (ops/progress.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from sgsbatch.cli import main
+from sgsbatch.ops.progress import checkpoint_projection, disk_usage, sparkline
+from sgsbatch.run.journal import journal_job
+from sgsbatch.run.shards import Shard
+from tests.runlib import recorded_run
+
+
+def _status(runs: Path, *args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(main, ["status", "t", "--runs-dir", str(runs), *args])
+    return res.exit_code, res.output
+
+
+def test_running_phase_progress_and_stuck_shard(tmp_path: Path) -> None:
+    h = recorded_run(tmp_path, "t", executor="slurm")
+    d = h.paths.phase_dir(0, "init")
+    Shard(d, 0).finish([], {})  # init done: the current phase is the next one
+    phase = h.cfg.phases_of_round(0)[1]
+    n = h.cfg.shard_count(phase)
+    d = h.paths.phase_dir(0, phase)
+    journal_job(h.paths.jobs_journal(0), {"phase": phase, "job_id": "4242", "shards": list(range(n))})
+    now = time.time()
+    for i in range(n):
+        s = Shard(d, i)
+        s.mark_started()
+        s.set_total(4)
+        for k in range(i + 1 if i < n - 1 else 1):
+            s.append_item({"key": f"p{k}"})
+    stuck = Shard(d, n - 1)  # one item, then nothing for two hours
+    os.utime(stuck.partial, (now - 7200, now - 7200))
+    code, out = _status(tmp_path, "--json")
+    assert code == 0, out
+    st = json.loads(out)
+    p = st["progress"]
+    assert p["phase"] == phase and p["items_total"] == 4 * n
+    assert p["items_done"] == sum(range(1, n)) + 1
+    assert [s["shard"] for s in p["stuck"]] == [n - 1] and p["stuck"][0]["job_id"] == f"4242_{n - 1}"
+    assert any(a["metric"] == "alerts/stuck_shards" and a["shard"] == n - 1 for a in st["alerts"])
+    assert st["round"] == 0 and "disk" in st and "state" in st  # old fields kept
+    code, out = _status(tmp_path)
+    assert "round 1 of 2" in out and "ALERT alerts/stuck_shards" in out and f"job 4242_{n - 1}" in out
+
+
+def test_no_stuck_alarm_for_a_fresh_shard(tmp_path: Path) -> None:
+    h = recorded_run(tmp_path, "t")
+    d = h.paths.phase_dir(0, "init")
+    Shard(d, 0).mark_started()
+    Shard(d, 0).append_item({"key": "a"})
+    code, out = _status(tmp_path, "--json")
+    st = json.loads(out)
+    assert st["progress"]["phase"] == "init" and st["progress"]["stuck"] == []
+    assert not [a for a in st["alerts"] if a["metric"] == "alerts/stuck_shards"]
+
+
+def test_disk_projection_with_known_sizes(tmp_path: Path) -> None:
+    h = recorded_run(tmp_path, "t", executor="local")
+    cfg = h.cfg
+    for r in (0, 1):
+        role = h.paths.checkpoint(r, "solver")
+        role.mkdir(parents=True)
+        (role / "w.bin").write_bytes(b"x" * 1000)
+    du = disk_usage(cfg, h.paths, rounds_completed=2)
+    assert du["used_bytes"]["checkpoints"] == 2000 and du["checkpoint_bytes_each"] == 1000
+    assert du["checkpoints_kept_at_end"] == 2  # 2 planned rounds, keep_last = 2
+    assert du["projected_bytes"] == 2000 + du["used_bytes"]["rounds"] + du["used_bytes"]["database"]
+
+
+def test_checkpoint_projection_200_rounds() -> None:
+    from sgsbatch.config.loading import load_config
+    from tests.runlib import TINY
+
+    cfg = load_config(TINY, ["run.rounds=200", "checkpoints.keep_last=2", "checkpoints.keep_every=10"])
+    kept, size = checkpoint_projection(cfg, 2 * 14.8e9)  # two 7B roles in bf16 + optimizer-free weights
+    assert kept == 21  # rounds 9, 19, ..., 199 (20) and round 198
+    assert 600e9 < size < 650e9
+
+
+def test_sparkline() -> None:
+    assert sparkline([0.0, 0.5, 1.0], 0.0, 1.0) == "▁▅█"
+    assert sparkline([]) == ""
+
+
+def test_launch_dry_run_prints_checkpoint_projection(tmp_path: Path) -> None:
+    from tests.runlib import TINY
+
+    def dry(*sets: str) -> str:
+        args = ["launch", str(TINY), "--dry-run", "--set", f"run.runs_dir={tmp_path}", "--set", "run.executor=local",
+                "--set", "run.rounds=200"]
+        for x in sets:
+            args += ["--set", x]
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 0, res.output
+        return res.output
+
+    out = dry("checkpoints.estimate_gb_per_role=10")
+    assert "checkpoints: 21 rounds kept at round 200" in out and "keep_every=10" in out
+    out = dry("checkpoints.keep_every=50", "checkpoints.estimate_gb_per_role=10", "alerts.disk_budget_gb=1")
+    assert "checkpoints: 5 rounds kept" in out and "over alerts.disk_budget_gb 1" in out
+
+
+def test_train_without_item_log_is_never_stuck(tmp_path: Path) -> None:
+    from sgsbatch.ops.progress import phase_progress
+
+    h = recorded_run(tmp_path, "t")
+    s = Shard(h.paths.phase_dir(0, "train"), 0)
+    s.mark_started()
+    p = phase_progress(h.cfg, h.paths, 0, "train", now=time.time() + 10 * 3600)
+    assert p["shards_started"] == 1 and p["stuck"] == []
