@@ -48,6 +48,7 @@ class RunStatus:
     sacct_unavailable: bool = False
     driver_pid: int | None = None  # local: the live driver
     environment: dict[str, Any] | None = None  # the launch's (run/environment.summary); None before it was recorded
+    rehearsal: bool = False  # `launch --rehearse`: SIMULATED generation, verifier and trainer (run.rehearsal)
 
     @property
     def repairable(self) -> bool:
@@ -59,7 +60,8 @@ class RunStatus:
         out: dict[str, Any] = {
             "name": self.name, "state": self.state, "message": self.message, "executor": self.executor,
             "rounds": self.rounds, "rounds_completed": self.rounds_completed, "round": self.round,
-            "phase": self.phase, "simulated": self.simulated, "smoke": self.smoke, "targets": self.targets,
+            "phase": self.phase, "simulated": self.simulated, "smoke": self.smoke,
+            "rehearsal": self.rehearsal, "targets": self.targets,
             "run_dir": self.run_dir, "metrics": self.metrics,
             "stall": self.stall.value if self.stall else None, "environment": self.environment,
         }
@@ -91,7 +93,7 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
     st = RunStatus(name=row.name, state=row.state.value, message=row.message, executor=row.executor,
                    rounds=row.rounds, rounds_completed=completed, round=r, phase=phase, simulated=row.simulated,
                    smoke=row.smoke, targets=row.targets, run_dir=row.run_dir, metrics=metrics,
-                   environment=launch_env)
+                   environment=launch_env, rehearsal=h.cfg.run.rehearsal)
     if row.state in (RunState.completed, RunState.cancelled, RunState.failed):
         st.phase = None if row.state == RunState.completed else phase
         return st
