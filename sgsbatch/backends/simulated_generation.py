@@ -11,11 +11,12 @@ What is drawn, per role (numbers are `generation.simulated_*` keys):
   is cut (an unclosed fence: recorded as malformed by the real extraction). Token ids are random
   ids, logprobs one negative float per token; prompt ids are ~1 per 3.5 prompt characters.
 - Solver: each problem's latent difficulty u in [0, 1) is a SHA-256 hash of its statement (the
-  ```lean4 block of the prompt). An attempt succeeds with probability
-  sigmoid(logit(p_r) + spread * (1 - 2u)), p_r = the paper's scaling curve (scaling.paper_*, with
-  R0 = simulated_r0) at C = (round + 1) * simulated_generations_per_round: the per-attempt rate
-  rises with the round as the paper's cumulative solve rate does (an approximation: the curve is
-  cumulative, it is used here as a per-attempt probability). The drawn outcome travels in the proof
+  ```lean4 block of the prompt). R_r = the paper's scaling curve (scaling.paper_*, with
+  R0 = simulated_r0) at C = (round + 1) * simulated_generations_per_round is the share of problems
+  within reach in round r; an attempt succeeds with probability
+  success_in_reach * sigmoid(sharpness * (logit(R_r) - logit(u))), so the run's cumulative solve
+  rate (problems solved at least once) follows the curve for uniformly spread u once a problem
+  within reach has had a few attempts. The drawn outcome travels in the proof
   as a comment `-- SGSBATCH-SIMULATED-DRAW: verified|failed`, which only the SIMULATED verifier
   reads (verification/simulated.py); Lean sees a comment. A verified draw closes with tactics that
   pass the simulated verifier's other rules. A share of replies is malformed (text outside the fence).
@@ -71,7 +72,8 @@ class SimulatedSettings:
     c_mid: float
     b: float
     generations_per_round: int
-    difficulty_spread: float
+    difficulty_sharpness: float
+    success_in_reach: float
     tokens_per_s: float = 0.0
     max_model_len: int | None = None
 
@@ -101,9 +103,10 @@ def difficulty(statement: str) -> float:
 
 def attempt_probability(s: SimulatedSettings, statement: str) -> float:
     """The chance one Solver attempt at `statement` is drawn verified in round `s.round`."""
-    p = min(max(curve(s), 1e-6), 1 - 1e-6)
-    z = math.log(p / (1 - p)) + s.difficulty_spread * (1 - 2 * difficulty(statement))
-    return 1 / (1 + math.exp(-z))
+    reach = min(max(curve(s), 1e-6), 1 - 1e-6)
+    u = min(max(difficulty(statement), 1e-6), 1 - 1e-6)
+    z = s.difficulty_sharpness * (math.log(reach / (1 - reach)) - math.log(u / (1 - u)))
+    return s.success_in_reach / (1 + math.exp(-max(min(z, 700.0), -700.0)))
 
 
 def _solver_text(code: str, ok: bool, rng: random.Random, malformed: bool) -> str:
@@ -224,5 +227,6 @@ def settings_from(cfg: Any, role: str, round_index: int) -> SimulatedSettings:
     return SimulatedSettings(role=role, round=round_index, median_tokens=median, token_sigma=g.simulated_token_sigma,
                              malformed=malformed, r0=g.simulated_r0, asymptote=sc.paper_asymptote,
                              c_mid=sc.paper_c_mid, b=sc.paper_b, generations_per_round=g.simulated_generations_per_round,
-                             difficulty_spread=g.simulated_difficulty_spread, tokens_per_s=g.simulated_tokens_per_s,
+                             difficulty_sharpness=g.simulated_difficulty_sharpness,
+                             success_in_reach=g.simulated_success_in_reach, tokens_per_s=g.simulated_tokens_per_s,
                              max_model_len=g.max_model_len)

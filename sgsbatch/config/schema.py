@@ -104,8 +104,10 @@ class GenerationConfig:
     logprobs: Literal["raw", "processed"] = "raw"
     # SIMULATED backend only (backends/simulated_generation.py): decode throughput it sleeps to mimic
     # (0 = no sleep), median reply tokens per role (log-normal, capped by the completion budget),
-    # malformed reply rates, and the per-attempt solve probability: the paper's scaling curve
-    # (scaling.paper_*) from simulated_r0 at C = (round + 1) * simulated_generations_per_round
+    # malformed reply rates, and the solve model: a problem is within reach in round r when its latent
+    # difficulty is below the paper's scaling curve (scaling.paper_*, from simulated_r0) at
+    # C = (round + 1) * simulated_generations_per_round (smoothed by simulated_difficulty_sharpness);
+    # an attempt at a problem within reach succeeds with probability simulated_success_in_reach
     simulated_tokens_per_s: float = 0.0
     simulated_solver_tokens: int = 1500
     simulated_conjecturer_tokens: int = 2500
@@ -116,7 +118,8 @@ class GenerationConfig:
     simulated_malformed_guide: float = 0.05
     simulated_r0: float = 0.3
     simulated_generations_per_round: int = 60_000
-    simulated_difficulty_spread: float = 2.0  # logit spread of the per-problem latent difficulty
+    simulated_difficulty_sharpness: float = 8.0
+    simulated_success_in_reach: float = 0.5
 
 
 @dataclass(frozen=True)

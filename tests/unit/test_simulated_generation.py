@@ -143,3 +143,20 @@ def test_simulated_trainer_publishes_a_checkpoint_with_real_counts(tmp_path: Pat
     marker = read_marker(out)
     assert marker["simulated"] is True and marker["simulated_bytes"] == 2000
     assert json.loads((out / "SIMULATED_WEIGHTS.json").read_text())["SIMULATED"]
+
+
+def test_cumulative_solve_rate_follows_the_scaling_curve() -> None:
+    """Problems solved at least once by round r vs the paper's curve at that round (R_r): within
+    4 binomial sd plus 0.05 for the smoothing around the reach threshold (fixed seeds)."""
+    solved: set[int] = set()
+    msgs = _solver_requests()
+    for r in (0, 1, 2, 5, 10):
+        gen = _gen("solver", r, simulated_malformed_solver=0.0)
+        for i, out in enumerate(gen.generate(msgs, 8, seed=100 + r, max_tokens=8192, temperature=1.0)):
+            for s in out.samples:
+                ex = extract_proof(s.text)
+                if ex.ok and simulated_verify(HEADER, THEOREMS[i], ex.value or "").verdict == "verified":
+                    solved.add(i)
+        target = curve(gen.s)
+        sd = math.sqrt(target * (1 - target) / len(THEOREMS))
+        assert abs(len(solved) / len(THEOREMS) - target) <= 4 * sd + 0.05, (r, len(solved), target)
