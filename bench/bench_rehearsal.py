@@ -9,11 +9,11 @@ The config is bench/rehearsal.toml (jobs/sgs.toml with only the resources change
 node); generation, verifier and trainer are SIMULATED. The data is the local copy of D_3k
 (`--data`, the hub is not assumed reachable) limited to `--targets`; `--shard-divisor` divides
 jobs/sgs.toml's shard counts (1 = as written). Per completed round it records: the round's wall
-time (the database's started/completed times), the database and run-directory sizes, the wall
+time (from the launch or the previous round's completion to its completion in the database), the database and run-directory sizes, the wall
 time of `sgsbatch status RUN --json` (a subprocess, Python start-up included), and the largest
-directory's entry count in the run directory. At the end: the peak RSS of each phase's Slurm jobs
-(sacct MaxRSS; the train job is the controller: it ingests the round, ends it and submits the
-next). Results go to bench/out/bench_rehearsal-<timestamp>.json and are printed as a table.
+directory's entry count in the run directory. Throughout: the peak RSS (VmHWM from /proc, sampled
+every 0.5 s) of each phase's worker processes; the train job's is the controller's (it ingests the
+round, ends it and submits the next), its ranks are listed apart. Results go to bench/out/bench_rehearsal-<timestamp>.json and are printed as a table.
 Not covered: real generation, Lean or training times (all simulated).
 """
 
@@ -63,19 +63,22 @@ def _rounds(db: Path) -> list[tuple[int, float, float]]:
         con.close()
 
 
-def _peak_rss(db: Path) -> dict[str, float]:
-    """Per phase, the largest sacct MaxRSS (MiB) of the run's Slurm jobs."""
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    jobs = con.execute("SELECT phase, job_id FROM slurm_jobs").fetchall()
-    con.close()
-    out: dict[str, float] = {}
-    units = {"K": 1 / 1024, "M": 1.0, "G": 1024.0}
-    for phase, job in jobs:
-        res = subprocess.run(["sacct", "-n", "-P", "-j", job, "--format=MaxRSS"], capture_output=True, text=True)
-        for line in res.stdout.split():
-            if line and line[-1] in units:
-                out[phase] = max(out.get(phase, 0.0), float(line[:-1]) * units[line[-1]])
-    return out
+def _sample_rss(run: Path, peaks: dict[str, float]) -> None:
+    """Fold the peak RSS (VmHWM, MiB) of this run's live worker processes into `peaks`, per phase.
+
+    Read from /proc (the local Slurm runs on this machine; its accounting gathers no MaxRSS)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            if "sgsbatch.scheduling.worker" not in argv or str(run) not in argv:
+                continue
+            i = argv.index("sgsbatch.scheduling.worker")
+            phase = argv[i + 3] + (" rank" if "--rank" in argv else "")
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peaks[phase] = max(peaks.get(phase, 0.0), round(int(line.split()[1]) / 1024, 1))
+        except (OSError, IndexError, ValueError):
+            continue
 
 
 def main() -> None:
@@ -100,21 +103,29 @@ def main() -> None:
     run = a.runs_dir / a.name
     db = run / "state.db"
     rows: list[dict[str, Any]] = []
-    state = "running"
-    while state not in ("completed", "failed", "stalled", "cancelled"):
-        time.sleep(5)
+    peaks: dict[str, float] = {}
+    state, stalled_polls, last_status = "running", 0, 0.0
+    status_s = 0.0
+    while state not in ("completed", "failed", "cancelled") and stalled_polls < 4:
+        time.sleep(0.5)
+        _sample_rss(run, peaks)
+        if time.time() - last_status < 5:
+            continue
+        last_status = time.time()
         s0 = time.perf_counter()
         st = _cli("status", a.name, "--runs-dir", str(a.runs_dir), "--json")
         status_s = time.perf_counter() - s0
         state = json.loads(st.stdout)["state"] if st.returncode == 0 else "unreadable"
-        for index, started, completed in _rounds(db)[len(rows):]:
+        stalled_polls = stalled_polls + 1 if state == "stalled" else 0  # a hand-over can look stalled briefly
+        for index, _, completed in _rounds(db)[len(rows):]:
             size, widest, where = _tree_size(run)
-            rows.append({"round": index, "round_wall_s": round(completed - started, 1),
+            since = rows[-1]["completed_at"] if rows else t0  # from the launch, or the previous round's end
+            rows.append({"round": index, "round_wall_s": round(completed - since, 1), "completed_at": completed,
                          "db_mb": round(db.stat().st_size / 2**20, 2), "run_dir_mb": round(size / 2**20, 1),
                          "status_s": round(status_s, 2), "largest_dir_entries": widest, "largest_dir": where})
             print(json.dumps(rows[-1]), flush=True)
     result = {"config": str(CONFIG.relative_to(REPO)), "sets": sets, "state": state,
-              "total_wall_s": round(time.time() - t0, 1), "rounds": rows, "peak_rss_mib": _peak_rss(db)}
+              "total_wall_s": round(time.time() - t0, 1), "rounds": rows, "worker_peak_rss_mib": peaks}
     out = REPO / "bench" / "out" / f"bench_rehearsal-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
