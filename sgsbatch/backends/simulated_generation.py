@@ -151,11 +151,12 @@ def _guide_text(tags: GuideTags, rng: random.Random, malformed: bool) -> str:
 class SimulatedGenerator(_Engine):
     """SIMULATED engine: replies drawn from statistics (module docstring); loads nothing."""
 
-    def __init__(self, settings: SimulatedSettings, guide_tags: GuideTags | None = None) -> None:
+    def __init__(self, settings: SimulatedSettings, guide_tags: GuideTags | None = None,
+                 rehearsal: bool = False) -> None:
         if settings.role == "guide" and guide_tags is None:
             raise ValueError("the simulated Guide needs the configured guide tags")
-        log.warning("SIMULATED generation (%s, round %d): replies drawn from statistics, no model loaded",
-                    settings.role, settings.round)
+        log.warning("%sSIMULATED generation (%s, round %d): replies drawn from statistics, no model loaded",
+                    "REHEARSAL: " if rehearsal else "", settings.role, settings.round)
         self.s = settings
         self.tags = guide_tags
         self.stats = EngineStats()

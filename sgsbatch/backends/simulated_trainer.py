@@ -14,6 +14,7 @@ Not covered: losses (0.0), entropy, clip fractions; an export of these weights i
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -22,6 +23,7 @@ from sgsbatch.backends.batches import Example, TrainResult, TrainSettings, plan_
 from sgsbatch.backends.weights import RESULT
 from sgsbatch.run.checkpoint import publish_dir, staging_dir
 
+log = logging.getLogger(__name__)
 WEIGHTS_FILE = "SIMULATED_WEIGHTS.json"
 BYTES_PER_PARAM = 2  # bf16
 
@@ -29,6 +31,7 @@ BYTES_PER_PARAM = 2  # bf16
 def simulated_train(model: Path | str, out_dir: Path, examples: Sequence[Example], settings: TrainSettings,
                     *, param_count: int) -> TrainResult:
     """Plan the steps over `examples`, publish tiny SIMULATED weights at `out_dir`; the would-be result."""
+    log.warning("SIMULATED trainer (REHEARSAL or test): no training; tiny weights published at %s", out_dir)
     steps = plan_steps(examples, settings) if examples else []
     tokens = sum(len(ex.completion_ids) for ex in examples)
     result = TrainResult(steps=len(steps), sequences=len(examples), target_tokens=tokens, mean_loss=0.0,

@@ -60,7 +60,8 @@ def generator_for(task: Task, role: str) -> Generator:
         from sgsbatch.backends.simulated_generation import SimulatedGenerator, settings_from
         from sgsbatch.prompts import load_prompts
 
-        return SimulatedGenerator(settings_from(cfg, role, task.round), load_prompts(cfg.prompts).guide_tags)
+        return SimulatedGenerator(settings_from(cfg, role, task.round), load_prompts(cfg.prompts).guide_tags,
+                                  rehearsal=cfg.run.rehearsal)
     weights = local_weights(Path(weights_for(cfg, task.paths, role, task.round)),
                             cfg.phase_resources(task.phase).scratch)
     g = cfg.generation

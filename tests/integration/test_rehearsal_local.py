@@ -3,7 +3,7 @@
 Covered: a 2-round rehearsal of jobs/sgs.toml completes with only the data (a local copy of D_3k,
 24 targets), the executor (local) and the rounds overridden; it is named `sgs-rehearsal`, status
 and TensorBoard say REHEARSAL; the verdicts, malformed conjectures and trained steps come from the
-real phases; checkpoints are published with the completion marker and a simulated size; the
+real phases; the task logs say REHEARSAL; checkpoints are published with the completion marker and a simulated size; the
 refusals (`--smoke`, a `--set` of a key the rehearsal sets, `run.rehearsal` in a file) exit 2
 with a one-line message; jobs/sgs.toml itself stays real. Not covered: Slurm
 (tests/slurm/test_rehearsal_slurm.py).
@@ -58,6 +58,8 @@ def test_rehearsal_of_sgs_toml_completes_locally(tmp_path: Path, cli_env: dict[s
     acc.Reload()
     labels = b" ".join(e.tensor_proto.string_val[0] for e in acc.Tensors("run/labels/text_summary"))
     assert b"REHEARSAL" in labels
+    logs = list((run / "rounds" / "r0000" / "solve").glob("shard_*.attempt.log"))
+    assert logs and all("REHEARSAL: SIMULATED generation" in p.read_text() for p in logs)
 
 
 def test_rehearse_refuses_what_makes_no_sense(tmp_path: Path, cli_env: dict[str, str]) -> None:
