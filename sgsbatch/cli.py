@@ -63,7 +63,8 @@ def main() -> None:
 
 
 def _print_status_line(st: dict[str, Any]) -> None:
-    flags = "".join(f" [{x}]" for x in ("simulated", "smoke") if st.get(x))
+    flags = "".join(f" [{x.upper() if x == 'rehearsal' else x}]" for x in ("rehearsal", "simulated", "smoke")
+                    if st.get(x))
     rate = st["metrics"].get(CUMULATIVE_SOLVE_RATE)
     rate_s = f" solve rate {rate:.1%}" if rate is not None else ""
     phase = f" {st['phase']}" if st.get("phase") else ""
@@ -118,9 +119,12 @@ def _status_or_error(run_dir: Path) -> dict[str, Any]:
 @click.option("--dry-run", is_flag=True, help="Validate and print the plan; create and submit nothing.")
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the run to end; exit 0 only if it completed.")
 @click.option("--smoke", is_flag=True, help="Run this config's algorithm at tiny scale on CPU (tiny-random models).")
+@click.option("--rehearse", is_flag=True,
+              help="Run this config as written with SIMULATED generation, verifier and trainer (name: -rehearsal).")
 @click.option("--strict", is_flag=True, help="Refuse data with malformed rows instead of skipping them (data.strict).")
 @_clean_errors
-def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool, smoke: bool, strict: bool) -> None:
+def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool, smoke: bool, rehearse: bool,
+           strict: bool) -> None:
     """Validate CONFIG, record the run and submit its first round.
 
     \b
@@ -128,23 +132,25 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
         sgsbatch launch jobs/tiny.toml --wait
         sgsbatch launch jobs/sgs.toml --dry-run
         sgsbatch launch jobs/sgs.toml --set run.name=r2 --set run.rounds=3
+        sgsbatch launch jobs/sgs.toml --rehearse --set run.rounds=2
     """
     from sgsbatch.ops import control
 
     if strict:
         overrides = (*overrides, "data.strict=true")
     if dry_run:
-        p, _ = control.plan(config, overrides, smoke)
+        p, _ = control.plan(config, overrides, smoke, rehearse=rehearse)
         click.echo(p.describe())
         from sgsbatch.ops.progress import projection_text
 
         click.echo(projection_text(p.cfg))
         click.echo("dry run: nothing created, nothing submitted")
         return
-    h = control.launch(config, overrides, smoke)
+    h = control.launch(config, overrides, smoke, rehearse)
     st_row = h.row()
     click.echo(f"launched {st_row.name} ({st_row.executor}) in {h.paths.root}"
-               + (" [SIMULATED verifier: not Lean]" if st_row.simulated else ""))
+               + (" [REHEARSAL: SIMULATED generation, verifier and trainer]" if h.cfg.run.rehearsal
+                  else " [SIMULATED verifier: not Lean]" if st_row.simulated else ""))
     click.echo(f"follow it with `{command('status', h.paths)}`")
     if wait_:
         st = control.wait(h, on_change=lambda s: _print_status_line(s.to_json()))
@@ -180,6 +186,8 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
                 click.echo(json.dumps(st, sort_keys=True))
             else:
                 _print_status_line(st)
+                if st.get("rehearsal"):
+                    click.echo("  REHEARSAL: SIMULATED generation, verifier and trainer (launch --rehearse)")
                 for k in ("executor", "run_dir", "targets"):
                     click.echo(f"  {k}: {st[k]}")
                 for j in st.get("jobs", []):

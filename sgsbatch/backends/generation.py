@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from sgsbatch.backends.distribution import sampling_logprobs
 
-BACKENDS = ("transformers", "vllm")
+BACKENDS = ("transformers", "vllm")  # and "simulated": backends/simulated_generation.py, built by phases/sampling.py
 LOGPROBS = ("raw", "processed")
 
 

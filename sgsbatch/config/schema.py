@@ -37,6 +37,8 @@ class RunConfig:
     # a task whose torch/transformers/deepspeed/vllm/sgsbatch differs from the launch's refuses to run
     allow_env_drift: bool = False
     poll_interval_s: float = 30.0  # `launch --wait` / `resume --wait`: seconds between status checks
+    # set by `launch --rehearse`: generation, verifier and trainer are SIMULATED (README: Rehearsing)
+    rehearsal: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,8 @@ class PromptsConfig:
 
 @dataclass(frozen=True)
 class GenerationConfig:
-    backend: Literal["vllm", "transformers"] = "vllm"
+    # "simulated": SIMULATED replies drawn from statistics, no model loaded (backends/simulated_generation.py)
+    backend: Literal["vllm", "transformers", "simulated"] = "vllm"
     top_p: float = 1.0
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
@@ -99,6 +102,24 @@ class GenerationConfig:
     # the sampled tokens' logprobs CISPO's importance weights compare with the trainer's: "raw" (the
     # reference: plain log-softmax on both sides) or "processed" (both under temperature and top-p)
     logprobs: Literal["raw", "processed"] = "raw"
+    # SIMULATED backend only (backends/simulated_generation.py): decode throughput it sleeps to mimic
+    # (0 = no sleep), median reply tokens per role (log-normal, capped by the completion budget),
+    # malformed reply rates, and the solve model: a problem is within reach in round r when its latent
+    # difficulty is below the paper's scaling curve (scaling.paper_*, from simulated_r0) at
+    # C = (round + 1) * simulated_generations_per_round (smoothed by simulated_difficulty_sharpness);
+    # an attempt at a problem within reach succeeds with probability simulated_success_in_reach
+    simulated_tokens_per_s: float = 0.0
+    simulated_solver_tokens: int = 1500
+    simulated_conjecturer_tokens: int = 2500
+    simulated_guide_tokens: int = 1000
+    simulated_token_sigma: float = 0.5  # sigma of the log-normal token counts
+    simulated_malformed_solver: float = 0.03
+    simulated_malformed_conjecturer: float = 0.15
+    simulated_malformed_guide: float = 0.05
+    simulated_r0: float = 0.3
+    simulated_generations_per_round: int = 60_000
+    simulated_difficulty_sharpness: float = 8.0
+    simulated_success_in_reach: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -154,6 +175,9 @@ class GuideConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
+    # "simulated": SIMULATED trainer, counts steps and tokens and writes tiny weights (backends/simulated_trainer.py)
+    backend: Literal["deepspeed", "simulated"] = "deepspeed"
+    simulated_param_count: int = 6_910_000_000  # the size a real checkpoint is recorded as (bytes = 2 per param, bf16)
     betas: tuple[float, float] = (0.9, 0.95)
     weight_decay: float = 0.0
     grad_clip: float = 1.0
@@ -309,8 +333,9 @@ class Config:
 
     @property
     def simulated(self) -> bool:
-        """True when any simulated component (today: the verifier stand-in) is in use."""
-        return self.verification.backend == "simulated"
+        """True when any SIMULATED component (verifier, generation, trainer) is in use."""
+        return (self.verification.backend == "simulated" or self.generation.backend == "simulated"
+                or self.train.backend == "simulated" or self.run.rehearsal)
 
     def phase_resources(self, phase: str) -> SlurmPhaseConfig:
         res: SlurmPhaseConfig = getattr(self.slurm, phase)

@@ -93,11 +93,21 @@ def _load_targets(cfg: Config, config_path: Path) -> tuple[list[Any], list[str]]
 
 
 def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
-         load_remote: bool = False) -> tuple[Plan, list[Any]]:
+         load_remote: bool = False, rehearse: bool = False) -> tuple[Plan, list[Any]]:
     """Validate a launch. Targets from a hub id are loaded only with `load_remote` (not in a dry run)."""
     from sgsbatch.config.loading import is_path_like
 
+    if smoke and rehearse:
+        raise ConfigError("--rehearse", "", "cannot be combined with --smoke: a rehearsal keeps the config's "
+                                            "scale and only simulates compute; choose one")
     cfg = load_config(config_path, overrides)
+    if cfg.run.rehearsal and not rehearse:
+        raise ConfigError(str(config_path), "run.rehearsal", "is set only by `launch --rehearse`; remove it "
+                                                            "from the config and pass --rehearse instead")
+    if rehearse:
+        from sgsbatch.config.rehearsal import rehearsal_config
+
+        cfg = rehearsal_config(cfg, config_path, overrides)
     if smoke:
         from sgsbatch.config.smoke import smoke_config
 
@@ -114,8 +124,8 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
     return Plan(cfg, executor, len(targets), rejected), targets
 
 
-def launch(config_path: Path, overrides: Sequence[str], smoke: bool = False) -> RunHandle:
-    p, targets = plan(config_path, overrides, smoke, load_remote=True)
+def launch(config_path: Path, overrides: Sequence[str], smoke: bool = False, rehearse: bool = False) -> RunHandle:
+    p, targets = plan(config_path, overrides, smoke, load_remote=True, rehearse=rehearse)
     h = create_run(p.cfg, targets, p.executor)
     prepare_round(h, 0)
     start(h)

@@ -54,6 +54,7 @@ class RunStatus:
     solve_rate_curve: list[float] = field(default_factory=list)  # cumulative solve rate per completed round
     disk: dict[str, Any] | None = None  # bytes used and projected to the planned rounds
     alerts: list[dict[str, Any]] = field(default_factory=list)  # raised alarms (metric names alerts/*)
+    rehearsal: bool = False  # `launch --rehearse`: SIMULATED generation, verifier and trainer (run.rehearsal)
 
     @property
     def repairable(self) -> bool:
@@ -65,7 +66,8 @@ class RunStatus:
         out: dict[str, Any] = {
             "name": self.name, "state": self.state, "message": self.message, "executor": self.executor,
             "rounds": self.rounds, "rounds_completed": self.rounds_completed, "round": self.round,
-            "phase": self.phase, "simulated": self.simulated, "smoke": self.smoke, "targets": self.targets,
+            "phase": self.phase, "simulated": self.simulated, "smoke": self.smoke,
+            "rehearsal": self.rehearsal, "targets": self.targets,
             "run_dir": self.run_dir, "metrics": self.metrics,
             "stall": self.stall.value if self.stall else None, "environment": self.environment,
             "progress": self.progress, "solve_rate_curve": self.solve_rate_curve,
@@ -102,7 +104,8 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
     st = RunStatus(name=row.name, state=row.state.value, message=row.message, executor=row.executor,
                    rounds=row.rounds, rounds_completed=completed, round=r, phase=phase, simulated=row.simulated,
                    smoke=row.smoke, targets=row.targets, run_dir=row.run_dir, metrics=metrics,
-                   environment=launch_env, solve_rate_curve=curve, disk=disk_usage(h.cfg, h.paths, completed))
+                   environment=launch_env, solve_rate_curve=curve, disk=disk_usage(h.cfg, h.paths, completed),
+                   rehearsal=h.cfg.run.rehearsal)
     if row.state not in (RunState.completed, RunState.cancelled) and phase is not None:
         st.progress = phase_progress(h.cfg, h.paths, r, phase)
     st.alerts = alarms(h.cfg, h.paths, r, st.progress, st.disk) if row.state != RunState.completed else []

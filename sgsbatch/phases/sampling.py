@@ -57,6 +57,12 @@ def local_weights(weights: Path, scratch: str) -> Path:
 def generator_for(task: Task, role: str) -> Generator:
     """The generator of `role` with the weights of this round (heavy imports happen here)."""
     cfg = task.cfg
+    if cfg.generation.backend == "simulated":  # SIMULATED: no weights loaded (backends/simulated_generation.py)
+        from sgsbatch.backends.simulated_generation import SimulatedGenerator, settings_from
+        from sgsbatch.prompts import load_prompts
+
+        return SimulatedGenerator(settings_from(cfg, role, task.round), load_prompts(cfg.prompts).guide_tags,
+                                  rehearsal=cfg.run.rehearsal)
     weights = local_weights(Path(weights_for(cfg, task.paths, role, task.round)),
                             cfg.phase_resources(task.phase).scratch)
     g = cfg.generation

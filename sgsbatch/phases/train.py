@@ -91,6 +91,12 @@ def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[t
 
 
 def train_role(task: Task, role: str, examples: list[Example]) -> dict[str, Any]:
+    if task.cfg.train.backend == "simulated":  # SIMULATED: counts steps, publishes tiny weights
+        from sgsbatch.backends.simulated_trainer import simulated_train
+
+        return asdict(simulated_train(weights_for(task.cfg, task.paths, role, task.round),
+                                      task.paths.checkpoint(task.round, role), examples, settings_for(task, role),
+                                      param_count=task.cfg.train.simulated_param_count))
     try:
         res = train(weights_for(task.cfg, task.paths, role, task.round), task.paths.checkpoint(task.round, role),
                     examples, settings_for(task, role), state_dir=train_dir(task) / role,

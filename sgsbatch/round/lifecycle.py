@@ -229,7 +229,8 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
 def finish_round(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> None:
     """End round r with the train job's results per role (see the module docstring)."""
     metrics = _record(h, r, train)
-    M.write_tensorboard(h.paths.tb, r, metrics, simulated=h.cfg.simulated, smoke=h.cfg.run.smoke)
+    M.write_tensorboard(h.paths.tb, r, metrics, simulated=h.cfg.simulated, smoke=h.cfg.run.smoke,
+                        rehearsal=h.cfg.run.rehearsal)
     deleted = prune(h.cfg, h.paths, r)
     if deleted:
         with h.db.write() as s:

@@ -133,11 +133,13 @@ def solve_rate_histograms(metrics: Mapping[str, float]) -> dict[str, dict[str, A
     return out
 
 
-def write_tensorboard(tb_dir: Path, r: int, metrics: Mapping[str, float], *, simulated: bool, smoke: bool) -> None:
+def write_tensorboard(tb_dir: Path, r: int, metrics: Mapping[str, float], *, simulated: bool, smoke: bool,
+                      rehearsal: bool = False) -> None:
     from torch.utils.tensorboard import SummaryWriter
 
     generations = int(metrics.get(GENERATIONS_TOTAL, 0))
-    labels = [x for x, on in (("SIMULATED verifier (not Lean)", simulated), ("smoke run", smoke)) if on]
+    labels = [x for x, on in (("REHEARSAL: SIMULATED generation, verifier and trainer", rehearsal),
+                              ("SIMULATED verifier (not Lean)", simulated and not rehearsal), ("smoke run", smoke)) if on]
     with SummaryWriter(str(tb_dir), purge_step=r) as w:
         for name, value in sorted(metrics.items()):
             w.add_scalar(name, value, r)

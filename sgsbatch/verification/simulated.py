@@ -19,6 +19,10 @@ Rules, in order (comments are stripped from the proof first):
    further distinct closing tactic. Verified iff strength >= difficulty and a SHA-256 coin of
    (statement, normalised proof) falls under `pass_probability`; otherwise failed.
 
+Draw channel (rule 4 replaced): a proof carrying the comment `-- SGSBATCH-SIMULATED-DRAW: verified`
+or `...: failed` (written by the SIMULATED generation backend, backends/simulated_generation.py)
+gets that verdict once rules 1-3 pass; Lean reads it as a comment, the Lean verifier ignores it.
+
 With the defaults about 20-60% of reasonable-looking proofs verify: a bare `simp` rarely does,
 `nlinarith [...]` often does. The same (statement, proof) always gets the same verdict.
 """
@@ -71,6 +75,8 @@ FORBIDDEN_WORDS: tuple[str, ...] = (
     "import",
 )
 FORBIDDEN_COMMANDS: tuple[str, ...] = ("#eval", "#exit", "#print", "#check", "#reduce", "#synth")
+
+_DRAW_RE = re.compile(r"--\s*SGSBATCH-SIMULATED-DRAW:\s*(verified|failed)\b")
 
 _BRACKETS = {")": "(", "]": "[", "}": "{", "⟩": "⟨"}
 
@@ -172,6 +178,11 @@ def simulated_verify(
         return _verdict(FAILED, "no closing tactic (stand-in for unsolved goals)")
     if len(used) > max_closers:
         return _verdict(FAILED, f"more than {max_closers} closing tactics (stand-in for a 'no goals' error)")
+    draw = _DRAW_RE.search(proof)
+    if draw is not None:
+        if draw.group(1) == "verified":
+            return _verdict(VERIFIED, "drawn verified by the simulated generator")
+        return _verdict(FAILED, "drawn failed by the simulated generator")
     difficulty = theorem_difficulty(theorem, difficulty_levels)
     strength = proof_strength(theorem, code)
     details = f"difficulty {difficulty}, strength {strength:g}, tactics {', '.join(sorted(used))}"
