@@ -282,7 +282,9 @@ def test_a_signal_in_a_tasks_first_moments_does_not_fail_it(slurm_cluster: objec
         time.sleep(0.02)
     st = _wait(runs_root, name, until=("completed", "stalled", "failed"))
     assert st["state"] == "completed", (st, sorted(signalled))
-    assert {"init", "conjecture"} <= {p for p, _ in signalled}, signalled
+    # tasks of at least three phases were signalled in their first moments (which ones the poll catches
+    # depends on the machine's load: a busy squeue can miss the one-task init)
+    assert len({p for p, _ in signalled}) >= 3, signalled
 
 
 def test_a_shard_that_cannot_finish_within_its_time_limit_stalls_instead_of_looping(
