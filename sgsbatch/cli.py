@@ -520,5 +520,87 @@ def logs(run: str, runs_dir: str, round_: int | None, phase: str | None, shard: 
             click.echo(text, nl=False)
 
 
+@main.command()
+@click.argument("run")
+@runs_dir_option
+@click.option("--target", default=None, metavar="ID",
+              help="Only this problem: a target or conjecture id (with --conjectures: the conjectures of this target).")
+@click.option("--round", "round_", type=int, default=None, help="Only this round (0-based).")
+@click.option("--conjectures", is_flag=True,
+              help="List conjectures with their lineage instead: target, round, Guide sub-scores, solve rate, "
+                   "first proof, Conjecturer training weight.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines, one object per proof or conjecture.")
+@_clean_errors
+def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conjectures: bool, as_json: bool) -> None:
+    """Print RUN's found proofs (the solved store) with their statements, or its conjectures' lineage.
+
+    \b
+    Examples:
+        sgsbatch proofs sgs --target mathd_algebra_10
+        sgsbatch proofs sgs --round 3 --json
+        sgsbatch proofs sgs --conjectures --target mathd_algebra_10   # its conjectures: scores, rate, weight
+    """
+    from sgsbatch.ops.proofs import conjecture_lineage, found_proofs
+    from sgsbatch.run.handle import open_run
+
+    h = open_run(runs_dir, run, readonly=True)
+    rows = conjecture_lineage(h, target, round_) if conjectures else found_proofs(h, target, round_)
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row, sort_keys=True))
+        return
+    if not rows:
+        what = "conjectures" if conjectures else "proofs"
+        click.echo(f"run {run}: no {what}" + (f" for {target}" if target else "")
+                   + (f" in round {round_}" if round_ is not None else ""), err=True)
+        return
+    for row in rows:
+        if conjectures:
+            g = row["guide"]
+            scores = ("guide: not reviewed" if g is None else
+                      f"guide {g['score']:.3f} (relevance {g['relevance']:.2f}, redundant {g['redundant']:.2f}, "
+                      f"complexity {g['complexity']:.2f})")
+            rate = "not attempted" if row["solve_rate"] is None else f"{row['verified']}/{row['attempts']} verified"
+            weight = "not trained on" if row["training_weight"] is None else f"weight {row['training_weight']:.4f}"
+            click.echo(f"== {row['conjecture_id']} (target {row['target_id']}, round {row['round']}): "
+                       f"{scores}; {rate}; {weight}")
+            click.echo(row["statement"] or "")
+            if row["proof"]:
+                click.echo(row["proof"])
+        else:
+            click.echo(f"== {row['problem_id']} (round {row['round']}, sample {row['sample']}, slot {row['slot']})")
+            click.echo(row["statement"] or "(statement not recorded)")
+            click.echo(row["proof"])
+        click.echo("")
+
+
+@main.command()
+@click.argument("run")
+@runs_dir_option
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Directory for the dataset (datasets.save_to_disk) and its card, README.md.")
+@click.option("--force", is_flag=True, help="Replace a non-empty --out.")
+@click.option("--push-to-hub", "repo", default=None, metavar="REPO",
+              help="Also upload it to this Hugging Face dataset repo (needs HF_TOKEN or `huggingface-cli login`).")
+@_clean_errors
+def export(run: str, runs_dir: str, out_dir: Path, force: bool, repo: str | None) -> None:
+    """Write RUN's solved store and every unique conjecture (lineage, proof) as a Hugging Face dataset.
+
+    \b
+    Examples:
+        sgsbatch export sgs --out sgs-proofs
+        sgsbatch export sgs --out sgs-proofs --push-to-hub me/sgs-proofs
+        python -c "import datasets; print(datasets.load_from_disk('sgs-proofs'))"
+    """
+    from sgsbatch.ops.export import export_run, push_to_hub
+    from sgsbatch.run.handle import open_run
+
+    counts = export_run(open_run(runs_dir, run, readonly=True), out_dir, force=force)
+    click.echo(f"wrote {out_dir}: " + ", ".join(f"{n} {split}" for split, n in counts.items()))
+    if repo is not None:
+        push_to_hub(out_dir, repo)
+        click.echo(f"pushed to https://huggingface.co/datasets/{repo}")
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,112 @@
+"""Found proofs and conjecture lineage, read from a run's state database (read-only).
+
+`found_proofs`: the solved store (every stored proof: target or conjecture, round, sample, slot)
+with the problem's statement. `conjecture_lineage`: every well-formed, unique conjecture with its
+target, round, statement, Guide sub-scores, the Solver's verified/attempted count and solve rate,
+its first verified proof, and its Conjecturer training weight that round (the reward the train job
+gave it: recomputed from the round's shard files with round/examples.py, the one place it is
+defined; None when it was out of the band or the Conjecturer did not train). Covered: both
+executors' runs, a run in progress (completed rounds and whatever is ingested). Not covered:
+malformed and duplicate conjectures (counted by the funnel metrics, not listed here).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel import func, select
+
+from sgsbatch.errors import RunError
+from sgsbatch.run.handle import RunHandle
+from sgsbatch.state.schema import Attempt, Conjecture, ProblemRow, ReviewRow, StoredProof
+
+
+def _statements(h: RunHandle, ids: set[str]) -> dict[str, str]:
+    if not ids:
+        return {}
+    with h.db.read() as s:
+        rows = s.exec(select(ProblemRow.problem_id, ProblemRow.theorem).where(
+            ProblemRow.run_id == h.run_id, ProblemRow.problem_id.in_(sorted(ids)))).all()  # type: ignore[attr-defined]
+    return {pid: thm for pid, thm in rows}
+
+
+def _check_round(h: RunHandle, round_: int | None) -> None:
+    if round_ is not None and not 0 <= round_ < h.cfg.run.rounds:
+        raise RunError(f"--round {round_}: run {h.cfg.run.name} has rounds 0..{h.cfg.run.rounds - 1}")
+
+
+def found_proofs(h: RunHandle, target: str | None = None, round_: int | None = None) -> list[dict[str, Any]]:
+    """The stored proofs, oldest round first; `target` (a problem id, target or conjecture) and `round_` filter."""
+    _check_round(h, round_)
+    with h.db.read() as s:
+        q = select(StoredProof).where(StoredProof.run_id == h.run_id)
+        if target is not None:
+            q = q.where(StoredProof.problem_id == target)
+        if round_ is not None:
+            q = q.where(StoredProof.round == round_)
+        rows = s.exec(q.order_by(StoredProof.round, StoredProof.problem_id, StoredProof.slot)).all()  # type: ignore[arg-type]
+        out: list[dict[str, Any]] = [{"problem_id": p.problem_id, "round": p.round, "sample": p.sample,
+                                      "slot": p.slot, "proof": p.proof} for p in rows]
+    statements = _statements(h, {str(r["problem_id"]) for r in out})
+    for r in out:
+        r["statement"] = statements.get(str(r["problem_id"]))
+    return out
+
+
+def _weights(h: RunHandle, r: int) -> dict[str, float]:
+    from sgsbatch.round.examples import conjecturer_examples
+    from sgsbatch.round.results import round_results
+
+    try:
+        _, rewards = conjecturer_examples(h.cfg, h.paths, r, round_results(h.cfg, h.paths, r))
+    except (OSError, KeyError, ValueError):
+        return {}  # the round's shard files are gone or unfinished: weight unknown
+    return rewards
+
+
+def conjecture_lineage(h: RunHandle, target: str | None = None, round_: int | None = None,
+                       weights: bool = True) -> list[dict[str, Any]]:
+    """Every unique conjecture (of `target`, of round `round_`) with its lineage; see the module docstring."""
+    _check_round(h, round_)
+    with h.db.read() as s:
+        q = select(Conjecture).where(Conjecture.run_id == h.run_id, Conjecture.status == "ok",
+                                     Conjecture.conjecture_id.is_not(None))  # type: ignore[union-attr]
+        if target is not None:
+            q = q.where(Conjecture.target_id == target)
+        if round_ is not None:
+            q = q.where(Conjecture.round == round_)
+        conj = s.exec(q.order_by(Conjecture.round, Conjecture.target_id, Conjecture.sample)).all()  # type: ignore[arg-type]
+        ids = sorted({c.conjecture_id for c in conj if c.conjecture_id})
+        reviews = {r.conjecture_id: r for r in s.exec(select(ReviewRow).where(
+            ReviewRow.run_id == h.run_id, ReviewRow.conjecture_id.in_(ids))).all()}  # type: ignore[attr-defined]
+        counts: dict[str, list[int]] = {}
+        for pid, verdict, n in s.exec(select(Attempt.problem_id, Attempt.verdict, func.count()).where(
+                Attempt.run_id == h.run_id, Attempt.problem_id.in_(ids)).group_by(  # type: ignore[attr-defined]
+                Attempt.problem_id, Attempt.verdict)).all():
+            c = counts.setdefault(pid, [0, 0])
+            c[1] += n
+            c[0] += n if verdict == "verified" else 0
+        proofs: dict[str, str] = {}
+        for pid, proof in s.exec(select(Attempt.problem_id, Attempt.proof).where(
+                Attempt.run_id == h.run_id, Attempt.problem_id.in_(ids),  # type: ignore[attr-defined]
+                Attempt.verdict == "verified").order_by(Attempt.round, Attempt.sample)).all():  # type: ignore[arg-type]
+            proofs.setdefault(pid, proof or "")
+        rows = [(c.round, c.target_id, c.conjecture_id, c.statement) for c in conj]
+    per_round = {r: _weights(h, r) for r in sorted({r for r, *_ in rows})} if weights else {}
+    out, seen = [], set()
+    for r, tgt, cid, statement in rows:
+        if cid in seen:
+            continue
+        seen.add(cid)
+        rv = reviews.get(str(cid))
+        verified, attempts = counts.get(str(cid), [0, 0])
+        out.append({
+            "conjecture_id": cid, "target_id": tgt, "round": r, "statement": statement,
+            "guide": None if rv is None else {"parsed": rv.parsed, "relevance": rv.relevance,
+                                              "redundant": rv.redundant, "complexity": rv.complexity,
+                                              "score": rv.score},
+            "verified": verified, "attempts": attempts, "solve_rate": verified / attempts if attempts else None,
+            "proof": proofs.get(str(cid)),
+            "training_weight": per_round.get(r, {}).get(str(cid)) if weights else None,
+        })
+    return out

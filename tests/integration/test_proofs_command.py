@@ -1,0 +1,148 @@
+"""`sgsbatch proofs`: found proofs and conjecture lineage equal what the run recorded.
+
+The run: a 2-round local rehearsal of jobs/sgs.toml (SIMULATED generation, verifier and trainer,
+24 D_3k targets), so that proofs, conjectures, Guide reviews and Conjecturer training exist.
+Compared against the database read with sqlite3 and the train job's own `prepared.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from runlib import REPO, sgsbatch  # noqa: E402
+
+pytestmark = pytest.mark.slow
+D3K = REPO.parent / "shared" / "data" / "d3k" / "D_3k_small_prover_dataset.json"
+NAME = "sgs-rehearsal"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not D3K.is_file():
+        pytest.skip(f"{D3K} is missing")
+    runs = tmp_path_factory.mktemp("proofs")
+    args = ["launch", str(REPO / "jobs" / "sgs.toml"), "--rehearse"]
+    for o in (f"run.runs_dir={runs}", "run.executor=local", "run.rounds=2", f"data.source={D3K}", "data.limit=24",
+              "run.poll_interval_s=1"):
+        args += ["--set", o]
+    proc = sgsbatch(*args, "--wait")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return runs
+
+
+def _cli(runs: Path, *args: str) -> list[dict[str, Any]]:
+    proc = sgsbatch("proofs", NAME, "--runs-dir", str(runs), "--json", *args)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def _db(runs: Path, q: str, *params: Any) -> list[tuple[Any, ...]]:
+    con = sqlite3.connect(f"file:{runs / NAME / 'state.db'}?mode=ro", uri=True)
+    try:
+        return [tuple(r) for r in con.execute(q, params)]
+    finally:
+        con.close()
+
+
+def test_found_proofs_are_the_solved_store_with_statements(runs: Path) -> None:
+    before = (runs / NAME / "state.db").read_bytes()
+    rows = _cli(runs)
+    stored = _db(runs, "select s.problem_id, s.round, s.sample, s.slot, s.proof, p.theorem from stored_proofs s "
+                       "left join problems p on p.problem_id = s.problem_id and p.run_id = s.run_id")
+    assert stored, "the rehearsal stored no proof"
+    assert sorted((r["problem_id"], r["round"], r["sample"], r["slot"], r["proof"], r["statement"]) for r in rows) \
+        == sorted(stored)
+    one = rows[0]["problem_id"]
+    assert {r["problem_id"] for r in _cli(runs, "--target", one)} == {one}
+    assert all(r["round"] == 1 for r in _cli(runs, "--round", "1"))
+    assert len(_cli(runs, "--round", "1")) == len([s for s in stored if s[1] == 1])
+    text = sgsbatch("proofs", NAME, "--runs-dir", str(runs), "--target", one).stdout
+    assert f"== {one} (round" in text and rows[0]["proof"] in text
+    assert (runs / NAME / "state.db").read_bytes() == before  # read-only
+
+
+def test_conjecture_lineage_is_one_query_away(runs: Path) -> None:
+    rows = _cli(runs, "--conjectures")
+    conj = {cid: (tgt, r, st) for cid, tgt, r, st in _db(
+        runs, "select conjecture_id, target_id, round, statement from conjectures where status = 'ok'")}
+    assert rows and {r["conjecture_id"] for r in rows} == set(conj)
+    reviews = {cid: (rel, red, cx, sc) for cid, rel, red, cx, sc in _db(
+        runs, "select conjecture_id, relevance, redundant, complexity, score from reviews")}
+    counts = {pid: (v, n) for pid, v, n in _db(
+        runs, "select problem_id, sum(verdict = 'verified'), count(*) from attempts group by problem_id")}
+    for row in rows:
+        cid = row["conjecture_id"]
+        assert (row["target_id"], row["round"], row["statement"]) == conj[cid]
+        if cid in reviews:
+            g = row["guide"]
+            assert (g["relevance"], g["redundant"], g["complexity"], g["score"]) == reviews[cid]
+        else:
+            assert row["guide"] is None
+        assert (row["verified"], row["attempts"]) == counts.get(cid, (0, 0))
+        assert (row["proof"] is not None) == (row["verified"] > 0)
+    for r in (0, 1):
+        prepared = json.loads((runs / NAME / "rounds" / f"r{r:04d}" / "train" / "prepared.json").read_text())
+        weights = [x["training_weight"] for x in rows if x["round"] == r and x["training_weight"] is not None]
+        assert len(weights) == prepared["conjecturer"]["examples"]
+        if weights:
+            assert sum(weights) / len(weights) == pytest.approx(prepared["conjecturer"]["reward_mean"])
+    one = rows[0]["target_id"]
+    assert {x["target_id"] for x in _cli(runs, "--conjectures", "--target", one)} == {one}
+
+
+def test_bad_input_is_a_clean_message(runs: Path) -> None:
+    proc = sgsbatch("proofs", NAME, "--runs-dir", str(runs), "--round", "7")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "rounds 0..1" in proc.stderr
+    proc = sgsbatch("proofs", "nope", "--runs-dir", str(runs))
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "nope" in proc.stderr
+    proc = sgsbatch("proofs", NAME, "--runs-dir", str(runs), "--target", "no_such_problem")
+    assert proc.returncode == 0 and "no proofs for no_such_problem" in proc.stderr
+
+
+def test_export_round_trips_through_load_from_disk(runs: Path, tmp_path: Path) -> None:
+    import datasets
+
+    out = tmp_path / "ds"
+    proc = sgsbatch("export", NAME, "--runs-dir", str(runs), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    dd = datasets.load_from_disk(str(out))
+    assert isinstance(dd, datasets.DatasetDict)
+    proofs, conj = _cli(runs), _cli(runs, "--conjectures")
+    got = sorted((r["problem_id"], r["round"], r["sample"], r["slot"], r["proof"], r["statement"]) for r in dd["proofs"])
+    assert got == sorted((r["problem_id"], r["round"], r["sample"], r["slot"], r["proof"], r["statement"] or "")
+                         for r in proofs)
+    conj_ids = {c["conjecture_id"] for c in conj}
+    assert all(r["is_conjecture"] == (r["problem_id"] in conj_ids) for r in dd["proofs"])
+    by_id = {c["conjecture_id"]: c for c in conj}
+    assert {r["conjecture_id"] for r in dd["conjectures"]} == set(by_id)
+    for r in dd["conjectures"]:
+        c = by_id[r["conjecture_id"]]
+        assert (r["target_id"], r["round"], r["verified"], r["attempts"]) == (c["target_id"], c["round"],
+                                                                              c["verified"], c["attempts"])
+        if c["guide"] is not None:
+            assert r["guide_score"] == c["guide"]["score"]
+        assert (r["training_weight"] == c["training_weight"]) or (c["training_weight"] is None
+                                                                   and r["training_weight"] != r["training_weight"])
+    card = (out / "README.md").read_text()
+    assert "SIMULATED" in card and f"{len(proofs)} stored proofs" in card and "Cumulative solve rate" in card
+    assert "[run]" in card  # the frozen config
+    again = sgsbatch("export", NAME, "--runs-dir", str(runs), "--out", str(out))
+    assert again.returncode != 0 and "--force" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_push_to_hub_without_a_token_is_refused_after_the_local_copy(runs: Path, tmp_path: Path) -> None:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+    env["HF_HOME"] = str(tmp_path / "hf")  # no stored login
+    out = tmp_path / "ds"
+    proc = sgsbatch("export", NAME, "--runs-dir", str(runs), "--out", str(out), "--push-to-hub", "me/x", env=env)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "no Hugging Face token" in proc.stderr and (out / "README.md").is_file()
