@@ -7,7 +7,9 @@ Builds the run with bench/history.py, then times, as subprocesses (median of --r
 `sgsbatch status bench --json` (database, shard files, item-log counting, disk walk, alarms),
 and two floors measured in the same run: `python -c 'import sgsbatch.cli, sgsbatch.ops.status'`
 (start-up and imports) and a bare sqlite3 open + one query of the state database. Also times
-`ops.progress.phase_progress` and `disk_usage` in-process. Output: bench/out/bench_status-<time>.json.
+`ops.progress.phase_progress` and `disk_usage` in-process. `--report` also times `sgsbatch report bench
+--out <tmp>/report.html` on the same run (issue 14's goal: < 10 s) against the same import floor.
+Output: bench/out/bench_status-<time>.json.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--keep", action="store_true", help="Keep the temporary run directory.")
+    ap.add_argument("--report", action="store_true", help="Also time `sgsbatch report` on the same run.")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench_status-"))
     try:
@@ -70,6 +73,11 @@ def main() -> int:
                   "phase_progress_s": t2 - t1, "disk_usage_s": t3 - t2, **describe(h),
                   "items_done": st["progress"]["items_done"], "machine": platform.platform(),
                   "cpus": __import__("os").cpu_count()}
+        if args.report:
+            html = tmp / "report.html"
+            result["cli_report_median_s"], _ = timed([exe, "report", "bench", "--runs-dir", runs, "--out", str(html)],
+                                                     max(1, args.repeats // 2))
+            result["report_bytes"] = html.stat().st_size
         print(json.dumps(result, indent=2))
         outdir = REPO / "bench" / "out"
         outdir.mkdir(exist_ok=True)

@@ -73,6 +73,9 @@ def export_run(h: RunHandle, out: Path, force: bool = False) -> dict[str, int]:
             raise RunError(f"--out {out} exists and is not empty; choose another directory or pass --force")
         if not out.is_dir():
             raise RunError(f"--out {out} is a file; choose a directory")
+        if not (out / "dataset_dict.json").is_file():
+            raise RunError(f"--out {out} is not an earlier export (no dataset_dict.json); --force replaces only "
+                           "an export, never another directory: choose an empty or new directory")
         shutil.rmtree(out)
     rows = export_rows(h)
     dd = DatasetDict({name: Dataset.from_list(r) for name, r in rows.items() if r})

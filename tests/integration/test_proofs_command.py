@@ -135,6 +135,14 @@ def test_export_round_trips_through_load_from_disk(runs: Path, tmp_path: Path) -
     assert "[run]" in card  # the frozen config
     again = sgsbatch("export", NAME, "--runs-dir", str(runs), "--out", str(out))
     assert again.returncode != 0 and "--force" in again.stderr and "Traceback" not in again.stderr
+    forced = sgsbatch("export", NAME, "--runs-dir", str(runs), "--out", str(out), "--force")
+    assert forced.returncode == 0, forced.stderr
+    other = tmp_path / "home"
+    other.mkdir()
+    (other / "precious.txt").write_text("x")
+    refused = sgsbatch("export", NAME, "--runs-dir", str(runs), "--out", str(other), "--force")
+    assert refused.returncode != 0 and "not an earlier export" in refused.stderr
+    assert (other / "precious.txt").read_text() == "x"  # --force never deletes a directory that is not an export
 
 
 def test_push_to_hub_without_a_token_is_refused_after_the_local_copy(runs: Path, tmp_path: Path) -> None:
