@@ -19,27 +19,20 @@ import json
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_db import timed_cmd  # noqa: E402
 from history import REPO, build_history, describe  # noqa: E402
 
 from sgsbatch.ops.progress import disk_usage, phase_progress  # noqa: E402
 
 
 def timed(cmd: list[str], n: int) -> tuple[float, str]:
-    times, out = [], ""
-    for _ in range(n):
-        t0 = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-        times.append(time.perf_counter() - t0)
-        if p.returncode != 0:
-            raise RuntimeError(f"{cmd} failed ({p.returncode}): {p.stderr}")
-        out = p.stdout
+    times, out = timed_cmd(cmd, n)
     return statistics.median(times), out
 
 

@@ -49,6 +49,7 @@ from sgsbatch.backends.generation import (
     completion_budget,
 )
 from sgsbatch.prompts import GuideTags
+from sgsbatch.verification.simulated import normalise, stable_unit
 
 DRAW_TAG = "SGSBATCH-SIMULATED-DRAW"
 VOCAB = 102_400  # the id range token ids are drawn from (DeepSeek-Prover-V2's vocabulary size)
@@ -79,8 +80,7 @@ class SimulatedSettings:
 
 
 def _unit(*parts: object) -> float:
-    digest = hashlib.sha256("\x1f".join(("sgsbatch-simulated-gen", *map(str, parts))).encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+    return stable_unit("sgsbatch-simulated-gen", *parts)
 
 
 def curve(s: SimulatedSettings) -> float:
@@ -98,7 +98,7 @@ def statement_of(messages: list[dict[str, str]]) -> str:
 
 def difficulty(statement: str) -> float:
     """The latent difficulty in [0, 1) of a statement (whitespace-normalised SHA-256)."""
-    return _unit("difficulty", " ".join(statement.split()))
+    return _unit("difficulty", normalise(statement))
 
 
 def attempt_probability(s: SimulatedSettings, statement: str) -> float:

@@ -92,13 +92,19 @@ _FORBIDDEN_COMMAND_RES = {
 }
 
 
-def _unit(*parts: str) -> float:
-    """A number in [0, 1) from the SHA-256 of `parts` (stable across runs and machines)."""
-    digest = hashlib.sha256("\x1f".join(("sgsbatch-simulated", *parts)).encode("utf-8")).digest()
+def stable_unit(salt: str, *parts: object) -> float:
+    """A number in [0, 1) from the SHA-256 of `salt` and `parts` (stable across runs and machines);
+    also the SIMULATED generation backend's source of draws (with its own salt)."""
+    digest = hashlib.sha256("\x1f".join((salt, *map(str, parts))).encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def _normalise(text: str) -> str:
+def _unit(*parts: str) -> float:
+    return stable_unit("sgsbatch-simulated", *parts)
+
+
+def normalise(text: str) -> str:
+    """Whitespace-normalised text: what a statement's hidden difficulty is hashed from."""
     return " ".join(text.split())
 
 
@@ -120,12 +126,12 @@ def theorem_difficulty(theorem: str, difficulty_levels: int = 5) -> int:
     """The hidden difficulty of a statement, 1..`difficulty_levels`."""
     if difficulty_levels < 1:
         raise ValueError(f"difficulty_levels must be >= 1, got {difficulty_levels}")
-    return 1 + int(_unit("difficulty", _normalise(theorem)) * difficulty_levels)
+    return 1 + int(_unit("difficulty", normalise(theorem)) * difficulty_levels)
 
 
 def favoured_family(theorem: str) -> frozenset[str]:
     """The tactic family that earns a statement's +1 bonus."""
-    return FAMILIES[int(_unit("family", _normalise(theorem)) * len(FAMILIES))]
+    return FAMILIES[int(_unit("family", normalise(theorem)) * len(FAMILIES))]
 
 
 def closing_tactics(proof: str) -> set[str]:
@@ -188,7 +194,7 @@ def simulated_verify(
     details = f"difficulty {difficulty}, strength {strength:g}, tactics {', '.join(sorted(used))}"
     if strength < difficulty:
         return _verdict(FAILED, "proof too weak for this statement", details)
-    if _unit("coin", _normalise(theorem), _normalise(code)) >= pass_probability:
+    if _unit("coin", normalise(theorem), normalise(code)) >= pass_probability:
         return _verdict(FAILED, "unlucky coin (stand-in for a wrong proof step)", details)
     return _verdict(VERIFIED, "strength meets difficulty", details)
 
