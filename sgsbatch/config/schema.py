@@ -224,6 +224,17 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
+class RecordsConfig:
+    """What the run directory keeps of a round's generations once no training reads them (round/compaction.py)."""
+
+    # false: once a later round has ended and no training reads a round's samples any more (Expert
+    # Iteration reads the last solver.ei_rounds rounds), each sample's token ids and logprobs and each prompt's ids are
+    # replaced by their counts, finished shards' item logs and the train job's example files are deleted;
+    # texts, extractions, verdicts and reviews stay. true: keep everything (~1 GB a round per 1,000 targets)
+    keep_sample_tokens: bool = False
+
+
+@dataclass(frozen=True)
 class AlertsConfig:
     """What `status` reports as alarms (ops/progress.py) and how often long work logs its progress."""
 
@@ -325,6 +336,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     verification: VerificationConfig = field(default_factory=VerificationConfig)
     checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
+    records: RecordsConfig = field(default_factory=RecordsConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
     shards: ShardsConfig = field(default_factory=ShardsConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)

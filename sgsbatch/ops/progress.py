@@ -118,7 +118,10 @@ def _size(path: Path) -> int:
                 if e.is_dir(follow_symlinks=False):
                     stack.append(e.path)
                 elif e.is_file(follow_symlinks=False):
-                    total += e.stat(follow_symlinks=False).st_size
+                    try:
+                        total += e.stat(follow_symlinks=False).st_size
+                    except FileNotFoundError:  # a temp file renamed or a file deleted while we walk
+                        continue
     return total
 
 

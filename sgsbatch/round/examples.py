@@ -21,6 +21,7 @@ from sqlmodel import select
 from sgsbatch.backends.trainer import Example
 from sgsbatch.config.schema import Config
 from sgsbatch.rewards import conjecturer_rewards, group_advantages, group_rewards, solver_weight
+from sgsbatch.round.compaction import token_count
 from sgsbatch.round.results import ProblemResult, conjecture_id, guide_reviews
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
@@ -49,7 +50,7 @@ def _reinforce(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -
     for key in sorted(band):
         res = results[key]
         for smp in res.samples:
-            w = solver_weight(smp.get("proof") or "", smp["verdict"] == "verified", True, len(smp["token_ids"]),
+            w = solver_weight(smp.get("proof") or "", smp["verdict"] == "verified", True, token_count(smp),
                               max_tokens=s.max_tokens, length_penalty_start=s.length_penalty_start,
                               zero_try=s.zero_try)
             if w is not None:
@@ -62,7 +63,7 @@ def _cispo(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -> li
     groups = {}
     for key in sorted(band):
         smps = results[key].samples
-        groups[key] = group_rewards([x["verdict"] == "verified" for x in smps], [len(x["token_ids"]) for x in smps],
+        groups[key] = group_rewards([x["verdict"] == "verified" for x in smps], [token_count(x) for x in smps],
                                     [x.get("proof") or "" for x in smps], max_tokens=s.max_tokens,
                                     length_penalty_start=s.length_penalty_start, zero_try=s.zero_try)
     out = []
@@ -91,7 +92,7 @@ def _expert_iteration(cfg: Config, paths: RunPaths, stored: Iterable[tuple[int, 
             items[rnd] = {it["key"]: it for it in read_phase(paths.phase_dir(rnd, "solve"), cfg.shard_count("solve"))}
         it = items[rnd][pid]
         smp = it["samples"][sample]
-        w = solver_weight(smp.get("proof") or "", True, True, len(smp["token_ids"]), max_tokens=s.max_tokens,
+        w = solver_weight(smp.get("proof") or "", True, True, token_count(smp), max_tokens=s.max_tokens,
                           length_penalty_start=s.length_penalty_start, zero_try=s.zero_try)
         if w is not None:
             out.append(Example(it["prompt_ids"], smp["token_ids"], w))

@@ -23,6 +23,7 @@ from sgsbatch.config.schema import Config
 from sgsbatch.rewards import length_penalty, uses_try
 from sgsbatch.round import metrics as M
 from sgsbatch.round.checkpoints import prune
+from sgsbatch.round.compaction import token_count
 from sgsbatch.round.examples import in_band_conjectures
 from sgsbatch.round.results import ProblemResult, guide_reviews, round_conjectures, round_results, run_targets
 from sgsbatch.run.handle import RunHandle
@@ -73,19 +74,19 @@ def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemR
             if not smp["ok"]:
                 extract_fail[smp["reason"]] = extract_fail.get(smp["reason"], 0) + 1
             try_proofs += smp["verdict"] == VERIFIED and uses_try(smp.get("proof") or "")
-            long_samples += length_penalty(len(smp["token_ids"]), cfg.solver.max_tokens,
+            long_samples += length_penalty(token_count(smp), cfg.solver.max_tokens,
                                            cfg.solver.length_penalty_start) is not None
             out.attempts.append({
                 "problem_id": pid, "is_target": res.problem.is_target, "sample": k, "extracted": smp["ok"],
                 "extract_reason": smp["reason"], "verdict": smp["verdict"],
                 # proof text is kept for verified proofs; every sample stays in the shard files
                 "proof": smp.get("proof") if smp["verdict"] == VERIFIED else None,
-                "verify_reason": smp.get("verify_reason"), "tokens": len(smp["token_ids"]),
+                "verify_reason": smp.get("verify_reason"), "tokens": token_count(smp),
                 "finish_reason": smp["finish_reason"], "verify_s": smp.get("time_s", 0.0)})
     reviews = guide_reviews(cfg, paths, r)
     out.reviews = [{"conjecture_id": k, "parsed": v["ok"], "reason": v["reason"], "relevance": v["relevance"] or 0.0,
                     "redundant": v["redundant"] or 0.0, "complexity": v["complexity"] or 0.0, "score": v["score"],
-                    "tokens": len(v["token_ids"])} for k, v in sorted(reviews.items())]
+                    "tokens": token_count(v)} for k, v in sorted(reviews.items())]
     m = out.metrics
     tgt = [res for res in results.values() if res.problem.is_target]
     conj_res = [res for res in results.values() if not res.problem.is_target]

@@ -15,6 +15,7 @@ from typing import Any
 
 from sgsbatch.config.schema import Config
 from sgsbatch.review import Review, fill_failed
+from sgsbatch.round.compaction import token_count
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import read_json, read_phase
 from sgsbatch.selection import solve_rate
@@ -99,7 +100,7 @@ def round_conjectures(
         for k, s in enumerate(item["samples"]):
             funnel.generated += 1
             row = {"target_id": target.problem_id, "sample": k, "statement": s.get("statement"),
-                   "tokens": len(s["token_ids"]), "conjecture_id": None}
+                   "tokens": token_count(s), "conjecture_id": None}
             if not s["ok"]:
                 funnel.rejected[s["reason"]] = funnel.rejected.get(s["reason"], 0) + 1
                 rows.append({**row, "status": "malformed", "reason": s["reason"]})
@@ -133,7 +134,8 @@ def round_results(cfg: Config, paths: RunPaths, r: int) -> dict[str, ProblemResu
     for item in read_phase(paths.phase_dir(r, "solve"), cfg.shard_count("solve")):
         samples = [{**s, **v} for s, v in zip(item["samples"], verdicts[item["key"]], strict=True)]
         verified = sum(1 for s in samples if s["verdict"] == VERIFIED)
-        out[item["key"]] = ProblemResult(problems[item["key"]], item["prompt_ids"], samples, verified,
+        # a compacted round (round/compaction.py) has prompt and sample token counts, not ids
+        out[item["key"]] = ProblemResult(problems[item["key"]], item.get("prompt_ids", []), samples, verified,
                                          solve_rate(verified, len(samples)) if samples else 0.0)
     return out
 

@@ -1,0 +1,133 @@
+"""Old rounds' generation records, compacted once no training reads them again.
+
+A generating task records each sample's token ids and logprobs, and each item's prompt ids, so that
+the round's train job trains on exactly what was sampled (never re-tokenised text). After that
+training they are dead weight: ~1.5k ids and as many logprobs per Solver sample, ~1.2 GB a round
+as JSON at 1,000 targets, ~0.7 TB over a 200-round run of D_3k (measured: bench/README.md,
+bench_rehearsal). Unless `records.keep_sample_tokens`, ending round r compacts the rounds no later
+training reads, one round late so that the round's train job has finished for sure (its weights
+are complete, so its training never runs again): round r - 1, or with Expert Iteration (which
+trains on the stored proofs of the last `solver.ei_rounds` rounds) round r - ei_rounds; the run's
+last rounds stay whole. Compacting a round:
+
+* rewrites each finished output of its generating phases (conjecture, solve, guide) with every
+  sample's `token_ids` and `logprobs` replaced by `n_tokens`, and every item's `prompt_ids` by
+  `n_prompt_tokens` (text, extraction, finish reason, review fields and keys unchanged), atomically;
+* deletes the item logs (`.partial.jsonl`) of the round's finished shards (their records are in the
+  outputs) and the train job's example files (`train/examples/*.npz`);
+* writes `rounds/rNNNN/compacted` last, so a compaction cut short is done again.
+
+Everything the database, `rebuild`, the metrics and the report derive stays readable: token counts
+go through `token_count`. Not covered: checkpoints (round/checkpoints.py), the database.
+
+Cost: the train job does it after the next round is submitted (off the chain's critical path),
+reading and writing the round's records once (~30 s for a full D_3k round of a real run).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sgsbatch.config.schema import Config
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import Shard, atomic_write_text, read_jsonl, shards
+
+GENERATING_PHASES = ("conjecture", "solve", "guide")
+MARKER = "compacted"
+
+
+def token_count(sample: dict[str, Any]) -> int:
+    """A sample's generated tokens, whether its ids are still there or compacted to a count."""
+    ids = sample.get("token_ids")
+    if ids is not None:
+        return len(ids)
+    n: int = sample["n_tokens"]
+    return n
+
+
+def compact_record(rec: dict[str, Any]) -> dict[str, Any]:
+    """One item's record without token ids, logprobs and prompt ids (their counts instead); idempotent.
+
+    A generating item is either a record with `samples` (conjecture, solve) or one sample itself (guide).
+    """
+    out = dict(rec)
+    if "prompt_ids" in out:
+        out["n_prompt_tokens"] = len(out.pop("prompt_ids"))
+    if "samples" in out:
+        out["samples"] = [_compact_sample(s) for s in out["samples"]]
+    else:
+        out = _compact_sample(out)
+    return out
+
+
+def _compact_sample(s: dict[str, Any]) -> dict[str, Any]:
+    if "token_ids" not in s:
+        return s
+    out = {k: v for k, v in s.items() if k not in ("token_ids", "logprobs")}
+    out["n_tokens"] = len(s["token_ids"])
+    return out
+
+
+def marker(paths: RunPaths, r: int) -> Path:
+    return paths.round_dir(r) / MARKER
+
+
+def is_compacted(paths: RunPaths, r: int) -> bool:
+    return marker(paths, r).exists()
+
+
+def compact_round(cfg: Config, paths: RunPaths, r: int) -> int:
+    """Compact round r (see the module docstring); returns the bytes freed. Only for a round whose
+    training is finished: its unfinished shards are left as they are."""
+    before = _size(paths.round_dir(r))
+    for phase in cfg.phases_of_round(r):
+        if phase == "train":
+            for f in sorted((paths.phase_dir(r, phase) / "examples").glob("*.npz")):
+                f.unlink()
+            continue
+        for sh in shards(paths.phase_dir(r, phase), cfg.shard_count(phase)):
+            if not sh.is_done():
+                continue
+            if phase in GENERATING_PHASES:
+                _compact_output(sh)
+            sh.partial.unlink(missing_ok=True)
+    atomic_write_text(marker(paths, r), "")
+    return max(0, before - _size(paths.round_dir(r)))
+
+
+def _compact_output(sh: Shard) -> None:
+    records = read_jsonl(sh.output)
+    compacted = [compact_record(x) for x in records]
+    if compacted == records:
+        return
+    atomic_write_text(sh.output, "".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in compacted))
+
+
+def rounds_to_compact(cfg: Config, r: int) -> int:
+    """The newest round to compact once round r has ended (-1: none yet): the round before it, whose
+    train job has surely written its completion marker, or with Expert Iteration the newest round
+    outside the `ei_rounds` window that round r + 1 trains on. The run's last round stays whole (it
+    is one round; `resume --set run.rounds=N` may train on)."""
+    return r - 1 if cfg.solver.objective != "ei" else r - cfg.solver.ei_rounds
+
+
+def compact_after(cfg: Config, paths: RunPaths, r: int) -> list[int]:
+    """After round r ended: compact every finished round up to `rounds_to_compact` not compacted yet,
+    newest first, stopping at the first one already compacted (a long run checks one marker a round).
+    A round whose train job has no completion marker is left whole: its training may run again."""
+    if cfg.records.keep_sample_tokens:
+        return []
+    done = []
+    k = rounds_to_compact(cfg, r)
+    while k >= 0 and not is_compacted(paths, k):
+        if Shard(paths.phase_dir(k, "train"), 0).is_done():
+            compact_round(cfg, paths, k)
+            done.append(k)
+        k -= 1
+    return done
+
+
+def _size(d: Path) -> int:
+    return sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) if d.is_dir() else 0

@@ -1,0 +1,80 @@
+"""Old rounds compacted in a whole run (round/compaction.py): the same results, flat disk, rebuildable.
+
+Covered: two 3-round local rehearsals of jobs/sgs.toml (24 targets of D_3k), one with the default
+(`records.keep_sample_tokens = false`) and one keeping everything, end with identical databases
+(attempts, verdicts, store, conjectures, reviews, trained steps and every metric but wall times
+and engine rates); in the compacted run rounds 0 and 1 hold no token ids, logprobs, prompt ids,
+item logs or example files and are several times smaller than the same rounds kept whole, while
+the last round (which `resume` may still train on) is whole; a lost database of the compacted run
+is rebuilt with the same rows. Not covered: Slurm (the same `end_round` code runs there; the
+rehearsal benchmark measures it at full shape, bench/README.md).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from runlib import REPO, outcome, sgsbatch  # noqa: E402
+
+pytestmark = pytest.mark.slow
+SGS = REPO / "jobs" / "sgs.toml"
+D3K = REPO.parent / "shared" / "data" / "d3k" / "D_3k_small_prover_dataset.json"
+TIMING = ("wall_s/", "tokens_per_s", "startup_s")
+
+
+def _launch(runs: Path, name: str, env: dict[str, str], *extra: str) -> Path:
+    args = ["launch", str(SGS), "--rehearse", "--wait"]
+    for o in (f"run.runs_dir={runs}", f"run.name={name}", "run.executor=local", "run.rounds=3",
+              f"data.source={D3K}", "data.limit=24", "run.poll_interval_s=1", *extra):
+        args += ["--set", o]
+    proc = sgsbatch(*args, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return runs / name
+
+
+def _metrics(run: Path) -> dict[tuple[int, str], float]:
+    con = sqlite3.connect(run / "state.db")
+    try:
+        return {(r, n): v for r, n, v in con.execute("SELECT round, name, value FROM metrics")
+                if not any(t in n for t in TIMING)}
+    finally:
+        con.close()
+
+
+def _bytes(d: Path) -> int:
+    return sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+
+
+def test_compacted_run_equals_a_whole_one_and_rebuilds(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    if not D3K.is_file():
+        pytest.skip(f"{D3K} is missing")
+    compact = _launch(tmp_path, "c", cli_env)
+    whole = _launch(tmp_path, "w", cli_env, "records.keep_sample_tokens=true")
+    assert outcome(compact) == outcome(whole)
+    assert _metrics(compact) == _metrics(whole)
+    assert _metrics(compact)[(2, "tokens/round")] > 0
+    for r in (0, 1):
+        rd = compact / "rounds" / f"r{r:04d}"
+        assert (rd / "compacted").exists()
+        outputs = [p for ph in ("conjecture", "solve", "guide") for p in (rd / ph).glob("shard_*[0-9].jsonl")]
+        assert outputs and not any(w in p.read_text() for p in outputs
+                                   for w in ('"token_ids"', '"logprobs"', '"prompt_ids"'))
+        assert not list(rd.glob("*/shard_*.partial.jsonl")) and not list(rd.glob("train/examples/*.npz"))
+        assert _bytes(rd) * 3 < _bytes(whole / "rounds" / f"r{r:04d}"), r
+    last = compact / "rounds" / "r0002"
+    assert not (last / "compacted").exists() and '"token_ids"' in (last / "solve" / "shard_00000.jsonl").read_text()
+    assert not (whole / "rounds" / "r0000" / "compacted").exists()
+
+    want, want_metrics = outcome(compact), _metrics(compact)
+    (compact / "state.db").unlink()
+    shutil.rmtree(compact / "tb")
+    proc = sgsbatch("rebuild", compact.name, "--runs-dir", str(tmp_path), env=cli_env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert outcome(compact) == want
+    assert {k: v for k, v in _metrics(compact).items()} == want_metrics
