@@ -2,7 +2,7 @@
 
 Run by hand (not a test), with the repository's local Slurm up (slurm/cluster.sh):
 
-    .venv/bin/python bench/bench_rehearsal.py                         # 20 rounds, 3000 targets
+    .venv/bin/python bench/bench_rehearsal.py                         # 20 rounds, all 3,323 targets
     .venv/bin/python bench/bench_rehearsal.py --rounds 3 --targets 300 --shard-divisor 8
 
 The config is bench/rehearsal.toml (jobs/sgs.toml with only the resources changed for a GPU-less
@@ -13,7 +13,17 @@ time (from the launch or the previous round's completion to its completion in th
 time of `sgsbatch status RUN --json` (a subprocess, Python start-up included), and the largest
 directory's entry count in the run directory. Throughout: the peak RSS (VmHWM from /proc, sampled
 every 0.5 s) of each phase's worker processes; the train job's is the controller's (it ingests the
-round, ends it and submits the next), its ranks are listed apart. Results go to bench/out/bench_rehearsal-<timestamp>.json and are printed as a table.
+round, ends it and submits the next), its ranks are listed apart, and per round the train job's
+peak (the controller's memory as the run grows). Per round also each phase's wall time from the
+metrics table, and the slowest `status --json` seen while the verify array ran.
+
+The floor, measured in the same run before the rehearsal (`--floor-repeats`, 0 = skip): the same
+round as a bare Slurm DAG, the same arrays and dependencies (conjecture -> solve -> verify ->
+guide -> train, as many tasks as the rehearsal's round >= 1) of `sbatch --wrap true` jobs, 1 CPU
+each; its wall time is from releasing the held first job to the train job's end. A round's
+`vs_floor` is its wall time over the floor's median: what sgsbatch's work (simulated engines,
+shard files, ingestion, status, the next submission) adds to Slurm's own scheduling.
+Results go to bench/out/bench_rehearsal-<timestamp>.json and are printed as a table.
 Not covered: real generation, Lean or training times (all simulated).
 """
 
@@ -54,6 +64,39 @@ def _tree_size(root: Path) -> tuple[int, int, str]:
     return total, widest, where
 
 
+def bare_round(tmp: Path, counts: dict[str, int], timeout: float = 1800) -> float:
+    """Wall seconds of one bare DAG shaped like a rehearsal round (see the module docstring)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    end = tmp / "end"
+    end.unlink(missing_ok=True)
+    ids: list[str] = []
+    for phase in ("conjecture", "solve", "verify", "guide", "train"):
+        n = counts.get(phase, 1)
+        cmd = ["sbatch", "--parsable", f"--job-name=floor.{phase}", "-c", "1", "--mem=100M", "-o", "/dev/null"]
+        cmd += [f"--array=0-{n - 1}"] if phase != "train" else []
+        cmd += [f"--dependency=afterok:{ids[-1]}"] if ids else ["--hold"]
+        wrap = f"date +%s.%N > {end}" if phase == "train" else "true"
+        ids.append(subprocess.run([*cmd, "--wrap", wrap], capture_output=True, text=True, check=True)
+                   .stdout.strip().split(";")[0])
+    t0 = time.time()
+    subprocess.run(["scontrol", "release", ids[0]], check=True, capture_output=True)
+    while not end.exists() or not end.read_text().strip():
+        if time.time() - t0 > timeout:
+            subprocess.run(["scancel", *ids], capture_output=True)
+            raise RuntimeError(f"the bare DAG did not finish within {timeout:.0f} s")
+        time.sleep(0.2)
+    return float(end.read_text()) - t0
+
+
+def _phase_walls(db: Path, r: int) -> dict[str, float]:
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return {n.split("/", 1)[1]: round(v, 1) for n, v in con.execute(
+            "SELECT name, value FROM metrics WHERE round = ? AND name LIKE 'wall_s/%'", (r,))}
+    finally:
+        con.close()
+
+
 def _rounds(db: Path) -> list[tuple[int, float, float]]:
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
@@ -84,15 +127,21 @@ def _sample_rss(run: Path, peaks: dict[str, float]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=20)
-    ap.add_argument("--targets", type=int, default=3000)
+    ap.add_argument("--targets", type=int, default=0, help="0 = all of D_3k (3,323)")
     ap.add_argument("--shard-divisor", type=int, default=1)
     ap.add_argument("--data", type=Path, default=D3K)
     ap.add_argument("--runs-dir", type=Path, default=REPO / "bench" / "out" / "rehearsal-runs")
     ap.add_argument("--name", default=f"rehearsal-{time.strftime('%Y%m%d-%H%M%S')}")
+    ap.add_argument("--floor-repeats", type=int, default=3, help="bare DAGs timed before the run (0 = none)")
     a = ap.parse_args()
+    counts = {k: max(1, v // a.shard_divisor) for k, v in SGS_SHARDS.items()}
+    floors = [bare_round(a.runs_dir / "floor", counts) for _ in range(a.floor_repeats)]
+    floor = sorted(floors)[len(floors) // 2] if floors else None
+    if floors:
+        print(json.dumps({"floor_round_s": [round(x, 2) for x in floors], "median": round(floor or 0, 2)}), flush=True)
     sets = [f"run.runs_dir={a.runs_dir}", f"run.name={a.name}", "run.executor=slurm", f"run.rounds={a.rounds}",
             f"data.source={a.data}", f"data.limit={a.targets}"]
-    sets += [f"shards.{k}={max(1, v // a.shard_divisor)}" for k, v in SGS_SHARDS.items()]
+    sets += [f"shards.{k}={v}" for k, v in counts.items()]
     args = ["launch", str(CONFIG), "--rehearse"]
     for s in sets:
         args += ["--set", s]
@@ -105,26 +154,38 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     peaks: dict[str, float] = {}
     state, stalled_polls, last_status = "running", 0, 0.0
-    status_s = 0.0
+    status_s, verify_status_s, round_peak = 0.0, 0.0, 0.0
     while state not in ("completed", "failed", "cancelled") and stalled_polls < 4:
         time.sleep(0.5)
         _sample_rss(run, peaks)
+        round_peak = max(round_peak, peaks.get("train", 0.0))
         if time.time() - last_status < 5:
             continue
         last_status = time.time()
         s0 = time.perf_counter()
         st = _cli("status", a.name, "--runs-dir", str(a.runs_dir), "--json")
         status_s = time.perf_counter() - s0
-        state = json.loads(st.stdout)["state"] if st.returncode == 0 else "unreadable"
+        doc = json.loads(st.stdout) if st.returncode == 0 else {}
+        state = doc.get("state", "unreadable")
+        if doc.get("phase") == "verify":
+            verify_status_s = max(verify_status_s, status_s)
         stalled_polls = stalled_polls + 1 if state == "stalled" else 0  # a hand-over can look stalled briefly
         for index, _, completed in _rounds(db)[len(rows):]:
             size, widest, where = _tree_size(run)
             since = rows[-1]["completed_at"] if rows else t0  # from the launch, or the previous round's end
-            rows.append({"round": index, "round_wall_s": round(completed - since, 1), "completed_at": completed,
+            wall = completed - since
+            rows.append({"round": index, "round_wall_s": round(wall, 1), "completed_at": completed,
+                         "vs_floor": round(wall / floor, 2) if floor else None,
                          "db_mb": round(db.stat().st_size / 2**20, 2), "run_dir_mb": round(size / 2**20, 1),
-                         "status_s": round(status_s, 2), "largest_dir_entries": widest, "largest_dir": where})
+                         "status_s": round(status_s, 2), "status_s_during_verify": round(verify_status_s, 2),
+                         "train_peak_rss_mib": round_peak, "phase_wall_s": _phase_walls(db, index),
+                         "largest_dir_entries": widest, "largest_dir": where})
+            verify_status_s, round_peak = 0.0, 0.0
+            peaks.pop("train", None)
             print(json.dumps(rows[-1]), flush=True)
-    result = {"config": str(CONFIG.relative_to(REPO)), "sets": sets, "state": state,
+    if rows:
+        peaks["train"] = max(r["train_peak_rss_mib"] for r in rows)
+    result = {"config": str(CONFIG.relative_to(REPO)), "sets": sets, "state": state, "floor_round_s": floors,
               "total_wall_s": round(time.time() - t0, 1), "rounds": rows, "worker_peak_rss_mib": peaks}
     out = REPO / "bench" / "out" / f"bench_rehearsal-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

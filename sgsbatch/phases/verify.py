@@ -33,7 +33,7 @@ def run(task: Task) -> None:
         return
     problems = task.mine(solve_problems(task.cfg, task.paths, task.round))
     solve_shard = task.shard.index % task.cfg.shard_count("solve")  # verify is a multiple of solve
-    solved = {it["key"]: it for it in Shard(task.paths.phase_dir(task.round, "solve"), solve_shard).read()}
+    solved = Shard(task.paths.phase_dir(task.round, "solve"), solve_shard).read_keys({p.problem_id for p in problems})
     assert all(p.problem_id in solved for p in problems), "verify shard j checks problems of solve shard j mod solve"
     task.shard.set_total(len(problems))
     done = task.shard.done_items()

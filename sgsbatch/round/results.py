@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sgsbatch.config.schema import Config
 from sgsbatch.review import Review, fill_failed
 from sgsbatch.round.compaction import token_count
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import read_json, read_phase
+from sgsbatch.run.shards import atomic_write_text, read_json, read_jsonl, read_phase
 from sgsbatch.selection import solve_rate
 from sgsbatch.verification.verdict import VERIFIED
 
@@ -118,12 +118,27 @@ def round_conjectures(
     return problems, rows, funnel
 
 
+def conjecture_problems(cfg: Config, paths: RunPaths, r: int, targets: list[Problem]) -> list[Problem]:
+    """The round's unique conjectures as problems (`round_conjectures`), derived once: the first reader
+    after the conjecture phase writes them to `rounds/rNNNN/conjectures.jsonl` (atomically; every
+    reader derives the same list), later readers (8 solve and 64 verify tasks, the train job) read
+    that small file instead of parsing every conjecture sample with its token ids again."""
+    if "conjecture" not in cfg.phases_of_round(r):
+        return []
+    cache = paths.round_dir(r) / "conjectures.jsonl"
+    if cache.is_file():
+        return [Problem(**row) for row in read_jsonl(cache)]
+    problems, _, _ = round_conjectures(cfg, paths, r, targets)
+    atomic_write_text(cache, "".join(json.dumps(asdict(p), ensure_ascii=False, sort_keys=True) + "\n"
+                                     for p in problems))
+    return problems
+
+
 def solve_problems(cfg: Config, paths: RunPaths, r: int) -> list[Problem]:
     """Every problem the Solver samples this round: the round's targets, then its conjectures."""
     targets = run_targets(paths)
     wanted = set(round_inputs(paths, r)["solve_targets"])
-    conjectures, _, _ = round_conjectures(cfg, paths, r, targets)
-    return [t for t in targets if t.problem_id in wanted] + conjectures
+    return [t for t in targets if t.problem_id in wanted] + conjecture_problems(cfg, paths, r, targets)
 
 
 def round_results(cfg: Config, paths: RunPaths, r: int) -> dict[str, ProblemResult]:

@@ -52,6 +52,23 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+_DECODER = json.JSONDecoder()
+_KEY = '"key": '
+
+
+def line_key(line: str) -> str | None:
+    """The `key` of a record line as `Shard.finish` writes it (sorted keys, so the record's own "key" is
+    the first one on the line unless an earlier field holds an object with a "key": none does), or None."""
+    i = line.find(_KEY)
+    if i < 0:
+        return None
+    try:
+        key, _ = _DECODER.raw_decode(line, i + len(_KEY))
+    except json.JSONDecodeError:
+        return None
+    return key if isinstance(key, str) else None
+
+
 class Shard:
     """The files of one shard (one array task) of one phase of one round."""
 
@@ -136,6 +153,19 @@ class Shard:
     def read(self) -> list[dict[str, Any]]:
         assert self.is_done(), f"{self.output} read before its completion marker"
         return read_jsonl(self.output)
+
+    def read_keys(self, keys: set[str]) -> dict[str, dict[str, Any]]:
+        """The output's records whose key is in `keys`, by key, parsing only their lines (a verify task
+        reads 1/k of a solve shard whose lines carry every sample's token ids)."""
+        assert self.is_done(), f"{self.output} read before its completion marker"
+        out: dict[str, dict[str, Any]] = {}
+        with self.output.open("r", encoding="utf-8") as f:
+            for line in f:
+                if line_key(line) in keys:
+                    rec = json.loads(line)
+                    assert rec["key"] in keys, f"{self.output}: line_key misread {rec['key']!r}"
+                    out[rec["key"]] = rec
+        return out
 
     def meta(self) -> dict[str, Any]:
         out: dict[str, Any] = read_json(self.marker)

@@ -40,7 +40,7 @@ from sgsbatch.round.lifecycle import (
     prepare_round,
     round_completed,
 )
-from sgsbatch.round.results import conjecture_id, round_conjectures, round_results, run_targets
+from sgsbatch.round.results import conjecture_id, round_conjectures, round_results, run_targets, solve_problems
 from sgsbatch.run.checkpoint import publish_dir, staging_dir
 from sgsbatch.run.handle import RunHandle, create_run
 from sgsbatch.run.paths import RunPaths
@@ -164,6 +164,11 @@ def test_round_results_deduplicates_conjectures_and_joins_verdicts(tmp_path: Pat
     assert (t2["verdict"], t2["proof"], t2["token_ids"], t2["finish_reason"]) == ("verified", "simp", [21] * 86,
                                                                                   "length")
     assert res[A].prompt_ids == [1004] and res[A].problem.target_id == "t0" and not res[A].problem.is_target
+    # the round's conjecture problems were derived once and kept: later readers need no conjecture shard
+    assert (h.paths.round_dir(0) / "conjectures.jsonl").is_file()
+    shutil.rmtree(h.paths.phase_dir(0, "conjecture"))
+    assert [p.problem_id for p in solve_problems(h.cfg, h.paths, 0)] == ["t0", "t1", "t2", "t3", A, B, C, D]
+    assert [p for p in solve_problems(h.cfg, h.paths, 0) if not p.is_target] == problems
 
 
 def test_reinforce_trains_on_verified_samples_of_the_hard_band(tmp_path: Path) -> None:

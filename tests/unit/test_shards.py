@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sgsbatch.run.shards import Shard, failed_reason, read_phase, unfinished
+from sgsbatch.run.shards import Shard, failed_reason, line_key, read_phase, unfinished
 
 
 def test_item_log_skips_a_torn_last_line_and_repairs_it(tmp_path: Path) -> None:
@@ -37,3 +37,14 @@ def test_failures_are_counted_and_cleared(tmp_path: Path) -> None:
     assert failed_reason(tmp_path, 3) == "gave up" and unfinished(tmp_path, 3) == [0, 1, 2]
     sh.clear_failures()
     assert sh.failure_count() == 0 and sh.failed_reason() is None and failed_reason(tmp_path, 3) is None
+
+
+def test_read_keys_parses_only_the_wanted_records(tmp_path: Path) -> None:
+    sh = Shard(tmp_path, 0)
+    recs = [{"key": "p1", "is_target": True, "samples": [{"proof": 'x "key": "p2"'}]},
+            {"key": 'q"uo\\te', "samples": []}, {"key": "p2", "samples": [{"proof": "ok"}]},
+            {"key": "ünï", "samples": []}, {"nokey": 1}]
+    sh.finish(recs)
+    assert line_key(sh.output.read_text().splitlines()[0]) == "p1"
+    assert sh.read_keys({"p2", 'q"uo\\te', "ünï", "absent"}) == {r["key"]: r for r in recs[1:4]}
+    assert sh.read_keys(set()) == {}
