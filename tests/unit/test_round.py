@@ -40,7 +40,13 @@ from sgsbatch.round.lifecycle import (
     prepare_round,
     round_completed,
 )
-from sgsbatch.round.results import conjecture_id, round_conjectures, round_results, run_targets, solve_problems
+from sgsbatch.round.results import (
+    conjecture_id,
+    round_conjectures,
+    round_results,
+    run_targets,
+    solve_problems,
+)
 from sgsbatch.run.checkpoint import publish_dir, staging_dir
 from sgsbatch.run.handle import RunHandle, create_run
 from sgsbatch.run.paths import RunPaths
