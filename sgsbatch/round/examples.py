@@ -32,8 +32,12 @@ from sgsbatch.state.schema import StoredProof
 
 def in_band_conjectures(cfg: Config, results: dict[str, ProblemResult]) -> set[str]:
     """The round's conjectures in the Conjecturer's band (selection.conjecturer_band of their solve rates)."""
-    rates = {k: r.rate for k, r in results.items() if not r.problem.is_target}
-    return conjecturer_band(rates, cfg.conjecturer.band_percentile)
+    return band_of_rates(cfg, {k: r.rate for k, r in results.items() if not r.problem.is_target})
+
+
+def band_of_rates(cfg: Config, conjecture_rates: dict[str, float]) -> set[str]:
+    """`in_band_conjectures` from the conjectures' solve rates alone (the Guide phase's way)."""
+    return conjecturer_band(conjecture_rates, cfg.conjecturer.band_percentile)
 
 
 def solver_selection(cfg: Config, results: dict[str, ProblemResult]) -> set[str]:

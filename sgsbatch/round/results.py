@@ -141,6 +141,17 @@ def solve_problems(cfg: Config, paths: RunPaths, r: int) -> list[Problem]:
     return [t for t in targets if t.problem_id in wanted] + conjecture_problems(cfg, paths, r, targets)
 
 
+def verify_rates(cfg: Config, paths: RunPaths, r: int) -> dict[str, float]:
+    """Each problem's solve rate from the verify shards alone (the same rates as `round_results`,
+    without reading the solve shards' samples and token ids)."""
+    out = {}
+    for v in read_phase(paths.phase_dir(r, "verify"), cfg.shard_count("verify")):
+        verdicts = v["verdicts"]
+        verified = sum(1 for x in verdicts if x["verdict"] == VERIFIED)
+        out[v["key"]] = solve_rate(verified, len(verdicts)) if verdicts else 0.0
+    return out
+
+
 def round_results(cfg: Config, paths: RunPaths, r: int) -> dict[str, ProblemResult]:
     """Solve samples joined with their verdicts, with verified counts and solve rates."""
     problems = {p.problem_id: p for p in solve_problems(cfg, paths, r)}

@@ -46,6 +46,7 @@ from sgsbatch.round.results import (
     round_results,
     run_targets,
     solve_problems,
+    verify_rates,
 )
 from sgsbatch.run.checkpoint import publish_dir, staging_dir
 from sgsbatch.run.handle import RunHandle, create_run
@@ -170,6 +171,7 @@ def test_round_results_deduplicates_conjectures_and_joins_verdicts(tmp_path: Pat
     assert (t2["verdict"], t2["proof"], t2["token_ids"], t2["finish_reason"]) == ("verified", "simp", [21] * 86,
                                                                                   "length")
     assert res[A].prompt_ids == [1004] and res[A].problem.target_id == "t0" and not res[A].problem.is_target
+    assert verify_rates(h.cfg, h.paths, 0) == {k: v.rate for k, v in res.items()}  # the Guide's rates
     # the round's conjecture problems were derived once and kept: later readers need no conjecture shard
     assert (h.paths.round_dir(0) / "conjectures.jsonl").is_file()
     shutil.rmtree(h.paths.phase_dir(0, "conjecture"))
