@@ -14,7 +14,8 @@ time of `sgsbatch status RUN --json` (a subprocess, Python start-up included), a
 directory's entry count in the run directory. Throughout: the peak RSS (VmHWM from /proc, sampled
 every 0.5 s) of each phase's worker processes; the train job's is the controller's (it ingests the
 round, ends it and submits the next), its ranks are listed apart, and per round the train job's
-peak (the controller's memory as the run grows). Per round also each phase's wall time from the
+peak (the controller's memory as the run grows), and the mean 1-minute load average during the
+round (the machine is shared: a loaded round is slower for reasons of its own). Per round also each phase's wall time from the
 metrics table, and the slowest `status --json` seen while the verify array ran.
 
 The floor, measured in the same run before the rehearsal (`--floor-repeats`, 0 = skip): the same
@@ -154,11 +155,12 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     peaks: dict[str, float] = {}
     state, stalled_polls, last_status = "running", 0, 0.0
-    status_s, verify_status_s, round_peak = 0.0, 0.0, 0.0
+    status_s, verify_status_s, round_peak, loads = 0.0, 0.0, 0.0, []
     while state not in ("completed", "failed", "cancelled") and stalled_polls < 4:
         time.sleep(0.5)
         _sample_rss(run, peaks)
         round_peak = max(round_peak, peaks.get("train", 0.0))
+        loads.append(os.getloadavg()[0])
         if time.time() - last_status < 5:
             continue
         last_status = time.time()
@@ -179,8 +181,9 @@ def main() -> None:
                          "db_mb": round(db.stat().st_size / 2**20, 2), "run_dir_mb": round(size / 2**20, 1),
                          "status_s": round(status_s, 2), "status_s_during_verify": round(verify_status_s, 2),
                          "train_peak_rss_mib": round_peak, "phase_wall_s": _phase_walls(db, index),
+                         "mean_load_1m": round(sum(loads) / max(len(loads), 1), 2),
                          "largest_dir_entries": widest, "largest_dir": where})
-            verify_status_s, round_peak = 0.0, 0.0
+            verify_status_s, round_peak, loads = 0.0, 0.0, []
             peaks.pop("train", None)
             print(json.dumps(rows[-1]), flush=True)
     if rows:
