@@ -12,7 +12,9 @@ last rounds stay whole. Compacting a round:
 
 * rewrites each finished output of its generating phases (conjecture, solve, guide) with every
   sample's `token_ids` and `logprobs` replaced by `n_tokens`, and every item's `prompt_ids` by
-  `n_prompt_tokens` (text, extraction, finish reason, review fields and keys unchanged), atomically;
+  `n_prompt_tokens` (text, extraction, finish reason, review fields and keys unchanged), and
+  gzip-compresses it with the round's verify outputs (`shard_N.jsonl.gz`, written atomically before
+  the plain file goes; `Shard` reads either): the model's texts stay, ~5x smaller;
 * deletes the item logs (`.partial.jsonl`) of the round's finished shards (their records are in the
   outputs) and the train job's example files (`train/examples/*.npz`);
 * writes `rounds/rNNNN/compacted` last, so a compaction cut short is done again.
@@ -26,13 +28,12 @@ reading and writing the round's records once (~30 s for a full D_3k round of a r
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from sgsbatch.config.schema import Config
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import Shard, atomic_write_text, read_jsonl, shards
+from sgsbatch.run.shards import Shard, atomic_write_text, shards
 
 GENERATING_PHASES = ("conjecture", "solve", "guide")
 MARKER = "compacted"
@@ -90,7 +91,7 @@ def compact_round(cfg: Config, paths: RunPaths, r: int) -> int:
         for sh in shards(paths.phase_dir(r, phase), cfg.shard_count(phase)):
             if not sh.is_done():
                 continue
-            if phase in GENERATING_PHASES:
+            if phase in GENERATING_PHASES or phase == "verify":
                 _compact_output(sh)
             sh.partial.unlink(missing_ok=True)
     atomic_write_text(marker(paths, r), "")
@@ -98,11 +99,9 @@ def compact_round(cfg: Config, paths: RunPaths, r: int) -> int:
 
 
 def _compact_output(sh: Shard) -> None:
-    records = read_jsonl(sh.output)
-    compacted = [compact_record(x) for x in records]
-    if compacted == records:
-        return
-    atomic_write_text(sh.output, "".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in compacted))
+    if sh.output_gz.exists() and not sh.output.exists():
+        return  # compacted before
+    sh.replace_output([compact_record(x) for x in sh.read()])
 
 
 def rounds_to_compact(cfg: Config, r: int) -> int:

@@ -10,12 +10,13 @@ of retries leaves a `.failed` marker holding the reason. Not covered: what the i
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -77,6 +78,7 @@ class Shard:
         self.index = index
         stem = f"shard_{index:05d}"
         self.output = phase_dir / f"{stem}.jsonl"
+        self.output_gz = phase_dir / f"{stem}.jsonl.gz"  # a compacted round's output (round/compaction.py)
         self.marker = phase_dir / f"{stem}.done"
         self.partial = phase_dir / f"{stem}.partial.jsonl"
         self.failures = phase_dir / f"{stem}.failures"
@@ -150,16 +152,39 @@ class Shard:
         atomic_write_text(self.output, body)
         atomic_write_json(self.marker, {"time": time.time(), **(meta or {})})
 
+    def _lines(self) -> IO[str]:
+        """The output's lines: `shard_N.jsonl`, or once its round was compacted `shard_N.jsonl.gz`."""
+        assert self.is_done(), f"{self.output} read before its completion marker"
+        if self.output.exists() or not self.output_gz.exists():
+            return self.output.open("r", encoding="utf-8")
+        return gzip.open(self.output_gz, "rt", encoding="utf-8")
+
     def read(self) -> list[dict[str, Any]]:
         assert self.is_done(), f"{self.output} read before its completion marker"
-        return read_jsonl(self.output)
+        if self.output.exists() or not self.output_gz.exists():
+            return read_jsonl(self.output)
+        with self._lines() as f:
+            return [json.loads(line) for line in f]
+
+    def replace_output(self, records: Iterable[dict[str, Any]]) -> None:
+        """Write the finished output again, gzip-compressed (`output_gz`, atomically), then drop the plain
+        file: what compaction does to an old round (a reader finds one or the other, the same records)."""
+        assert self.is_done(), f"{self.output} replaced before its completion marker"
+        tmp = self.output_gz.with_name(f".{self.output_gz.name}.tmp{os.getpid()}")
+        with tmp.open("wb") as raw:
+            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as z:
+                for r in records:
+                    z.write((json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8"))
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, self.output_gz)
+        self.output.unlink(missing_ok=True)
 
     def read_keys(self, keys: set[str]) -> dict[str, dict[str, Any]]:
         """The output's records whose key is in `keys`, by key, parsing only their lines (a verify task
         reads 1/k of a solve shard whose lines carry every sample's token ids)."""
-        assert self.is_done(), f"{self.output} read before its completion marker"
         out: dict[str, dict[str, Any]] = {}
-        with self.output.open("r", encoding="utf-8") as f:
+        with self._lines() as f:
             for line in f:
                 if line_key(line) in keys:
                     rec = json.loads(line)

@@ -3,8 +3,9 @@
 Covered: two 3-round local rehearsals of jobs/sgs.toml (24 targets of D_3k), one with the default
 (`records.keep_sample_tokens = false`) and one keeping everything, end with identical databases
 (attempts, verdicts, store, conjectures, reviews, trained steps and every metric but wall times
-and engine rates); in the compacted run rounds 0 and 1 hold no token ids, logprobs, prompt ids,
-item logs or example files and are several times smaller than the same rounds kept whole, while
+and engine rates); in the compacted run rounds 0 and 1 hold gzip-compressed outputs without token
+ids, logprobs or prompt ids, no item logs or example files, and are several times smaller than
+the same rounds kept whole, while
 the last round (which `resume` may still train on) is whole; a lost database of the compacted run
 is rebuilt with the same rows. Not covered: Slurm (the same `end_round` code runs there; the
 rehearsal benchmark measures it at full shape, bench/README.md).
@@ -12,6 +13,7 @@ rehearsal benchmark measures it at full shape, bench/README.md).
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import sqlite3
 import sys
@@ -62,9 +64,11 @@ def test_compacted_run_equals_a_whole_one_and_rebuilds(tmp_path: Path, cli_env: 
     for r in (0, 1):
         rd = compact / "rounds" / f"r{r:04d}"
         assert (rd / "compacted").exists()
-        outputs = [p for ph in ("conjecture", "solve", "guide") for p in (rd / ph).glob("shard_*[0-9].jsonl")]
-        assert outputs and not any(w in p.read_text() for p in outputs
-                                   for w in ('"token_ids"', '"logprobs"', '"prompt_ids"'))
+        phases = ("conjecture", "solve", "guide", "verify")
+        outputs = [p for ph in phases for p in (rd / ph).glob("shard_*.jsonl.gz")]
+        assert len(outputs) == 2 + 8 + 1 + 64 and not [p for ph in phases for p in (rd / ph).glob("shard_*[0-9].jsonl")]
+        assert not any(w in gzip.decompress(p.read_bytes()).decode() for p in outputs
+                       for w in ('"token_ids"', '"logprobs"', '"prompt_ids"'))
         assert not list(rd.glob("*/shard_*.partial.jsonl")) and not list(rd.glob("train/examples/*.npz"))
         assert _bytes(rd) * 3 < _bytes(whole / "rounds" / f"r{r:04d}"), r
     last = compact / "rounds" / "r0002"

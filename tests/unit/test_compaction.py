@@ -74,9 +74,12 @@ def test_compact_round_rewrites_finished_outputs_and_drops_logs(tmp_path: Path) 
     assert freed > 0 and C.is_compacted(paths, 1)
     done, running = Shard(paths.phase_dir(1, "solve"), 0), Shard(paths.phase_dir(1, "solve"), 1)
     assert "token_ids" not in json.dumps(done.read()) and not done.partial.exists()
+    assert done.output_gz.exists() and not done.output.exists()  # compressed, read the same way
+    assert done.read_keys({"p1"})["p1"]["samples"][0]["n_tokens"] == 2
     assert read_jsonl(running.partial)[0]["prompt_ids"] == [1, 2, 3]  # unfinished: untouched
     assert "token_ids" not in json.dumps(Shard(paths.phase_dir(1, "guide"), 0).read())
     assert Shard(paths.phase_dir(1, "verify"), 0).read() == [{"key": "k", "v": 1}]
+    assert C.compact_round(cfg, paths, 1) == 0  # again: nothing left to free
     assert not Shard(paths.phase_dir(1, "verify"), 0).partial.exists()
     assert not list((paths.phase_dir(1, "train") / "examples").glob("*.npz"))
 
