@@ -7,7 +7,7 @@ Builds the run with bench/history.py, then times, as subprocesses (median of --r
 `sgsbatch status bench --json` (database, shard files, item-log counting, disk walk, alarms),
 and two floors measured in the same run: `python -c 'import sgsbatch.cli, sgsbatch.ops.status'`
 (start-up and imports) and a bare sqlite3 open + one query of the state database. Also times
-`ops.progress.phase_progress` and `disk_usage` in-process. `--report` also times `sgsbatch report bench
+`ops.progress.phase_progress` and `round.disk.disk_usage` in-process. `--report` also times `sgsbatch report bench
 --out <tmp>/report.html` on the same run (issue 14's goal: < 10 s) against the same import floor.
 Output: bench/out/bench_status-<time>.json.
 """
@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_db import timed_cmd  # noqa: E402
 from history import REPO, build_history, describe  # noqa: E402
 
-from sgsbatch.ops.progress import disk_usage, phase_progress  # noqa: E402
+from sgsbatch.ops.progress import phase_progress  # noqa: E402
+from sgsbatch.round.disk import disk_usage  # noqa: E402
 
 
 def timed(cmd: list[str], n: int) -> tuple[float, str]:
