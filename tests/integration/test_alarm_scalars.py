@@ -10,8 +10,8 @@ points are replaced, not duplicated. Not covered: `watch`'s live alarms (tests/u
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,15 +36,28 @@ def _scalars(tb: Path) -> dict[str, list[tuple[int, float]]]:
     return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
 
 
-def _end_round_again(run: Path, **alerts: Any) -> None:
-    from sgsbatch.config.schema import AlertsConfig
-    from sgsbatch.run.handle import open_run_dir
-    from sgsbatch.run.paths import RunPaths
-    from sgsbatch.scheduling.chain import end_round_from_marker
+END_AGAIN = """
+import dataclasses, json, sys
+from pathlib import Path
+from sgsbatch.config.schema import AlertsConfig
+from sgsbatch.run.handle import open_run_dir
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.scheduling.chain import end_round_from_marker
+paths = RunPaths(Path(sys.argv[1]))
+cfg = open_run_dir(paths).cfg
+cfg = dataclasses.replace(cfg, alerts=dataclasses.replace(AlertsConfig(), **json.loads(sys.argv[2])))
+assert end_round_from_marker(open_run_dir(paths, cfg=cfg), 1)
+"""
 
-    h = open_run_dir(RunPaths(run))
-    cfg = dataclasses.replace(h.cfg, alerts=dataclasses.replace(AlertsConfig(), **alerts))
-    assert end_round_from_marker(open_run_dir(RunPaths(run), cfg=cfg), 1)
+
+def _end_round_again(run: Path, **alerts: Any) -> None:
+    """End round 1 again (what `resume` and `rebuild` do) with `alerts` over the defaults. In a
+    process of its own, in a later second than the last event file: TensorBoard reads a
+    directory's event files in name order (time in seconds, host, pid, a per-process counter)."""
+    time.sleep(1.05 - time.time() % 1)
+    proc = subprocess.run([sys.executable, "-c", END_AGAIN, str(run), json.dumps(alerts)], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_round_end_writes_alarm_scalars(tmp_path: Path, cli_env: dict[str, str]) -> None:
