@@ -7,8 +7,9 @@ Builds the run with bench/history.py, then times, as subprocesses (median of --r
 `sgsbatch status bench --json` (database, shard files, item-log counting, disk walk, alarms),
 and two floors measured in the same run: `python -c 'import sgsbatch.cli, sgsbatch.ops.status'`
 (start-up and imports) and a bare sqlite3 open + one query of the state database. Also times
-`ops.progress.phase_progress` and `disk_usage` in-process. `--report` also times `sgsbatch report bench
---out <tmp>/report.html` on the same run (issue 14's goal: < 10 s) against the same import floor.
+`ops.progress.phase_progress` and `round.disk.disk_usage` in-process. `--report` also times `sgsbatch report bench
+--out <tmp>/report.html` on the same run (issue 14's goal: < 10 s) against the same import floor
+and the report's own (`import sgsbatch.cli, sgsbatch.ops.report, matplotlib.pyplot`).
 Output: bench/out/bench_status-<time>.json.
 """
 
@@ -28,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_db import timed_cmd  # noqa: E402
 from history import REPO, build_history, describe  # noqa: E402
 
-from sgsbatch.ops.progress import disk_usage, phase_progress  # noqa: E402
+from sgsbatch.ops.progress import phase_progress  # noqa: E402
+from sgsbatch.round.disk import disk_usage  # noqa: E402
 
 
 def timed(cmd: list[str], n: int) -> tuple[float, str]:
@@ -71,6 +73,8 @@ def main() -> int:
             result["cli_report_median_s"], _ = timed([exe, "report", "bench", "--runs-dir", runs, "--out", str(html)],
                                                      max(1, args.repeats // 2))
             result["report_bytes"] = html.stat().st_size
+            result["floor_report_import_median_s"], _ = timed(
+                [sys.executable, "-c", "import sgsbatch.cli, sgsbatch.ops.report, matplotlib.pyplot"], args.repeats)
         print(json.dumps(result, indent=2))
         outdir = REPO / "bench" / "out"
         outdir.mkdir(exist_ok=True)

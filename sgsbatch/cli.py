@@ -275,7 +275,9 @@ def watch(run: str, runs_dir: str, interval: float, max_checks: int | None) -> N
 
     Resumes the run whenever it is stalled for a reason `resume` repairs (a cancelled or failed
     dependency, no live job, a dead local driver); a shard out of retries is reported and left
-    for you to fix. Returns when the run completes, fails or is cancelled.
+    for you to fix. The alarms it sees (stuck shards included) go to TensorBoard under
+    RUN's tb/live_alerts/ whenever they change. Returns when the run completes, fails or is
+    cancelled.
 
     \b
     Example:

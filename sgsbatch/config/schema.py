@@ -244,6 +244,7 @@ class AlertsConfig:
     stuck_floor_s: float = 1800.0  # ... but never less than this
     max_error_rate: float = 0.2  # verify: timeouts + errors above this fraction of checked proofs
     slow_phase_factor: float = 3.0  # a phase running this many times its recent average wall time
+    slow_phase_rounds: int = 3  # ... over this many previous rounds
     disk_budget_gb: float = 0.0  # disk projected to the planned rounds above this (0 = no budget)
 
 
@@ -459,6 +460,7 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     for key in ("stuck_after_s", "stuck_factor", "stuck_floor_s", "disk_budget_gb", "slow_phase_factor"):
         check(getattr(cfg.alerts, key) >= 0, f"alerts.{key}", "must be >= 0")
     check(0 <= cfg.alerts.max_error_rate <= 1, "alerts.max_error_rate", "must be in [0, 1]")
+    check(cfg.alerts.slow_phase_rounds >= 1, "alerts.slow_phase_rounds", "must be >= 1")
     sc = cfg.scaling
     check(sc.min_generations >= 0, "scaling.min_generations", f"must be >= 0, got {sc.min_generations}")
     check(sc.halves >= 0, "scaling.halves", f"must be >= 0 (0 = no random-half refits), got {sc.halves}")

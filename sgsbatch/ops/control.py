@@ -7,7 +7,8 @@ ends a round whose training is done but whose ending was lost (scheduling/chain.
 resubmits only unfinished work. `cancel` stops every job (or the local driver) and marks the run
 cancelled; nothing recorded is deleted, and `resume` can continue it. `watch` resumes every
 repairable stall (`StallReason.repairable`) until the run ends. All of it goes through the
-run's `Executor`; nothing here branches on which one it is.
+run's `Executor`; nothing here branches on which one it is. `watch` also writes the live alarms
+to TensorBoard (`status` itself is read-only).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from sgsbatch.config.loading import load_config
 from sgsbatch.config.schema import Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
 from sgsbatch.ops.status import RunStatus, run_status
+from sgsbatch.round.alarms import alert_values
 from sgsbatch.round.lifecycle import first_unfinished_round, prepare_round
-from sgsbatch.round.metrics import alert
+from sgsbatch.round.metrics import ALERT_KINDS, alert, write_live_alerts
 from sgsbatch.run.handle import RunHandle, create_run, new_run_paths
 from sgsbatch.run.lock import LockHeld, OwnerLock, describe
 from sgsbatch.run.shards import Shard, unfinished
@@ -245,11 +247,18 @@ def watch_step(h: RunHandle) -> tuple[RunStatus, str | None]:
 
 def watch(h: RunHandle, interval: float, on_check: Callable[[RunStatus, str | None], None],
           max_checks: int | None = None) -> RunStatus:
-    """Repair the run whenever it stalls repairably, until it ends (or `max_checks` checks)."""
+    """Repair the run whenever it stalls repairably, until it ends (or `max_checks` checks); the
+    live alarms go to TensorBoard (`tb/live_alerts/`, step = the round) whenever they change, so
+    nothing is written while none was ever raised and zeros are written when they clear."""
     checks = 0
+    written = alert_values([], ALERT_KINDS)
     while True:
         st, action = watch_step(h)
         on_check(st, action)
+        values = alert_values(st.alerts, ALERT_KINDS)
+        if values != written:
+            write_live_alerts(h.paths.tb, st.round, values)
+            written = values
         checks += 1
         if st.state in ENDED or (max_checks is not None and checks >= max_checks):
             return st

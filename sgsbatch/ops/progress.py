@@ -1,31 +1,30 @@
-"""Live progress of a running phase, the run's disk use, and the alarms `status` raises.
+"""Live progress of a running phase, the alarms `status` raises, and `launch --dry-run`'s checkpoint projection.
 
 Progress comes from the shard files only: items done by counting the lines of each item log
 (`.partial.jsonl`, no JSON parsed), totals from `.total`, restarts from `.failures`, requeues at
-the time limit from `.timelimits`, last progress from the item log's mtime. Disk is the size of
-`checkpoints/`, `rounds/` and the database, projected to the planned rounds (checkpoints by the
-retention rule of round/checkpoints.py, the rest linearly per round). Alarms (names in
-round/metrics.py, `alerts/*`): stuck shards, verify timeout+error rate, a phase running far
-longer than its recent average, disk projected over `alerts.disk_budget_gb`. Not covered here:
-stuck detection of init and train (no item logs: their progress is training steps; the supervisor's
-time-limit rule covers them),
-acting on them (`resume` resubmits unfinished shards) and writing them to TensorBoard.
+the time limit from `.timelimits`, last progress from the item log's mtime. Alarms (names in
+round/metrics.py, `alerts/*`): stuck shards (judged here, from the progress), and verify
+timeout+error rate, a phase running far longer than its recent average, disk projected over
+`alerts.disk_budget_gb` (judged by round/alarms.py, which the round's end shares). Not covered
+here: disk use (round/disk.py), stuck detection of init and train (no item logs: their progress is
+training steps; the supervisor's time-limit rule covers them), acting on alarms (`resume`
+resubmits unfinished shards) and writing them to TensorBoard (round/metrics.py).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from sgsbatch.config.schema import Config
+from sgsbatch.round.alarms import disk_alarm, slow_phase_alarm, verify_error_alarm
 from sgsbatch.round.checkpoints import retained
 from sgsbatch.round.metrics import alert
 from sgsbatch.run.journal import read_journal
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.progress import duration
-from sgsbatch.run.shards import phase_wall_s, shards
+from sgsbatch.run.shards import shards
 
 SPARK = "▁▂▃▄▅▆▇█"
 ITEM_PHASES = ("conjecture", "solve", "guide", "verify")  # the phases with item logs; init/train are never "stuck"
@@ -103,46 +102,6 @@ def _count_lines(path: Path) -> int:
         return 0
 
 
-def _size(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    total = 0
-    stack = [str(path)]
-    while stack:
-        try:
-            it = os.scandir(stack.pop())
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        with it:
-            for e in it:
-                if e.is_dir(follow_symlinks=False):
-                    stack.append(e.path)
-                elif e.is_file(follow_symlinks=False):
-                    try:
-                        total += e.stat(follow_symlinks=False).st_size
-                    except FileNotFoundError:  # a temp file renamed or a file deleted while we walk
-                        continue
-    return total
-
-
-def disk_usage(cfg: Config, paths: RunPaths, rounds_completed: int) -> dict[str, Any]:
-    """Bytes used by checkpoints, shard files and the database, and their projection to cfg.run.rounds."""
-    ck_root = paths.checkpoints_dir()
-    per_round = [_size(d) for d in sorted(ck_root.glob("r[0-9]*"))] if ck_root.exists() else []
-    ck_init = _size(ck_root / "init")
-    ckpt = ck_init + sum(per_round)
-    rounds_b = _size(paths.root / "rounds")
-    db = _size(paths.db) + _size(Path(str(paths.db) + "-wal"))
-    used = {"checkpoints": ckpt, "rounds": rounds_b, "database": db}
-    planned = cfg.run.rounds
-    ck_each = max(per_round) if per_round else 0
-    kept = sum(retained(cfg, r, planned - 1) for r in range(planned))
-    growth = (rounds_b + db) / rounds_completed if rounds_completed else 0.0
-    projected = ck_init + kept * ck_each + (rounds_b + db) + growth * (planned - rounds_completed)
-    return {"used_bytes": used, "total_bytes": sum(used.values()), "projected_bytes": int(projected),
-            "checkpoints_kept_at_end": kept, "checkpoint_bytes_each": ck_each, "planned_rounds": planned}
-
-
 def checkpoint_projection(cfg: Config, bytes_per_checkpoint: float) -> tuple[int, float]:
     """(round checkpoints kept at the end of the planned rounds, bytes): what `launch --dry-run` prints."""
     kept = sum(retained(cfg, r, cfg.run.rounds - 1) for r in range(cfg.run.rounds))
@@ -167,37 +126,19 @@ def projection_text(cfg: Config) -> str:
     return text
 
 
-def alarms(cfg: Config, paths: RunPaths, r: int, progress: dict[str, Any] | None, disk: dict[str, Any] | None,
-           now: float | None = None) -> list[dict[str, Any]]:
-    """The alarms raised now: each {"metric": "alerts/...", "message": ..., ...}."""
-    now = time.time() if now is None else now
-    out: list[dict[str, Any]] = []
+def alarms(cfg: Config, paths: RunPaths, r: int, progress: dict[str, Any] | None,
+           disk: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The alarms raised now: each {"metric": "alerts/...", "message": ..., ...}; stuck shards from
+    `progress` (phase_progress), the others judged by round/alarms.py."""
+    out: list[dict[str, Any] | None] = []
     if progress is not None:
         for s in progress["stuck"]:
             out.append({"metric": alert("stuck_shards"), "shard": s["shard"], "job_id": s["job_id"],
                         "message": f"round {r} {progress['phase']} shard {s['shard']} (job {s['job_id'] or 'local'}) "
                                    f"made no item progress for {duration(s['idle_s'])} "
                                    f"(threshold {duration(progress['stuck_after_s'])}); `resume` resubmits it"})
-        phase = progress["phase"]
-        past = [w for w in (phase_wall_s(paths.phase_dir(q, phase), cfg.shard_count(phase)) for q in range(max(0, r - 3), r))
-                if w]
-        if past and progress["elapsed_s"] > cfg.alerts.slow_phase_factor * (sum(past) / len(past)):
-            out.append({"metric": alert("slow_phase"),
-                        "message": f"round {r} {phase} has run {duration(progress['elapsed_s'])}, over "
-                                   f"{cfg.alerts.slow_phase_factor:g}x its recent average {duration(sum(past) / len(past))}"})
-    proofs = bad = 0
-    for s in shards(paths.phase_dir(r, "verify"), cfg.shard_count("verify")):
-        if s.is_done():
-            m = s.meta()
-            proofs += int(m.get("proofs", 0))
-            bad += int(m.get("timeout", 0)) + int(m.get("error", 0))
-    if proofs and bad / proofs > cfg.alerts.max_error_rate:
-        out.append({"metric": alert("verify_error_rate"), "value": round(bad / proofs, 4),
-                    "message": f"round {r} verify: {bad / proofs:.1%} of {proofs} proofs timed out or errored "
-                               f"(alerts.max_error_rate {cfg.alerts.max_error_rate:.0%})"})
-    budget = cfg.alerts.disk_budget_gb
-    if budget > 0 and disk is not None and disk["projected_bytes"] > budget * 1e9:
-        out.append({"metric": alert("disk_over_budget"),
-                    "message": f"disk projected to {disk['projected_bytes'] / 1e9:.1f} GB by round {cfg.run.rounds}, "
-                               f"over alerts.disk_budget_gb {budget:g}; lower checkpoints.keep_every/keep_last"})
-    return out
+        out.append(slow_phase_alarm(cfg, paths, r, progress["phase"], progress["elapsed_s"], running=True))
+    out.append(verify_error_alarm(cfg, paths, r))
+    if disk is not None:
+        out.append(disk_alarm(cfg, disk))
+    return [a for a in out if a is not None]

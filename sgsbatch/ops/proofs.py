@@ -4,8 +4,10 @@
 with the problem's statement. `conjecture_lineage`: every well-formed, unique conjecture with its
 target, round, statement, Guide sub-scores, the Solver's verified/attempted count and solve rate,
 its first verified proof, and its Conjecturer training weight that round (the reward the train job
-gave it: recomputed from the round's shard files with round/examples.py, the one place it is
-defined; None when it was out of the band or the Conjecturer did not train). Covered: both
+gave it, read from the `conjecturer_rewards.json` its `prepare` wrote; for runs prepared before
+that file existed, recomputed from the round's shard files with round/examples.py, the one place it
+is defined; None when it was out of the band, the Conjecturer did not train, the round is not
+prepared yet, or an old run's round was compacted since). Covered: both
 executors' runs, a run in progress (completed rounds and whatever is ingested). Not covered:
 malformed and duplicate conjectures (counted by the funnel metrics, not listed here).
 """
@@ -54,13 +56,26 @@ def found_proofs(h: RunHandle, target: str | None = None, round_: int | None = N
 
 
 def _weights(h: RunHandle, r: int) -> dict[str, float]:
+    """Round r's Conjecturer training weights: the file the train job's `prepare` wrote; for a run
+    prepared before that file existed, recomputed from the round's shard files; {} (weight unknown)
+    while the round is not prepared or, in such an old run, the round was compacted since (its
+    token ids are gone: round/compaction.py) or a shard of the round is unfinished."""
+    from sgsbatch.phases import train as train_phase
+
+    rewards = train_phase.conjecturer_rewards(h.paths, r)
+    if rewards is not None:
+        return rewards
+    if not (h.paths.phase_dir(r, "train") / train_phase.PREPARED).is_file():
+        return {}  # not prepared yet: the Conjecturer has not trained on this round
+    from sgsbatch.round.compaction import is_compacted
     from sgsbatch.round.examples import conjecturer_examples
     from sgsbatch.round.results import round_results
+    from sgsbatch.run.shards import unfinished
 
-    try:
-        _, rewards = conjecturer_examples(h.cfg, h.paths, r, round_results(h.cfg, h.paths, r))
-    except (OSError, KeyError, ValueError):
-        return {}  # the round's shard files are gone or unfinished: weight unknown
+    if is_compacted(h.paths, r) or not h.paths.round_inputs(r).is_file() or any(
+            unfinished(h.paths.phase_dir(r, p), h.cfg.shard_count(p)) for p in h.cfg.phases_of_round(r) if p != "train"):
+        return {}
+    _, rewards = conjecturer_examples(h.cfg, h.paths, r, round_results(h.cfg, h.paths, r))
     return rewards
 
 

@@ -84,8 +84,8 @@ def example_conjectures(h: RunHandle, recent: int, per_round: int) -> list[dict[
     reviewed ones first by guide score (highest first), then the rest by id; with the Solver's
     verified samples out of its samples (attempts read for the shown conjectures only)."""
     with h.db.read() as s:
-        rounds = sorted({r for r in s.exec(select(Conjecture.round).where(
-            Conjecture.run_id == h.run_id, col(Conjecture.conjecture_id).is_not(None))).all()})[-recent:] \
+        rounds = sorted(s.exec(select(Conjecture.round).where(  # one row per round, not per conjecture
+            Conjecture.run_id == h.run_id, col(Conjecture.conjecture_id).is_not(None)).distinct()).all())[-recent:] \
             if recent else []
         if not rounds or per_round == 0:
             return []

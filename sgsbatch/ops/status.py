@@ -16,7 +16,8 @@ from typing import Any
 
 from sqlmodel import select
 
-from sgsbatch.ops.progress import alarms, disk_usage, phase_progress, sparkline
+from sgsbatch.ops.progress import alarms, phase_progress, sparkline
+from sgsbatch.round.disk import disk_usage
 from sgsbatch.round.lifecycle import current_phase
 from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
 from sgsbatch.run import environment

@@ -1,8 +1,9 @@
 """Train phase: write each trainable role's examples once, then train the Solver and the Conjecturer.
 
 `prepare` (the train job's first task, once per round) builds the examples per objective
-(round/examples.py) and writes them to `rounds/rNNNN/train/examples/<role>.npz`, `prepared.json`
-last: every rank then reads the same list (Expert Iteration's stored proofs included), and the
+(round/examples.py) and writes them to `rounds/rNNNN/train/examples/<role>.npz`, the round's
+Conjecturer rewards to `conjecturer_rewards.json` (read back by `conjecturer_rewards`, so lineage
+and export never re-read the round's shard files), `prepared.json` last: every rank then reads the same list (Expert Iteration's stored proofs included), and the
 ranks start only after the round is ingested, so no GPU waits on the database. `run` (every rank)
 trains each role from its last weights with a fresh optimizer for one epoch over this round's
 data; a role with no examples carries its weights over unchanged. On a stop request the trainer
@@ -28,9 +29,11 @@ from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import weights_for
 from sgsbatch.round.examples import conjecturer_examples, solver_examples
 from sgsbatch.round.results import ProblemResult
-from sgsbatch.run.shards import atomic_write_text
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import atomic_write_json, atomic_write_text, read_json
 
 PREPARED = "prepared.json"
+REWARDS = "conjecturer_rewards.json"
 
 
 def settings_for(task: Task, role: str) -> TrainSettings:
@@ -58,6 +61,21 @@ def examples_file(task: Task, role: str) -> Path:
     return train_dir(task) / "examples" / f"{role}.npz"
 
 
+def rewards_file(paths: RunPaths, r: int) -> Path:
+    """Where `prepare` writes round r's Conjecturer rewards (the one home of this path)."""
+    return paths.phase_dir(r, "train") / REWARDS
+
+
+def conjecturer_rewards(paths: RunPaths, r: int) -> dict[str, float] | None:
+    """Round r's Conjecturer reward (= training weight) per in-band conjecture id, as `prepare`
+    wrote it ({} when the Conjecturer did not train that round); None when the file is absent
+    (before `prepare`, or a run prepared before this file existed)."""
+    path = rewards_file(paths, r)
+    if not path.is_file():
+        return None
+    return {str(k): float(v) for k, v in read_json(path).items()}
+
+
 def prepared(task: Task) -> dict[str, dict[str, Any]] | None:
     """Per trainable role: its number of examples (and the Conjecturer's mean reward); None before `prepare`."""
     path = train_dir(task) / PREPARED
@@ -68,7 +86,8 @@ def prepared(task: Task) -> dict[str, dict[str, Any]] | None:
 
 
 def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[tuple[int, str, int]] = ()) -> None:
-    """Write every trainable role's examples, then `prepared.json` (the commit point); once per round.
+    """Write every trainable role's examples and the Conjecturer's rewards, then `prepared.json`
+    (the commit point); once per round.
 
     `results` is the round's `round_results`; `ei_stored` the stored proofs Expert Iteration
     trains on (round, problem id, sample), used only with `solver.objective = "ei"`.
@@ -77,6 +96,7 @@ def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[t
         return
     cfg, r = task.cfg, task.round
     meta: dict[str, dict[str, Any]] = {}
+    rewards: dict[str, float] = {}
     if cfg.solver.train:
         examples = solver_examples(cfg, task.paths, results, ei_stored)
         save_examples(examples_file(task, "solver"), examples)
@@ -87,6 +107,7 @@ def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[t
         meta["conjecturer"] = {"examples": len(examples)}
         if rewards:
             meta["conjecturer"]["reward_mean"] = sum(rewards.values()) / len(rewards)
+    atomic_write_json(rewards_file(task.paths, r), rewards)  # not in prepared.json: `run` passes its keys on
     atomic_write_text(train_dir(task) / PREPARED, json.dumps(meta) + "\n")  # role order kept: Solver first
 
 

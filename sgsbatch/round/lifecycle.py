@@ -4,8 +4,9 @@
 the Solver samples) before any of its jobs is submitted. `round_rows` derives everything a round
 adds to the database from its shard files, and `ingest_round` writes it (state/ingest.py: one
 transaction, idempotent). `finish_round` records checkpoints and train metrics, the headline
-cumulative solve rate and generations so far, writes TensorBoard points (purge_step makes a
-repeated finish not duplicate them), applies the weight retention policy, marks the round
+cumulative solve rate and generations so far, applies the weight retention policy, writes
+TensorBoard points with the alarms judged at the round's end (round/alarms.py; purge_step makes a
+repeated finish not duplicate them), marks the round
 completed and prepares the next one, or completes the run. All are idempotent, so a retried or
 resumed train job can run them again. Not covered: Slurm bookkeeping and submitting the next
 round (scheduling/chain.py does both around these).
@@ -22,6 +23,7 @@ from sqlmodel import select
 from sgsbatch.config.schema import Config
 from sgsbatch.rewards import length_penalty, uses_try
 from sgsbatch.round import metrics as M
+from sgsbatch.round.alarms import round_end_values
 from sgsbatch.round.checkpoints import prune
 from sgsbatch.round.compaction import token_count
 from sgsbatch.round.examples import in_band_conjectures
@@ -230,9 +232,9 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
 def finish_round(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> None:
     """End round r with the train job's results per role (see the module docstring)."""
     metrics = _record(h, r, train)
+    deleted = prune(h.cfg, h.paths, r)  # before the alarms: the disk they project is what stays
     M.write_tensorboard(h.paths.tb, r, metrics, simulated=h.cfg.simulated, smoke=h.cfg.run.smoke,
-                        rehearsal=h.cfg.run.rehearsal)
-    deleted = prune(h.cfg, h.paths, r)
+                        rehearsal=h.cfg.run.rehearsal, alerts=round_end_values(h.cfg, h.paths, r, metrics))
     if deleted:
         with h.db.write() as s:
             for ck in s.exec(select(Checkpoint).where(Checkpoint.run_id == h.run_id)).all():

@@ -12,6 +12,13 @@ generations so far), so `tensorboard --logdir runs/` shows every run. Writing a 
 duplicates them. Simulated and smoke runs are labelled in a text summary on every round.
 The per-bin counts `solve_rate_hist/<kind>_<k>` (problems with k of n samples verified) are
 also written as one TensorBoard histogram of solve rates k/n per kind (HISTOGRAMS tab).
+
+Alarms (`alerts/<kind>`, judged by round/alarms.py; value: the number raised, 0 = none): a round's
+end writes those it can judge beside its metrics (step = round, not by generations); `watch`
+writes what it sees live, stuck shards included, to `tb/live_alerts/` (a run of its own, never
+purged by a round's end, so a hang stays visible after the round finished). They are judgements
+against `alerts.*` thresholds at a moment (disk), not facts of the round: they are not stored in
+the database's metrics (whose measured inputs are: `verify/*_rate`, `wall_s/*`).
 """
 
 from __future__ import annotations
@@ -134,14 +141,15 @@ def solve_rate_histograms(metrics: Mapping[str, float]) -> dict[str, dict[str, A
 
 
 def write_tensorboard(tb_dir: Path, r: int, metrics: Mapping[str, float], *, simulated: bool, smoke: bool,
-                      rehearsal: bool = False) -> None:
+                      rehearsal: bool = False, alerts: Mapping[str, float] | None = None) -> None:
+    """Round r's points: `metrics` (both x-axes), histograms, labels and `alerts` (step = round only)."""
     from torch.utils.tensorboard import SummaryWriter
 
     generations = int(metrics.get(GENERATIONS_TOTAL, 0))
     labels = [x for x, on in (("REHEARSAL: SIMULATED generation, verifier and trainer", rehearsal),
                               ("SIMULATED verifier (not Lean)", simulated and not rehearsal), ("smoke run", smoke)) if on]
     with SummaryWriter(str(tb_dir), purge_step=r) as w:
-        for name, value in sorted(metrics.items()):
+        for name, value in sorted({**metrics, **(alerts or {})}.items()):
             w.add_scalar(name, value, r)
         for tag, hist in solve_rate_histograms(metrics).items():
             w.add_histogram_raw(tag, global_step=r, **hist)
@@ -152,9 +160,19 @@ def write_tensorboard(tb_dir: Path, r: int, metrics: Mapping[str, float], *, sim
 
 
 ALERT_KINDS = ("stuck_shards", "verify_error_rate", "slow_phase", "disk_over_budget")
+LIVE_ALERTS = "live_alerts"  # the `tb/` subdirectory `watch` writes live alarms to
 
 
 def alert(kind: str) -> str:
-    """`alerts/<kind>`: an alarm `status` raises (ops/progress.py); 1 when raised, or a count."""
+    """`alerts/<kind>`: an alarm (round/alarms.py, ops/progress.py); in TensorBoard, the number raised."""
     assert kind in ALERT_KINDS, kind
     return f"alerts/{kind}"
+
+
+def write_live_alerts(tb_dir: Path, r: int, values: Mapping[str, float]) -> None:
+    """`watch`'s live alarm values at step r (the running round) under `tb/live_alerts/`."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(str(tb_dir / LIVE_ALERTS)) as w:
+        for name, value in sorted(values.items()):
+            w.add_scalar(name, value, r)

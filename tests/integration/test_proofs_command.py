@@ -97,6 +97,50 @@ def test_conjecture_lineage_is_one_query_away(runs: Path) -> None:
     assert {x["target_id"] for x in _cli(runs, "--conjectures", "--target", one)} == {one}
 
 
+def _weights_by_round(rows: list[dict[str, Any]]) -> dict[int, dict[str, float]]:
+    out: dict[int, dict[str, float]] = {0: {}, 1: {}}
+    for x in rows:
+        if x["training_weight"] is not None:
+            out[x["round"]][x["conjecture_id"]] = x["training_weight"]
+    return out
+
+
+def test_lineage_reads_the_rewards_the_train_job_wrote(runs: Path) -> None:
+    """The train job writes each round's Conjecturer rewards once; lineage reads them without the
+    round's shard files, and recomputes them from the shard files only for a run without that file
+    (unknown where those are unfinished or compacted: round 0, compacted when round 1 ended)."""
+    rows = _cli(runs, "--conjectures")
+    weights = _weights_by_round(rows)
+    rounds = runs / NAME / "rounds"
+    for r in (0, 1):
+        written = json.loads((rounds / f"r{r:04d}" / "train" / "conjecturer_rewards.json").read_text())
+        assert written == weights[r]
+    assert weights[1], "no in-band conjecture in round 1: the recomputation below compares nothing"
+    solve, rewards = rounds / "r0001" / "solve", rounds / "r0001" / "train" / "conjecturer_rewards.json"
+    saved = rewards.read_bytes()
+    solve.rename(solve.with_name("solve.moved"))
+    try:
+        assert _cli(runs, "--conjectures") == rows  # the file, not the shard files
+        rewards.unlink()  # a run prepared before the file existed, its shard files gone: weight unknown
+        assert _weights_by_round(_cli(runs, "--conjectures")) == {0: weights[0], 1: {}}
+    finally:
+        solve.with_name("solve.moved").rename(solve)
+        rewards.write_bytes(saved)
+    rewards.unlink()
+    try:  # without the file, with the shard files: recomputed, the same weights
+        assert _cli(runs, "--conjectures") == rows
+    finally:
+        rewards.write_bytes(saved)
+    old = rounds / "r0000" / "train" / "conjecturer_rewards.json"
+    assert (rounds / "r0000" / "compacted").exists() and not (rounds / "r0001" / "compacted").exists()
+    saved = old.read_bytes()
+    old.unlink()
+    try:  # without the file, compacted (token ids gone): unknown, not a crash
+        assert _weights_by_round(_cli(runs, "--conjectures")) == {0: {}, 1: weights[1]}
+    finally:
+        old.write_bytes(saved)
+
+
 def test_bad_input_is_a_clean_message(runs: Path) -> None:
     proc = sgsbatch("proofs", NAME, "--runs-dir", str(runs), "--round", "7")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and "rounds 0..1" in proc.stderr

@@ -1,4 +1,5 @@
-"""`status` live progress, solve-rate sparkline, disk use/projection and alarms (ops/progress.py)."""
+"""`status` live progress, solve-rate sparkline, disk use/projection and alarms (ops/progress.py);
+`watch` writing live alarms to TensorBoard."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
 from sgsbatch.cli import main
-from sgsbatch.ops.progress import checkpoint_projection, disk_usage, sparkline
+from sgsbatch.ops.progress import checkpoint_projection, sparkline
+from sgsbatch.round.disk import disk_usage
 from sgsbatch.run.journal import journal_job
 from sgsbatch.run.shards import Shard
 from tests.runlib import recorded_run
@@ -116,3 +119,39 @@ def test_train_without_item_log_is_never_stuck(tmp_path: Path) -> None:
     s.mark_started()
     p = phase_progress(h.cfg, h.paths, 0, "train", now=time.time() + 10 * 3600)
     assert p["shards_started"] == 1 and p["stuck"] == []
+
+
+def test_watch_writes_live_alarms_to_tensorboard_when_they_change(tmp_path: Path, monkeypatch: Any) -> None:
+    """`watch` writes the alarms it sees (stuck shards included) under tb/live_alerts at step = the
+    round, only when they change: nothing while none was raised, zeros when they clear. The
+    scheduler is left out (status from the run's files: `live=False`), so nothing is resumed."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from sgsbatch.ops import control
+    from sgsbatch.ops.status import run_status
+
+    h = recorded_run(tmp_path, "t")
+    monkeypatch.setattr(control, "watch_step", lambda h: (run_status(h, live=False), None))
+    control.watch(h, 0, lambda st, action: None, max_checks=2)
+    assert not (h.paths.tb / "live_alerts").exists()  # no alarm raised: nothing written
+
+    Shard(h.paths.phase_dir(0, "init"), 0).finish([], {})
+    d = h.paths.phase_dir(0, h.cfg.phases_of_round(0)[1])
+    stuck = Shard(d, 0)
+    stuck.mark_started()
+    stuck.append_item({"key": "p0"})
+    os.utime(stuck.partial, (time.time() - 7200, time.time() - 7200))
+    seen: list[int] = []
+
+    def on_check(st: Any, action: str | None) -> None:
+        seen.append(sum(a["metric"] == "alerts/stuck_shards" for a in st.alerts))
+        if len(seen) == 2:
+            stuck.append_item({"key": "p1"})  # progress again: the alarm clears at the next check
+
+    control.watch(h, 0, on_check, max_checks=4)
+    assert seen == [1, 1, 0, 0]
+    acc = EventAccumulator(str(h.paths.tb / "live_alerts"), size_guidance={"scalars": 0})
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("alerts/stuck_shards")] == [(0, 1.0), (0, 0.0)]
+    assert [(e.step, e.value) for e in acc.Scalars("alerts/verify_error_rate")] == [(0, 0.0), (0, 0.0)]
+    assert not list(h.paths.tb.glob("events.*"))  # the round's own points are the round end's

@@ -1,0 +1,59 @@
+"""Disk used by a run and its projection to the planned rounds.
+
+Used: the bytes of `checkpoints/`, `rounds/` and the database (with its `-wal` file), walked with
+`os.scandir` (symlinks not followed). Projected to `run.rounds`: checkpoints by the retention rule
+of round/checkpoints.py (rounds kept at the end x the largest round's checkpoints), shard files
+and the database linearly per completed round. Read by `status` (ops/progress.py) and judged
+against `alerts.disk_budget_gb` (round/alarms.py). Not covered: `launch --dry-run`'s projection
+from the configured checkpoint size (ops/progress.projection_text), other runs sharing the disk.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sgsbatch.config.schema import Config
+from sgsbatch.round.checkpoints import retained
+from sgsbatch.run.paths import RunPaths
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    stack = [str(path)]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        with it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+                elif e.is_file(follow_symlinks=False):
+                    try:
+                        total += e.stat(follow_symlinks=False).st_size
+                    except FileNotFoundError:  # a temp file renamed or a file deleted while we walk
+                        continue
+    return total
+
+
+def disk_usage(cfg: Config, paths: RunPaths, rounds_completed: int) -> dict[str, Any]:
+    """Bytes used by checkpoints, shard files and the database, and their projection to cfg.run.rounds."""
+    ck_root = paths.checkpoints_dir()
+    per_round = [_size(d) for d in sorted(ck_root.glob("r[0-9]*"))] if ck_root.exists() else []
+    ck_init = _size(ck_root / "init")
+    ckpt = ck_init + sum(per_round)
+    rounds_b = _size(paths.root / "rounds")
+    db = _size(paths.db) + _size(Path(str(paths.db) + "-wal"))
+    used = {"checkpoints": ckpt, "rounds": rounds_b, "database": db}
+    planned = cfg.run.rounds
+    ck_each = max(per_round) if per_round else 0
+    kept = sum(retained(cfg, r, planned - 1) for r in range(planned))
+    growth = (rounds_b + db) / rounds_completed if rounds_completed else 0.0
+    projected = ck_init + kept * ck_each + (rounds_b + db) + growth * (planned - rounds_completed)
+    return {"used_bytes": used, "total_bytes": sum(used.values()), "projected_bytes": int(projected),
+            "checkpoints_kept_at_end": kept, "checkpoint_bytes_each": ck_each, "planned_rounds": planned}
