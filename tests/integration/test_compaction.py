@@ -17,6 +17,7 @@ import gzip
 import shutil
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,14 @@ def _launch(runs: Path, name: str, env: dict[str, str], *extra: str) -> Path:
         args += ["--set", o]
     proc = sgsbatch(*args, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # `--wait` returns once the database says completed; the last train task still ends the round
+    # (TensorBoard, compaction) and writes its marker last
+    marker = runs / name / "rounds" / "r0002" / "train" / "shard_00000.done"
+    for _ in range(600):
+        if marker.exists():
+            break
+        time.sleep(0.1)
+    assert marker.exists()
     return runs / name
 
 
