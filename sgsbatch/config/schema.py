@@ -236,7 +236,8 @@ class RecordsConfig:
 
 @dataclass(frozen=True)
 class AlertsConfig:
-    """What `status` reports as alarms (ops/progress.py) and how often long work logs its progress."""
+    """What `status`, `watch` and each round's end report as alarms (round/alarms.py, ops/progress.py),
+    and how often long work logs its progress."""
 
     progress_every_s: float = 60.0  # a progress line (rate, done/total, ETA) in a worker's log at most this often
     stuck_after_s: float = 0.0  # a shard without item progress this long is stuck (0 = auto: see the two below)
