@@ -2,8 +2,8 @@
 
 Used: the bytes of `checkpoints/`, `rounds/` and the database (with its `-wal` file), walked with
 `os.scandir` (symlinks not followed). Projected to `run.rounds`: checkpoints by the retention rule
-of round/checkpoints.py (rounds kept at the end x the largest round's checkpoints), shard files
-and the database linearly per completed round. Read by `status` (ops/progress.py) and judged
+of round/checkpoints.py (rounds kept at the end x the largest round's checkpoints), the database
+linearly per completed round, round directories by a compacted round's size (`disk_usage`). Read by `status` (ops/progress.py) and judged
 against `alerts.disk_budget_gb` (round/alarms.py). Not covered: `launch --dry-run`'s projection
 from the configured checkpoint size (ops/progress.projection_text), other runs sharing the disk.
 """
@@ -16,6 +16,7 @@ from typing import Any
 
 from sgsbatch.config.schema import Config
 from sgsbatch.round.checkpoints import retained
+from sgsbatch.round.compaction import is_compacted
 from sgsbatch.run.paths import RunPaths
 
 
@@ -42,18 +43,32 @@ def _size(path: Path) -> int:
 
 
 def disk_usage(cfg: Config, paths: RunPaths, rounds_completed: int) -> dict[str, Any]:
-    """Bytes used by checkpoints, shard files and the database, and their projection to cfg.run.rounds."""
+    """Bytes used by checkpoints, shard files and the database, and their projection to cfg.run.rounds.
+
+    Checkpoints by the retention rule; the database linearly per completed round; round directories
+    by what a round costs once compacted (round/compaction.py: the mean of the compacted ones) for
+    all but the rounds still whole (the last one or two, larger until compacted), or linearly per
+    completed round while none is compacted (early, or `records.keep_sample_tokens`)."""
     ck_root = paths.checkpoints_dir()
     per_round = [_size(d) for d in sorted(ck_root.glob("r[0-9]*"))] if ck_root.exists() else []
     ck_init = _size(ck_root / "init")
     ckpt = ck_init + sum(per_round)
-    rounds_b = _size(paths.root / "rounds")
+    round_dirs = sorted((paths.root / "rounds").glob("r[0-9]*"))
+    compacted = [_size(d) for d in round_dirs if is_compacted(paths, int(d.name[1:]))]
+    whole = _size(paths.root / "rounds") - sum(compacted)
+    rounds_b = whole + sum(compacted)
     db = _size(paths.db) + _size(Path(str(paths.db) + "-wal"))
     used = {"checkpoints": ckpt, "rounds": rounds_b, "database": db}
     planned = cfg.run.rounds
     ck_each = max(per_round) if per_round else 0
     kept = sum(retained(cfg, r, planned - 1) for r in range(planned))
-    growth = (rounds_b + db) / rounds_completed if rounds_completed else 0.0
-    projected = ck_init + kept * ck_each + (rounds_b + db) + growth * (planned - rounds_completed)
+    left = planned - rounds_completed
+    if compacted:
+        n_whole = len(round_dirs) - len(compacted)
+        rounds_end = whole + sum(compacted) / len(compacted) * max(planned - n_whole, len(compacted))
+    else:
+        rounds_end = rounds_b + (rounds_b / rounds_completed * left if rounds_completed else 0.0)
+    db_end = db + (db / rounds_completed * left if rounds_completed else 0.0)
+    projected = ck_init + kept * ck_each + rounds_end + db_end
     return {"used_bytes": used, "total_bytes": sum(used.values()), "projected_bytes": int(projected),
             "checkpoints_kept_at_end": kept, "checkpoint_bytes_each": ck_each, "planned_rounds": planned}

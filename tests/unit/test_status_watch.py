@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -76,6 +77,23 @@ def test_disk_projection_with_known_sizes(tmp_path: Path) -> None:
     assert du["used_bytes"]["checkpoints"] == 2000 and du["checkpoint_bytes_each"] == 1000
     assert du["checkpoints_kept_at_end"] == 2  # 2 planned rounds, keep_last = 2
     assert du["projected_bytes"] == 2000 + du["used_bytes"]["rounds"] + du["used_bytes"]["database"]
+
+
+def test_disk_projection_counts_old_rounds_at_their_compacted_size(tmp_path: Path) -> None:
+    h = recorded_run(tmp_path, "t", executor="local")
+    cfg = dataclasses.replace(h.cfg, run=dataclasses.replace(h.cfg.run, rounds=100))
+    for r, size in enumerate((100, 100, 100, 5000, 5000)):  # rounds 0-2 compacted, 3-4 still whole
+        d = h.paths.round_dir(r) / "solve"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "shard_00000.jsonl").write_bytes(b"x" * size)
+        if r < 3:
+            (h.paths.round_dir(r) / "compacted").write_text("")
+    inputs = sum(f.stat().st_size for f in (h.paths.root / "rounds").rglob("inputs.json"))  # round 0's, recorded
+    du = disk_usage(cfg, h.paths, rounds_completed=4)
+    db = du["used_bytes"]["database"]
+    assert du["used_bytes"]["rounds"] == 10300 + inputs
+    per_compacted = (300 + inputs) / 3
+    assert du["projected_bytes"] == int(10000 + per_compacted * 98 + db + db / 4 * 96)
 
 
 def test_checkpoint_projection_200_rounds() -> None:
