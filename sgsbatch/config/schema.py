@@ -232,6 +232,9 @@ class RecordsConfig:
     # replaced by their counts, finished shards' item logs and the train job's example files are deleted;
     # texts, extractions, verdicts and reviews stay. true: keep everything (~1 GB a round per 1,000 targets)
     keep_sample_tokens: bool = False
+    # what compaction keeps of the model's replies: "all" (gzip-compressed), or "verified" (only verified
+    # Solver samples' text and proof; ~12 GB less over a real 200-round D_3k run, nothing the database needs)
+    keep_text: Literal["all", "verified"] = "all"
 
 
 @dataclass(frozen=True)

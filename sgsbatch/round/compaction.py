@@ -14,7 +14,10 @@ last rounds stay whole. Compacting a round:
   sample's `token_ids` and `logprobs` replaced by `n_tokens`, and every item's `prompt_ids` by
   `n_prompt_tokens` (text, extraction, finish reason, review fields and keys unchanged), and
   gzip-compresses it with the round's verify outputs (`shard_N.jsonl.gz`, written atomically before
-  the plain file goes; `Shard` reads either): the model's texts stay, ~5x smaller;
+  the plain file goes; `Shard` reads either): the model's texts stay, ~5x smaller, unless
+  `records.keep_text = "verified"`, which keeps the reply text only of verified Solver samples
+  (a real run's replies are ~6 KB each: ~240 MB a round before gzip, ~12 GB compressed over 200
+  rounds of D_3k; the statements, extractions, scores and verified proofs stay either way);
 * deletes the item logs (`.partial.jsonl`) of the round's finished shards (their records are in the
   outputs) and the train job's example files (`train/examples/*.npz`);
 * writes `rounds/rNNNN/compacted` last, so a compaction cut short is done again.
@@ -33,7 +36,8 @@ from typing import Any
 
 from sgsbatch.config.schema import Config
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import Shard, atomic_write_text, shards
+from sgsbatch.run.shards import Shard, atomic_write_text, read_phase, shards, unfinished
+from sgsbatch.verification.verdict import VERIFIED
 
 GENERATING_PHASES = ("conjecture", "solve", "guide")
 MARKER = "compacted"
@@ -48,26 +52,29 @@ def token_count(sample: dict[str, Any]) -> int:
     return n
 
 
-def compact_record(rec: dict[str, Any]) -> dict[str, Any]:
+def compact_record(rec: dict[str, Any], keep_text: list[bool] | bool = True) -> dict[str, Any]:
     """One item's record without token ids, logprobs and prompt ids (their counts instead); idempotent.
 
-    A generating item is either a record with `samples` (conjecture, solve) or one sample itself (guide).
+    A generating item is either a record with `samples` (conjecture, solve) or one sample itself
+    (guide). `keep_text` False (per sample, or for all) also drops the reply's `text` and a Solver
+    sample's `proof` (`records.keep_text = "verified"`: the caller keeps them for verified samples).
     """
     out = dict(rec)
     if "prompt_ids" in out:
         out["n_prompt_tokens"] = len(out.pop("prompt_ids"))
     if "samples" in out:
-        out["samples"] = [_compact_sample(s) for s in out["samples"]]
+        keep = keep_text if isinstance(keep_text, list) else [keep_text] * len(out["samples"])
+        out["samples"] = [_compact_sample(s, k) for s, k in zip(out["samples"], keep, strict=True)]
     else:
-        out = _compact_sample(out)
+        out = _compact_sample(out, bool(keep_text))
     return out
 
 
-def _compact_sample(s: dict[str, Any]) -> dict[str, Any]:
-    if "token_ids" not in s:
-        return s
-    out = {k: v for k, v in s.items() if k not in ("token_ids", "logprobs")}
-    out["n_tokens"] = len(s["token_ids"])
+def _compact_sample(s: dict[str, Any], keep_text: bool) -> dict[str, Any]:
+    drop = ("token_ids", "logprobs") + (() if keep_text else ("text", "proof"))
+    out = {k: v for k, v in s.items() if k not in drop}
+    if "token_ids" in s:
+        out["n_tokens"] = len(s["token_ids"])
     return out
 
 
@@ -83,6 +90,11 @@ def compact_round(cfg: Config, paths: RunPaths, r: int) -> int:
     """Compact round r (see the module docstring); returns the bytes freed. Only for a round whose
     training is finished: its unfinished shards are left as they are."""
     before = _size(paths.round_dir(r))
+    verified: dict[str, list[bool]] | None = None  # per solve item, which samples keep their text
+    verify_dir, n_verify = paths.phase_dir(r, "verify"), cfg.shard_count("verify")
+    if cfg.records.keep_text == "verified" and not unfinished(verify_dir, n_verify):
+        verified = {v["key"]: [x["verdict"] == VERIFIED for x in v["verdicts"]]
+                    for v in read_phase(verify_dir, n_verify)}
     for phase in cfg.phases_of_round(r):
         if phase == "train":
             for f in sorted((paths.phase_dir(r, phase) / "examples").glob("*.npz")):
@@ -92,16 +104,21 @@ def compact_round(cfg: Config, paths: RunPaths, r: int) -> int:
             if not sh.is_done():
                 continue
             if phase in GENERATING_PHASES or phase == "verify":
-                _compact_output(sh)
+                _compact_output(sh, phase, verified)
             sh.partial.unlink(missing_ok=True)
     atomic_write_text(marker(paths, r), "")
     return max(0, before - _size(paths.round_dir(r)))
 
 
-def _compact_output(sh: Shard) -> None:
+def _compact_output(sh: Shard, phase: str, verified: dict[str, list[bool]] | None) -> None:
     if sh.output_gz.exists() and not sh.output.exists():
         return  # compacted before
-    sh.replace_output([compact_record(x) for x in sh.read()])
+    if verified is None or phase == "verify":
+        sh.replace_output([compact_record(x) for x in sh.read()])
+    elif phase == "solve":
+        sh.replace_output([compact_record(x, verified.get(x["key"], False)) for x in sh.read()])
+    else:  # conjecture, guide: statements and review scores stay, the replies go
+        sh.replace_output([compact_record(x, False) for x in sh.read()])
 
 
 def rounds_to_compact(cfg: Config, r: int) -> int:

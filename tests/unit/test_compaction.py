@@ -5,7 +5,7 @@ else; compaction is idempotent; `token_count` reads both forms; only finished sh
 item logs and example files go, the marker is written; which round ending round r compacts
 (Expert Iteration keeps its window); a run checks one marker a round once caught up;
 `records.keep_sample_tokens` turns it off. A whole run compacted and rebuilt:
-tests/integration/test_compaction.py.
+tests/integration/test_compacted_run.py.
 """
 
 from __future__ import annotations
@@ -48,6 +48,11 @@ def test_a_compacted_record_keeps_everything_but_the_ids() -> None:
     g = C.compact_record(GUIDE_ITEM)
     assert C.token_count(g) == 3 and "token_ids" not in g and "logprobs" not in g and g["relevance"] == 1.0
     assert [C.token_count(s) for s in SOLVE_ITEM["samples"]] == [2, 0]  # type: ignore[index]
+    lean = C.compact_record(SOLVE_ITEM, [True, False])  # records.keep_text = "verified": sample 0 verified
+    assert lean["samples"][0]["text"] == "a" and lean["samples"][0]["proof"] == "simp"
+    assert "text" not in lean["samples"][1] and "proof" not in lean["samples"][1]
+    assert lean["samples"][1]["reason"] == "no_code_block" and C.token_count(lean["samples"][1]) == 0
+    assert "text" not in C.compact_record(GUIDE_ITEM, False) and C.compact_record(GUIDE_ITEM, False)["relevance"] == 1.0
 
 
 def _round(paths: RunPaths, r: int, cfg: Config, done: bool = True) -> None:

@@ -7,7 +7,9 @@ and engine rates); in the compacted run rounds 0 and 1 hold gzip-compressed outp
 ids, logprobs or prompt ids, no item logs or example files, and are several times smaller than
 the same rounds kept whole, while
 the last round (which `resume` may still train on) is whole; a lost database of the compacted run
-is rebuilt with the same rows. Not covered: Slurm (the same `end_round` code runs there; the
+is rebuilt with the same rows. A third run with `records.keep_text = "verified"` ends with the same
+database too, its compacted rounds keeping reply text exactly for the verified Solver samples.
+Not covered: Slurm (the same `end_round` code runs there; the
 rehearsal benchmark measures it at full shape, bench/README.md).
 """
 
@@ -24,6 +26,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from runlib import REPO, outcome, sgsbatch  # noqa: E402
+
+from sgsbatch.run.shards import Shard  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SGS = REPO / "jobs" / "sgs.toml"
@@ -67,8 +71,16 @@ def test_compacted_run_equals_a_whole_one_and_rebuilds(tmp_path: Path, cli_env: 
         pytest.skip(f"{D3K} is missing")
     compact = _launch(tmp_path, "c", cli_env)
     whole = _launch(tmp_path, "w", cli_env, "records.keep_sample_tokens=true")
-    assert outcome(compact) == outcome(whole)
-    assert _metrics(compact) == _metrics(whole)
+    lean = _launch(tmp_path, "v", cli_env, "records.keep_text=verified")
+    assert outcome(compact) == outcome(whole) == outcome(lean)
+    assert _metrics(compact) == _metrics(whole) == _metrics(lean)
+    solve0 = [x for sh in range(8) for x in Shard(lean / "rounds" / "r0000" / "solve", sh).read()]
+    verdicts = {x["key"]: x["verdicts"] for sh in range(64)
+                for x in Shard(lean / "rounds" / "r0000" / "verify", sh).read()}
+    kept = [("text" in smp, v["verdict"] == "verified") for x in solve0
+            for smp, v in zip(x["samples"], verdicts[x["key"]], strict=True)]
+    assert (True, True) in kept and (False, False) in kept and all(a == b for a, b in kept)
+    assert _bytes(lean / "rounds" / "r0000") < _bytes(compact / "rounds" / "r0000")
     assert _metrics(compact)[(2, "tokens/round")] > 0
     for r in (0, 1):
         rd = compact / "rounds" / f"r{r:04d}"
