@@ -227,10 +227,11 @@ class CheckpointConfig:
 class RecordsConfig:
     """What the run directory keeps of a round's generations once no training reads them (round/compaction.py)."""
 
-    # false: once a later round has ended and no training reads a round's samples any more (Expert
-    # Iteration reads the last solver.ei_rounds rounds), each sample's token ids and logprobs and each prompt's ids are
-    # replaced by their counts, finished shards' item logs and the train job's example files are deleted;
-    # texts, extractions, verdicts and reviews stay. true: keep everything (~1 GB a round per 1,000 targets)
+    # false: once a round's train job has finished and no training reads its samples any more (Expert
+    # Iteration reads the last solver.ei_rounds rounds), each sample's token ids and logprobs and each
+    # prompt's ids are replaced by their counts, the outputs gzip-compressed, finished shards' item logs
+    # and the train job's example files deleted; texts, extractions, verdicts and reviews stay.
+    # true: keep everything (~1.2 GB a round per 1,000 targets)
     keep_sample_tokens: bool = False
     # what compaction keeps of the model's replies: "all" (gzip-compressed), or "verified" (only verified
     # Solver samples' text and proof; ~12 GB less over a real 200-round D_3k run, nothing the database needs)

@@ -4,11 +4,10 @@ A generating task records each sample's token ids and logprobs, and each item's 
 the round's train job trains on exactly what was sampled (never re-tokenised text). After that
 training they are dead weight: ~1.5k ids and as many logprobs per Solver sample, ~1.2 GB a round
 as JSON at 1,000 targets, ~0.7 TB over a 200-round run of D_3k (measured: bench/README.md,
-bench_rehearsal). Unless `records.keep_sample_tokens`, ending round r compacts the rounds no later
-training reads, one round late so that the round's train job has finished for sure (its weights
-are complete, so its training never runs again): round r - 1, or with Expert Iteration (which
-trains on the stored proofs of the last `solver.ei_rounds` rounds) round r - ei_rounds; the run's
-last rounds stay whole. Compacting a round:
+bench_rehearsal). Unless `records.keep_sample_tokens`, once round r's train job has written its
+completion marker (its training never runs again) it compacts the rounds no later training reads:
+round r itself, or with Expert Iteration (which trains on the stored proofs of the last
+`solver.ei_rounds` rounds) round r - ei_rounds + 1. Compacting a round:
 
 * rewrites each finished output of its generating phases (conjecture, solve, guide) with every
   sample's `token_ids` and `logprobs` replaced by `n_tokens`, and every item's `prompt_ids` by
@@ -122,16 +121,17 @@ def _compact_output(sh: Shard, phase: str, verified: dict[str, list[bool]] | Non
 
 
 def rounds_to_compact(cfg: Config, r: int) -> int:
-    """The newest round to compact once round r has ended (-1: none yet): the round before it, whose
-    train job has surely written its completion marker, or with Expert Iteration the newest round
-    outside the `ei_rounds` window that round r + 1 trains on. The run's last round stays whole (it
-    is one round; `resume --set run.rounds=N` may train on)."""
-    return r - 1 if cfg.solver.objective != "ei" else r - cfg.solver.ei_rounds
+    """The newest round no training reads once round r's train job has finished (-1: none yet):
+    round r itself, or with Expert Iteration the newest round outside the `ei_rounds` window that
+    round r + 1 trains on (the window stays whole at the end of a run too: `resume --set
+    run.rounds=N` may go on)."""
+    return r if cfg.solver.objective != "ei" else r - cfg.solver.ei_rounds + 1
 
 
 def compact_after(cfg: Config, paths: RunPaths, r: int) -> list[int]:
-    """After round r ended: compact every finished round up to `rounds_to_compact` not compacted yet,
-    newest first, stopping at the first one already compacted (a long run checks one marker a round).
+    """After round r's train job wrote its completion marker: compact every finished round up to
+    `rounds_to_compact` not compacted yet, newest first, stopping at the first one already compacted
+    (a long run checks one marker a round; a compaction cut short is caught up by the next round's).
     A round whose train job has no completion marker is left whole: its training may run again."""
     if cfg.records.keep_sample_tokens:
         return []

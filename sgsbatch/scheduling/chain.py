@@ -6,10 +6,10 @@ round (the run's single database writer) and writes the training examples (phase
 process) and waits for them; then the first task's `end_round` ends the round and hands on.
 `end_round` is the only code that ends a round: ingestion (a no-op when done before), the
 executor's records of the round's jobs, `round/lifecycle.finish_round` (checkpoints, metrics,
-TensorBoard, retention, the next round's inputs), from a train job the executor's
-`continue_chain` (Slurm submits round r + 1; the local driver goes on by itself), and then the
-compaction of the rounds no training reads any more (round/compaction.py). The train
-shard's completion marker is written last, after all of that. A stop request reaches every
+TensorBoard, retention, the next round's inputs) and, from a train job, the executor's
+`continue_chain` (Slurm submits round r + 1; the local driver goes on by itself). The train
+shard's completion marker is written after all of that; then the train job compacts the rounds no
+training reads any more (round/compaction.py). A stop request reaches every
 rank; they save at the same optimizer step and the job exits for requeue (`Interrupted`).
 
 Its users: the train job (Slurm and local alike), `resume` and `rebuild` (both through
@@ -65,6 +65,10 @@ def train_job(task: Task) -> None:
         return
     end_round(h, r, trained, continue_chain=True)
     task.shard.finish([{"key": role, "role": role, **res} for role, res in trained.items()])
+    # the round's training can never run again now: compact what no later training reads (the next
+    # round is already submitted, so this is off the chain's critical path)
+    for k in compact_after(h.cfg, h.paths, r):
+        print(f"round {r}: compacted round {k}'s generation records (records.keep_sample_tokens = false)", flush=True)
 
 
 def train_rank(task: Task) -> None:
@@ -90,8 +94,6 @@ def end_round(h: RunHandle, r: int, trained: dict[str, dict[str, Any]], *, conti
     finish_round(h, r, trained)
     if continue_chain:
         executor.continue_chain(h, r)
-    for k in compact_after(h.cfg, h.paths, r):  # after the hand-on: off the chain's critical path
-        print(f"round {r}: compacted round {k}'s generation records (records.keep_sample_tokens = false)", flush=True)
 
 
 def trained_roles(h: RunHandle, r: int) -> dict[str, dict[str, Any]] | None:

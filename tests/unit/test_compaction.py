@@ -90,18 +90,18 @@ def test_compact_round_rewrites_finished_outputs_and_drops_logs(tmp_path: Path) 
 
 
 def test_which_rounds_an_ending_compacts(tmp_path: Path) -> None:
-    assert C.rounds_to_compact(_cfg(), 4) == 3
-    assert C.rounds_to_compact(_cfg(objective="ei", ei_rounds=3), 4) == 1  # round 5 trains on rounds 3-5
-    assert C.rounds_to_compact(_cfg(objective="ei", ei_rounds=3), 2) == -1
+    assert C.rounds_to_compact(_cfg(), 4) == 4
+    assert C.rounds_to_compact(_cfg(objective="ei", ei_rounds=3), 4) == 2  # round 5 trains on rounds 3-5
+    assert C.rounds_to_compact(_cfg(objective="ei", ei_rounds=3), 1) == -1
     cfg, paths = _cfg(), RunPaths(tmp_path)
     for r in range(4):
-        _round(paths, r, cfg, done=r != 1)  # round 1's train job has no marker
-    assert C.compact_after(cfg, paths, 0) == []
-    assert C.compact_after(cfg, paths, 2) == [0]  # round 1 left whole: its training may run again
-    assert not C.is_compacted(paths, 1)
-    assert C.compact_after(cfg, paths, 3) == [2]  # stops at round 0's marker
+        _round(paths, r, cfg, done=r != 2)  # round 2's train job has no marker
+    assert C.compact_after(cfg, paths, 1) == [1, 0]
+    assert C.compact_after(cfg, paths, 2) == []  # round 2 left whole: its training may run again
+    assert not C.is_compacted(paths, 2)
+    assert C.compact_after(cfg, paths, 3) == [3]  # stops at round 1's marker
     assert C.compact_after(cfg, paths, 3) == []
     keep = dataclasses.replace(cfg, records=dataclasses.replace(cfg.records, keep_sample_tokens=True))
     _round(paths, 4, cfg)
-    assert C.compact_after(keep, paths, 5) == [] and not C.is_compacted(paths, 4)
+    assert C.compact_after(keep, paths, 4) == [] and not C.is_compacted(paths, 4)
     assert "token_ids" in json.dumps(Shard(paths.phase_dir(4, "solve"), 0).read())
