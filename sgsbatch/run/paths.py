@@ -9,6 +9,9 @@
       rounds/r0003/<phase>/       shard outputs: shard_00007.jsonl (+ .done marker, written last),
                                   .partial.jsonl item logs, .failures crash log, .failed marker,
                                   .lock (the worker that owns the shard: host, pid)
+      rounds/r0003/conjectures.jsonl  the round's unique conjectures, derived once from its conjecture shards
+      rounds/r0003/compacted      written last when the round was compacted (round/compaction.py): its
+                                  outputs are then shard_00007.jsonl.gz, token ids replaced by counts
       checkpoints/init/<role>/    base weights (tiny-random built here)
       checkpoints/r0003/<role>/   weights after round 3's training
       tb/                         TensorBoard event files
