@@ -1,6 +1,6 @@
 """Old rounds compacted in a whole run (round/compaction.py): the same results, flat disk, rebuildable.
 
-Covered: two 3-round local rehearsals of jobs/sgs.toml (24 targets of D_3k), one with the default
+Covered: two 2-round local rehearsals of jobs/sgs.toml (24 targets of D_3k), one with the default
 (`records.keep_sample_tokens = false`) and one keeping everything, end with identical databases
 (attempts, verdicts, store, conjectures, reviews, trained steps and every metric but wall times
 and engine rates); in the compacted run every round (the last one too, once its train job's
@@ -36,14 +36,14 @@ TIMING = ("wall_s/", "tokens_per_s", "startup_s")
 
 def _launch(runs: Path, name: str, env: dict[str, str], *extra: str) -> Path:
     args = ["launch", str(SGS), "--rehearse", "--wait"]
-    for o in (f"run.runs_dir={runs}", f"run.name={name}", "run.executor=local", "run.rounds=3",
+    for o in (f"run.runs_dir={runs}", f"run.name={name}", "run.executor=local", "run.rounds=2",
               f"data.source={D3K}", "data.limit=24", "run.poll_interval_s=1", *extra):
         args += ["--set", o]
     proc = sgsbatch(*args, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # `--wait` returns once the database says completed; the last train task still ends the round
     # (TensorBoard), writes its marker and compacts the round
-    done = runs / name / "rounds" / "r0002" / ("train/shard_00000.done" if "records.keep_sample_tokens=true" in extra
+    done = runs / name / "rounds" / "r0001" / ("train/shard_00000.done" if "records.keep_sample_tokens=true" in extra
                                                else "compacted")
     for _ in range(600):
         if done.exists():
@@ -81,8 +81,8 @@ def test_compacted_run_equals_a_whole_one_and_rebuilds(tmp_path: Path, cli_env: 
             for smp, v in zip(x["samples"], verdicts[x["key"]], strict=True)]
     assert (True, True) in kept and (False, False) in kept and all(a == b for a, b in kept)
     assert _bytes(lean / "rounds" / "r0000") < _bytes(compact / "rounds" / "r0000")
-    assert _metrics(compact)[(2, "tokens/round")] > 0
-    for r in (0, 1, 2):  # the last round too, once its train job's marker is written
+    assert _metrics(compact)[(1, "tokens/round")] > 0
+    for r in (0, 1):  # the last round too, once its train job's marker is written
         rd = compact / "rounds" / f"r{r:04d}"
         assert (rd / "compacted").exists()
         phases = ("conjecture", "solve", "guide", "verify")
