@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from sgsbatch.config.schema import Config
-from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.paths import RunPaths, tree_bytes
 from sgsbatch.run.shards import Shard, atomic_write_text, read_phase, shards, unfinished
 from sgsbatch.verification.verdict import VERIFIED
 
@@ -88,7 +88,7 @@ def is_compacted(paths: RunPaths, r: int) -> bool:
 def compact_round(cfg: Config, paths: RunPaths, r: int) -> int:
     """Compact round r (see the module docstring); returns the bytes freed. Only for a round whose
     training is finished: its unfinished shards are left as they are."""
-    before = _size(paths.round_dir(r))
+    before = tree_bytes(paths.round_dir(r))
     verified: dict[str, list[bool]] | None = None  # per solve item, which samples keep their text
     verify_dir, n_verify = paths.phase_dir(r, "verify"), cfg.shard_count("verify")
     if cfg.records.keep_text == "verified" and not unfinished(verify_dir, n_verify):
@@ -106,11 +106,11 @@ def compact_round(cfg: Config, paths: RunPaths, r: int) -> int:
                 _compact_output(sh, phase, verified)
             sh.partial.unlink(missing_ok=True)
     atomic_write_text(marker(paths, r), "")
-    return max(0, before - _size(paths.round_dir(r)))
+    return max(0, before - tree_bytes(paths.round_dir(r)))
 
 
 def _compact_output(sh: Shard, phase: str, verified: dict[str, list[bool]] | None) -> None:
-    if sh.output_gz.exists() and not sh.output.exists():
+    if sh.is_compressed():
         return  # compacted before
     if verified is None or phase == "verify":
         sh.replace_output([compact_record(x) for x in sh.read()])
@@ -143,7 +143,3 @@ def compact_after(cfg: Config, paths: RunPaths, r: int) -> list[int]:
             done.append(k)
         k -= 1
     return done
-
-
-def _size(d: Path) -> int:
-    return sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) if d.is_dir() else 0

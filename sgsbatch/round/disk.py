@@ -1,7 +1,7 @@
 """Disk used by a run and its projection to the planned rounds.
 
-Used: the bytes of `checkpoints/`, `rounds/` and the database (with its `-wal` file), walked with
-`os.scandir` (symlinks not followed). Projected to `run.rounds`: checkpoints by the retention rule
+Used: the bytes of `checkpoints/`, `rounds/` and the database (with its `-wal` file), walked by
+run/paths.tree_bytes (symlinks not followed). Projected to `run.rounds`: checkpoints by the retention rule
 of round/checkpoints.py (rounds kept at the end x the largest round's checkpoints), the database
 linearly per completed round, round directories by a compacted round's size (`disk_usage`). Read by `status` (ops/progress.py) and judged
 against `alerts.disk_budget_gb` (round/alarms.py). Not covered: `launch --dry-run`'s projection
@@ -10,36 +10,13 @@ from the configured checkpoint size (ops/progress.projection_text), other runs s
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from sgsbatch.config.schema import Config
 from sgsbatch.round.checkpoints import retained
 from sgsbatch.round.compaction import is_compacted
-from sgsbatch.run.paths import RunPaths
-
-
-def _size(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    total = 0
-    stack = [str(path)]
-    while stack:
-        try:
-            it = os.scandir(stack.pop())
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        with it:
-            for e in it:
-                if e.is_dir(follow_symlinks=False):
-                    stack.append(e.path)
-                elif e.is_file(follow_symlinks=False):
-                    try:
-                        total += e.stat(follow_symlinks=False).st_size
-                    except FileNotFoundError:  # a temp file renamed or a file deleted while we walk
-                        continue
-    return total
+from sgsbatch.run.paths import RunPaths, tree_bytes
 
 
 def disk_usage(cfg: Config, paths: RunPaths, rounds_completed: int) -> dict[str, Any]:
@@ -50,14 +27,14 @@ def disk_usage(cfg: Config, paths: RunPaths, rounds_completed: int) -> dict[str,
     all but the rounds still whole (the last one or two, larger until compacted), or linearly per
     completed round while none is compacted (early, or `records.keep_sample_tokens`)."""
     ck_root = paths.checkpoints_dir()
-    per_round = [_size(d) for d in sorted(ck_root.glob("r[0-9]*"))] if ck_root.exists() else []
-    ck_init = _size(ck_root / "init")
+    per_round = [tree_bytes(d) for d in sorted(ck_root.glob("r[0-9]*"))] if ck_root.exists() else []
+    ck_init = tree_bytes(ck_root / "init")
     ckpt = ck_init + sum(per_round)
     round_dirs = sorted((paths.root / "rounds").glob("r[0-9]*"))
-    compacted = [_size(d) for d in round_dirs if is_compacted(paths, int(d.name[1:]))]
-    whole = _size(paths.root / "rounds") - sum(compacted)
+    compacted = [tree_bytes(d) for d in round_dirs if is_compacted(paths, int(d.name[1:]))]
+    whole = tree_bytes(paths.root / "rounds") - sum(compacted)
     rounds_b = whole + sum(compacted)
-    db = _size(paths.db) + _size(Path(str(paths.db) + "-wal"))
+    db = tree_bytes(paths.db) + tree_bytes(Path(str(paths.db) + "-wal"))
     used = {"checkpoints": ckpt, "rounds": rounds_b, "database": db}
     planned = cfg.run.rounds
     ck_each = max(per_round) if per_round else 0

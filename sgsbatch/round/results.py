@@ -17,7 +17,7 @@ from sgsbatch.config.schema import Config
 from sgsbatch.review import Review, fill_failed
 from sgsbatch.round.compaction import token_count
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import atomic_write_text, read_json, read_jsonl, read_phase
+from sgsbatch.run.shards import atomic_write_text, jsonl_text, read_json, read_jsonl, read_phase
 from sgsbatch.selection import solve_rate
 from sgsbatch.verification.verdict import VERIFIED
 
@@ -129,8 +129,7 @@ def conjecture_problems(cfg: Config, paths: RunPaths, r: int, targets: list[Prob
     if cache.is_file():
         return [Problem(**row) for row in read_jsonl(cache)]
     problems, _, _ = round_conjectures(cfg, paths, r, targets)
-    atomic_write_text(cache, "".join(json.dumps(asdict(p), ensure_ascii=False, sort_keys=True) + "\n"
-                                     for p in problems))
+    atomic_write_text(cache, jsonl_text(asdict(p) for p in problems))
     return problems
 
 

@@ -84,6 +84,30 @@ class RunPaths:
         return self.root / "checkpoints"
 
 
+def tree_bytes(path: Path) -> int:
+    """Bytes of the files under `path` (or of the file itself; 0 if absent), symlinks not followed; a
+    file renamed or deleted while it is walked (a shard's temp file) is skipped."""
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    stack = [str(path)]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        with it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+                elif e.is_file(follow_symlinks=False):
+                    try:
+                        total += e.stat(follow_symlinks=False).st_size
+                    except FileNotFoundError:  # a temp file renamed or a file deleted while we walk
+                        continue
+    return total
+
+
 def run_paths(runs_dir: str | Path, name: str) -> RunPaths:
     return RunPaths(Path(runs_dir).resolve() / name)
 

@@ -19,14 +19,18 @@ from pathlib import Path
 from typing import IO, Any
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
+    with tmp.open("wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -51,6 +55,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 break
     return out
+
+
+def jsonl_text(records: Iterable[dict[str, Any]]) -> str:
+    """Records as the shard files hold them: one sorted-key JSON object a line (`line_key` relies on it)."""
+    return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
 
 
 _DECODER = json.JSONDecoder()
@@ -148,20 +157,24 @@ class Shard:
         os.ftruncate(fd, data.rfind(b"\n") + 1)
 
     def finish(self, records: Iterable[dict[str, Any]], meta: dict[str, Any] | None = None) -> None:
-        body = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
+        body = jsonl_text(records)
         atomic_write_text(self.output, body)
         atomic_write_json(self.marker, {"time": time.time(), **(meta or {})})
+
+    def is_compressed(self) -> bool:
+        """True once compaction replaced the output with `shard_N.jsonl.gz` (and the plain file is gone)."""
+        return not self.output.exists() and self.output_gz.exists()
 
     def _lines(self) -> IO[str]:
         """The output's lines: `shard_N.jsonl`, or once its round was compacted `shard_N.jsonl.gz`."""
         assert self.is_done(), f"{self.output} read before its completion marker"
-        if self.output.exists() or not self.output_gz.exists():
-            return self.output.open("r", encoding="utf-8")
-        return gzip.open(self.output_gz, "rt", encoding="utf-8")
+        if self.is_compressed():
+            return gzip.open(self.output_gz, "rt", encoding="utf-8")
+        return self.output.open("r", encoding="utf-8")
 
     def read(self) -> list[dict[str, Any]]:
         assert self.is_done(), f"{self.output} read before its completion marker"
-        if self.output.exists() or not self.output_gz.exists():
+        if not self.is_compressed():
             return read_jsonl(self.output)
         with self._lines() as f:
             return [json.loads(line) for line in f]
@@ -170,14 +183,8 @@ class Shard:
         """Write the finished output again, gzip-compressed (`output_gz`, atomically), then drop the plain
         file: what compaction does to an old round (a reader finds one or the other, the same records)."""
         assert self.is_done(), f"{self.output} replaced before its completion marker"
-        tmp = self.output_gz.with_name(f".{self.output_gz.name}.tmp{os.getpid()}")
-        with tmp.open("wb") as raw:
-            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as z:
-                for r in records:
-                    z.write((json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8"))
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, self.output_gz)
+        body = jsonl_text(records)
+        atomic_write_bytes(self.output_gz, gzip.compress(body.encode("utf-8"), mtime=0))
         self.output.unlink(missing_ok=True)
 
     def read_keys(self, keys: set[str]) -> dict[str, dict[str, Any]]:
