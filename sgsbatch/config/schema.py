@@ -230,7 +230,7 @@ class RecordsConfig:
     # false: once a round's train job has finished and no training reads its samples any more (Expert
     # Iteration reads the last solver.ei_rounds rounds), each sample's token ids and logprobs and each
     # prompt's ids are replaced by their counts, the outputs gzip-compressed, finished shards' item logs
-    # and the train job's example files deleted; texts, extractions, verdicts and reviews stay.
+    # and (a round later) the train job's example files deleted; texts, extractions, verdicts and reviews stay.
     # true: keep everything (~1.2 GB a round per 1,000 targets)
     keep_sample_tokens: bool = False
     # what compaction keeps of the model's replies: "all" (gzip-compressed), or "verified" (only verified

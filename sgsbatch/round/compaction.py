@@ -18,7 +18,8 @@ round r itself, or with Expert Iteration (which trains on the stored proofs of t
   (a real run's replies are ~6 KB each: ~240 MB a round before gzip, ~12 GB compressed over 200
   rounds of D_3k; the statements, extractions, scores and verified proofs stay either way);
 * deletes the item logs (`.partial.jsonl`) of the round's finished shards (their records are in the
-  outputs) and the train job's example files (`train/examples/*.npz`);
+  outputs); the train job's example files (`train/examples/*.npz`) go once the next round has
+  trained too, so a round whose checkpoint is lost can still train again until then;
 * writes `rounds/rNNNN/compacted` last, so a compaction cut short is done again.
 
 Everything the database, `rebuild`, the metrics and the report derive stays readable: token counts
@@ -96,9 +97,7 @@ def compact_round(cfg: Config, paths: RunPaths, r: int) -> int:
                     for v in read_phase(verify_dir, n_verify)}
     for phase in cfg.phases_of_round(r):
         if phase == "train":
-            for f in sorted((paths.phase_dir(r, phase) / "examples").glob("*.npz")):
-                f.unlink()
-            continue
+            continue  # its example files go one round later (`compact_after`)
         for sh in shards(paths.phase_dir(r, phase), cfg.shard_count(phase)):
             if not sh.is_done():
                 continue
@@ -142,4 +141,15 @@ def compact_after(cfg: Config, paths: RunPaths, r: int) -> list[int]:
             compact_round(cfg, paths, k)
             done.append(k)
         k -= 1
+    for q in {r - 1, *done}:  # example files of compacted rounds, once the next round has trained
+        if 0 <= q < r and is_compacted(paths, q):
+            drop_examples(paths, q)
     return done
+
+
+def drop_examples(paths: RunPaths, r: int) -> None:
+    """Delete round r's training example files (`train/examples/*.npz`). They are kept one round
+    longer than the records: with them, a round whose checkpoint was lost trains again (`resume`)
+    while the next round has not trained on top of it."""
+    for f in sorted((paths.phase_dir(r, "train") / "examples").glob("*.npz")):
+        f.unlink()

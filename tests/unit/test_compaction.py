@@ -86,7 +86,7 @@ def test_compact_round_rewrites_finished_outputs_and_drops_logs(tmp_path: Path) 
     assert Shard(paths.phase_dir(1, "verify"), 0).read() == [{"key": "k", "v": 1}]
     assert C.compact_round(cfg, paths, 1) == 0  # again: nothing left to free
     assert not Shard(paths.phase_dir(1, "verify"), 0).partial.exists()
-    assert not list((paths.phase_dir(1, "train") / "examples").glob("*.npz"))
+    assert list((paths.phase_dir(1, "train") / "examples").glob("*.npz"))  # kept: see compact_after
 
 
 def test_which_rounds_an_ending_compacts(tmp_path: Path) -> None:
@@ -96,11 +96,17 @@ def test_which_rounds_an_ending_compacts(tmp_path: Path) -> None:
     cfg, paths = _cfg(), RunPaths(tmp_path)
     for r in range(4):
         _round(paths, r, cfg, done=r != 2)  # round 2's train job has no marker
+    def examples(r: int) -> bool:
+        return bool(list((paths.phase_dir(r, "train") / "examples").glob("*.npz")))
+
     assert C.compact_after(cfg, paths, 1) == [1, 0]
+    # round 1's example files stay until round 2 has trained: a lost round 1 checkpoint can train again
+    assert not examples(0) and examples(1)
     assert C.compact_after(cfg, paths, 2) == []  # round 2 left whole: its training may run again
-    assert not C.is_compacted(paths, 2)
+    assert not C.is_compacted(paths, 2) and not examples(1) and examples(2)
     assert C.compact_after(cfg, paths, 3) == [3]  # stops at round 1's marker
     assert C.compact_after(cfg, paths, 3) == []
+    assert examples(2) and examples(3)  # round 2 was never compacted (no marker): nothing of it goes
     keep = dataclasses.replace(cfg, records=dataclasses.replace(cfg.records, keep_sample_tokens=True))
     _round(paths, 4, cfg)
     assert C.compact_after(keep, paths, 4) == [] and not C.is_compacted(paths, 4)
