@@ -29,8 +29,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(f"{D3K} is missing")
     runs = tmp_path_factory.mktemp("proofs")
     args = ["launch", str(REPO / "jobs" / "sgs.toml"), "--rehearse"]
+    # records kept whole (no compaction) so that lineage's recomputation from the shard files, for runs
+    # prepared before conjecturer_rewards.json existed, has shard files to read; the test compacts a round itself
     for o in (f"run.runs_dir={runs}", "run.executor=local", "run.rounds=2", f"data.source={D3K}", "data.limit=24",
-              "run.poll_interval_s=1"):
+              "run.poll_interval_s=1", "records.keep_sample_tokens=true"):
         args += ["--set", o]
     proc = sgsbatch(*args, "--wait")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -108,7 +110,7 @@ def _weights_by_round(rows: list[dict[str, Any]]) -> dict[int, dict[str, float]]
 def test_lineage_reads_the_rewards_the_train_job_wrote(runs: Path) -> None:
     """The train job writes each round's Conjecturer rewards once; lineage reads them without the
     round's shard files, and recomputes them from the shard files only for a run without that file
-    (unknown where those are unfinished or compacted: round 0, compacted when round 1 ended)."""
+    (unknown where those are unfinished or compacted: round 0, compacted here as a train job would)."""
     rows = _cli(runs, "--conjectures")
     weights = _weights_by_round(rows)
     rounds = runs / NAME / "rounds"
@@ -131,8 +133,14 @@ def test_lineage_reads_the_rewards_the_train_job_wrote(runs: Path) -> None:
         assert _cli(runs, "--conjectures") == rows
     finally:
         rewards.write_bytes(saved)
+    from sgsbatch.round.compaction import compact_round, is_compacted
+    from sgsbatch.run.handle import read_frozen_config
+    from sgsbatch.run.paths import RunPaths
+
+    paths = RunPaths(runs / NAME)
+    compact_round(read_frozen_config(paths), paths, 0)  # what a run's train job does (round/compaction.py)
+    assert is_compacted(paths, 0) and not is_compacted(paths, 1)
     old = rounds / "r0000" / "train" / "conjecturer_rewards.json"
-    assert (rounds / "r0000" / "compacted").exists() and not (rounds / "r0001" / "compacted").exists()
     saved = old.read_bytes()
     old.unlink()
     try:  # without the file, compacted (token ids gone): unknown, not a crash
