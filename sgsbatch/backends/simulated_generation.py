@@ -159,7 +159,7 @@ class SimulatedGenerator(_Engine):
                     "REHEARSAL: " if rehearsal else "", settings.role, settings.round)
         self.s = settings
         self.tags = guide_tags
-        self.stats = EngineStats()
+        self.stats = EngineStats(engine="SIMULATED")
         self._queue: list[Request] = []
 
     def add(self, request: Request) -> None:

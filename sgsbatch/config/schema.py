@@ -20,6 +20,10 @@ RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,99}")
 SLURM_MEM = re.compile(r"[0-9]+[KMGT]?")
 MAX_TASKS = 10_000  # tasks of one phase array (Slurm's MaxArraySize is 1001 unless raised)
 MAX_CPUS, MAX_GPUS = 4096, 64  # per task (per node)
+VLLM_DTYPES = ("auto", "bfloat16", "float16", "float32")
+# head sizes vLLM 0.32's CPU attention accepts (vllm/v1/attention/backends/cpu_attn.py
+# get_supported_head_sizes; tests/vllm/test_vllm_engine.py checks this copy against the installed vLLM)
+VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,12 @@ class GenerationConfig:
     backend: Literal["vllm", "transformers", "simulated"] = "vllm"
     top_p: float = 1.0
     tensor_parallel_size: int = 1
+    # vLLM: the fraction of GPU memory its engine takes (on vLLM's CPU build: of the machine's RAM);
+    # kv_cache_memory_bytes > 0 sizes the KV cache itself instead (vLLM's own key; 0 = vLLM decides)
     gpu_memory_utilization: float = 0.9
+    kv_cache_memory_bytes: int = 0
+    dtype: str = "auto"  # vLLM's weights/activations dtype: "auto" (vLLM's choice: bf16 for an fp32 checkpoint), "bfloat16", "float16", "float32"
+    enforce_eager: bool = False  # vLLM: no torch.compile / CUDA graphs (faster start, slower decode; CPU test configs)
     threads: int = 0  # torch CPU threads for the transformers backend; 0 = the task's cpus
     max_in_flight: int = 512  # prompts a generating task keeps in the engine at once (continuous batching)
     max_model_len: int = 8192  # prompt + completion tokens per request (the reference serves with 8192)
@@ -411,6 +420,21 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     g = cfg.generation
     check(g.max_in_flight >= 1, "generation.max_in_flight", f"must be >= 1, got {g.max_in_flight}")
     check(g.max_model_len >= 2, "generation.max_model_len", f"must be >= 2, got {g.max_model_len}")
+    check(0 < g.gpu_memory_utilization <= 1, "generation.gpu_memory_utilization",
+          f"must be within (0, 1], got {g.gpu_memory_utilization}")
+    check(g.kv_cache_memory_bytes >= 0, "generation.kv_cache_memory_bytes",
+          f"must be >= 0 (0 = vLLM sizes the KV cache from gpu_memory_utilization), got {g.kv_cache_memory_bytes}")
+    check(g.dtype in VLLM_DTYPES, "generation.dtype", f"must be one of {', '.join(VLLM_DTYPES)}, got {g.dtype!r}")
+    tiny = cfg.models.tiny
+    tiny_roles = [r for r in ("solver", "conjecturer", "guide") if getattr(cfg.models, r) == TINY_RANDOM]
+    check(tiny.num_heads >= 1 and tiny.hidden_size % max(1, tiny.num_heads) == 0, "models.tiny.num_heads",
+          f"must divide models.tiny.hidden_size ({tiny.hidden_size}), got {tiny.num_heads}")
+    head = tiny.hidden_size // max(1, tiny.num_heads)
+    check(g.backend != "vllm" or not tiny_roles or head in VLLM_CPU_HEAD_SIZES, "models.tiny.num_heads",
+          f"gives tiny-random models ({', '.join(tiny_roles)}) a head size of {head} (hidden_size "
+          f"{tiny.hidden_size} / num_heads {tiny.num_heads}), which vLLM's attention refuses with "
+          f"generation.backend = \"vllm\"; use a head size in {list(VLLM_CPU_HEAD_SIZES)}, "
+          f"e.g. hidden_size = 64 with num_heads = 2 (jobs/tiny-vllm.toml)")
     s = cfg.solver
     check(s.samples >= 1, "solver.samples", f"must be >= 1, got {s.samples}")
     for key, val in (("band_low", s.band_low), ("band_high", s.band_high),

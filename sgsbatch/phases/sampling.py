@@ -71,7 +71,8 @@ def generator_for(task: Task, role: str) -> Generator:
                               logprobs=g.logprobs)
     return make_generator("vllm", weights, tensor_parallel_size=g.tensor_parallel_size,
                           gpu_memory_utilization=g.gpu_memory_utilization, seed=cfg.run.seed,
-                          max_model_len=g.max_model_len, logprobs=g.logprobs)
+                          max_model_len=g.max_model_len, logprobs=g.logprobs, dtype=g.dtype,
+                          kv_cache_memory_bytes=g.kv_cache_memory_bytes, enforce_eager=g.enforce_eager)
 
 
 def request_for(task: Task, key: str, messages: list[dict[str, str]], n: int, *, max_tokens: int,
@@ -128,21 +129,24 @@ def stream_items(
         width = task.cfg.generation.max_in_flight
         pending = deque(todo)
         flying: dict[str, T] = {}
-        while pending or flying:
-            while pending and len(flying) < width:
-                it = pending.popleft()
-                req = requests[id(it)]
-                flying[req.key] = it
-                gen.add(req)
-            if task.should_stop():
-                gen.abort()
-                raise Interrupted(f"round {task.round} {task.phase} shard {task.shard.index}: stop requested; "
-                                  f"{len(flying)} requests in flight dropped")
-            for req, out in gen.step():
-                rec = record_of(flying.pop(req.key), out)
-                rec["key"] = req.key
-                task.shard.append_item(rec)
-                done[req.key] = rec
-                progress.step()
+        try:
+            while pending or flying:
+                while pending and len(flying) < width:
+                    it = pending.popleft()
+                    req = requests[id(it)]
+                    flying[req.key] = it
+                    gen.add(req)
+                if task.should_stop():
+                    gen.abort()
+                    raise Interrupted(f"round {task.round} {task.phase} shard {task.shard.index}: stop requested; "
+                                      f"{len(flying)} requests in flight dropped")
+                for req, out in gen.step():
+                    rec = record_of(flying.pop(req.key), out)
+                    rec["key"] = req.key
+                    task.shard.append_item(rec)
+                    done[req.key] = rec
+                    progress.step()
+        finally:
+            gen.close()
         meta.update(gen.stats.as_dict(), max_in_flight=width)
     task.shard.finish([done[requests[id(it)].key] for it in mine], meta)

