@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sgsbatch.backends.generation import Generation, Request
-from sgsbatch.extraction import extract_conjecture
+from sgsbatch.extraction import Extraction, extract_conjecture
 from sgsbatch.phases.sampling import extracted_samples, generator_for, request_for, stream_items
 from sgsbatch.phases.task import Task
 from sgsbatch.prompts import conjecturer_messages, load_prompts
@@ -18,7 +18,7 @@ from sgsbatch.round.results import Problem, round_inputs, run_targets
 
 
 def run(task: Task) -> None:
-    cfg = task.cfg.conjecturer
+    cfg, ex = task.cfg.conjecturer, task.cfg.extraction
     prompts = load_prompts(task.cfg.prompts)
     by_id = {t.problem_id: t for t in run_targets(task.paths)}
     items = [by_id[i] for i in round_inputs(task.paths, task.round)["unsolved"]]
@@ -28,8 +28,11 @@ def run(task: Task) -> None:
         return request_for(task, target.problem_id, msgs, cfg.samples_per_target, max_tokens=cfg.max_tokens,
                            temperature=cfg.temperature)
 
+    def extract(reply: str) -> Extraction:
+        return extract_conjecture(reply, ex.conjecture, ex.conjecture_imports)
+
     def record(target: Problem, out: Generation) -> dict[str, Any]:
         return {"target_id": target.problem_id, "prompt_ids": out.prompt_ids,
-                "samples": extracted_samples(out, extract_conjecture, "statement")}
+                "samples": extracted_samples(out, extract, "statement")}
 
     stream_items(task, items, request, record, lambda: generator_for(task, "conjecturer"))
