@@ -46,7 +46,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from sgsbatch.preamble import ImportRule, tidy_preamble
+from sgsbatch.preamble import IMPORT_RULES, ImportRule, tidy_preamble
 
 DeclarationRule = Literal["reference", "code_only"]
 DECLARATION_RULES: tuple[str, ...] = ("reference", "code_only")
@@ -296,8 +296,9 @@ def extract_conjecture(reply: str, rule: ConjectureRule = "reference", imports: 
     `rule` (`extraction.conjecture`) and `imports` (`extraction.conjecture_imports`): see the
     module docstring.
     """
-    if rule not in CONJECTURE_RULES:
-        raise ValueError(f"extract_conjecture: rule must be one of {', '.join(CONJECTURE_RULES)}, got {rule!r}")
+    for what, value, choices in (("rule", rule, CONJECTURE_RULES), ("imports", imports, IMPORT_RULES)):
+        if value not in choices:
+            raise ValueError(f"extract_conjecture: {what} must be one of {', '.join(choices)}, got {value!r}")
     text = normalise_newlines(reply).strip()
     if not text:
         return _bad(EMPTY_REPLY)
