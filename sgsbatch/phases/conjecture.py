@@ -7,9 +7,12 @@ only once a Solver proof of them verifies).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from sgsbatch.backends.generation import Generation, Request
+from sgsbatch.config.schema import ExtractionConfig
 from sgsbatch.extraction import Extraction, extract_conjecture
 from sgsbatch.phases.sampling import extracted_samples, generator_for, request_for, stream_items
 from sgsbatch.phases.task import Task
@@ -17,8 +20,13 @@ from sgsbatch.prompts import conjecturer_messages, load_prompts
 from sgsbatch.round.results import Problem, round_inputs, run_targets
 
 
+def extractor(ex: ExtractionConfig) -> Callable[[str], Extraction]:
+    """The Conjecturer's extraction under `extraction.conjecture` and `extraction.conjecture_imports`."""
+    return partial(extract_conjecture, rule=ex.conjecture, imports=ex.conjecture_imports)
+
+
 def run(task: Task) -> None:
-    cfg, ex = task.cfg.conjecturer, task.cfg.extraction
+    cfg = task.cfg.conjecturer
     prompts = load_prompts(task.cfg.prompts)
     by_id = {t.problem_id: t for t in run_targets(task.paths)}
     items = [by_id[i] for i in round_inputs(task.paths, task.round)["unsolved"]]
@@ -28,11 +36,8 @@ def run(task: Task) -> None:
         return request_for(task, target.problem_id, msgs, cfg.samples_per_target, max_tokens=cfg.max_tokens,
                            temperature=cfg.temperature)
 
-    def extract(reply: str) -> Extraction:
-        return extract_conjecture(reply, ex.conjecture, ex.conjecture_imports)
-
     def record(target: Problem, out: Generation) -> dict[str, Any]:
         return {"target_id": target.problem_id, "prompt_ids": out.prompt_ids,
-                "samples": extracted_samples(out, extract, "statement")}
+                "samples": extracted_samples(out, extractor(task.cfg.extraction), "statement")}
 
     stream_items(task, items, request, record, lambda: generator_for(task, "conjecturer"))

@@ -12,9 +12,15 @@ stated per case, with the reason.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from sgsbatch.backends.generation import Generation, Sample
+from sgsbatch.config.schema import Config
 from sgsbatch.extraction import extract_conjecture, extract_proof, solver_file
+from sgsbatch.phases.conjecture import extractor
+from sgsbatch.phases.sampling import extracted_samples
 from sgsbatch.verification.checks import check_statement, statement_name
 from sgsbatch.verification.lean import static_verdict
 from sgsbatch.verification.verdict import ProofJob
@@ -185,3 +191,17 @@ def test_a_salvaged_conjecture_reaches_lean_with_the_solvers_whole_file_reply() 
     assert static_verdict(ProofJob("c", HEADER, statement, proof.value)) is None
     file = solver_file(HEADER, statement, proof.value)
     assert file.startswith(HEADER) and "import" not in file[len(HEADER) :]
+
+
+def test_the_conjecture_phase_extracts_by_the_config_and_records_dropped_lines() -> None:
+    replies = [reply_with(WHOLE + DOC + AMGM), f"```lean4\n{CONJ}\n  sorry -- left to the Solver\n```"]
+    out = Generation([1], [Sample(text, [5, 6], [-0.1, -0.2], "stop") for text in replies])
+    default = Config().extraction
+    whole, commented = extracted_samples(out, extractor(default), "statement")
+    assert (whole["ok"], whole["statement"], whole["dropped"]) == (True, SCOPED + DOC + AMGM,
+                                                                    ["import Mathlib", "import Aesop"])
+    assert (commented["ok"], commented["reason"], "dropped" in commented) == (False, "bad_ending", False)
+    ours = dataclasses.replace(default, conjecture="code_only", conjecture_imports="keep")
+    whole, commented = extracted_samples(out, extractor(ours), "statement")
+    assert (whole["statement"], "dropped" in whole) == ("import Mathlib\nimport Aesop\n\n" + SCOPED + DOC + AMGM, False)
+    assert (commented["ok"], commented["statement"]) == (True, CONJ)
