@@ -200,31 +200,39 @@ def test_statements_with_open_in_and_finset_card() -> None:
         assert rejection is not None and rejection.reason == reason, (text, rejection)
 
 
-def test_statements_with_set_option_in() -> None:
-    """A conjecture's `set_option NAME VALUE in` prefix (DeepSeek-Prover-V2 writes `maxHeartbeats
-    400000`): NAME on the header's allow-list, VALUE one literal token, checked like any token."""
-    for text in ["set_option maxHeartbeats 400000 in\ntheorem t : True := by",
-                 "set_option maxHeartbeats 400000 in\nopen BigOperators Real in\n/-- doc -/\ntheorem t : True := by",
-                 "open Real in set_option linter.unusedVariables false in theorem t : True := by",
-                 "set_option pp.all true in\nset_option autoImplicit false in\nlemma t : True := by"]:
-        assert C.check_statement(text) is None, text
-        assert C.statement_name(text) == "t", text
-    for text, reason in [("set_option maxRecDepth 10000 in\ntheorem t : True := by", C.SET_OPTION),
-                         ("set_option debug.skipKernelTC true in\ntheorem t : True := by", C.SET_OPTION),
-                         ("set_option «debug».«skipKernelTC» true in\ntheorem t : True := by", C.SET_OPTION),
-                         ("set_option trace.Meta.synthInstance true in theorem t : True := by", C.SET_OPTION),
-                         ("set_option pp.all IO.println in theorem t : True := by", C.IO),
-                         # no `in`: a command that would outlive the theorem in the REPL's environment
-                         ("set_option maxHeartbeats 400000\ntheorem t : True := by", C.BAD_STATEMENT),
-                         # the value is one literal: a term (and so a `by` block) cannot be one
-                         ("set_option maxHeartbeats (by exact 0) in theorem t : True := by", C.BAD_STATEMENT),
-                         ("set_option maxHeartbeats in theorem t : True := by", C.BAD_STATEMENT),
-                         ("set_option maxHeartbeats 0 in\n#eval 1\ntheorem t : True := by", C.BAD_STATEMENT),
-                         ("import Mathlib\ntheorem t : True := by", C.BAD_STATEMENT)]:
-        rejection = C.check_statement(text)
-        assert rejection is not None and rejection.reason == reason, (text, rejection)
-        verdict = static_verdict(ProofJob("k", "import Mathlib\n", text, "\n  trivial"))
-        assert verdict is not None and (verdict.verdict, verdict.reason) == (FAILED, reason), text
+# A conjecture's `set_option NAME VALUE in` prefix (DeepSeek-Prover-V2 writes `maxHeartbeats 400000`): NAME on
+# the header's allow-list, VALUE one literal token, checked like any token.
+OPTION_PREFIXES_OK = [
+    "set_option maxHeartbeats 400000 in\ntheorem t : True := by",
+    "set_option maxHeartbeats 400000 in\nopen BigOperators Real in\n/-- doc -/\ntheorem t : True := by",
+    "open Real in set_option linter.unusedVariables false in theorem t : True := by",
+    "set_option pp.all true in\nset_option autoImplicit false in\nlemma t : True := by",
+]
+OPTION_PREFIXES_BAD = [
+    ("set_option maxRecDepth 10000 in\ntheorem t : True := by", C.SET_OPTION),
+    ("set_option debug.skipKernelTC true in\ntheorem t : True := by", C.SET_OPTION),
+    ("set_option «debug».«skipKernelTC» true in\ntheorem t : True := by", C.SET_OPTION),
+    ("set_option trace.Meta.synthInstance true in theorem t : True := by", C.SET_OPTION),
+    ("set_option pp.all IO.println in theorem t : True := by", C.IO),
+    # no `in`: a command that would outlive the theorem in the REPL's environment
+    ("set_option maxHeartbeats 400000\ntheorem t : True := by", C.BAD_STATEMENT),
+    # the value is one literal: a term (and so a `by` block) cannot be one
+    ("set_option maxHeartbeats (by exact 0) in theorem t : True := by", C.BAD_STATEMENT),
+    ("set_option maxHeartbeats in theorem t : True := by", C.BAD_STATEMENT),
+    ("set_option maxHeartbeats 0 in\n#eval 1\ntheorem t : True := by", C.BAD_STATEMENT),
+    ("import Mathlib\ntheorem t : True := by", C.BAD_STATEMENT),
+]
+
+
+@pytest.mark.parametrize("text", OPTION_PREFIXES_OK)
+def test_statements_with_set_option_in(text: str) -> None:
+    assert C.check_statement(text) is None and C.statement_name(text) == "t"
+
+
+@pytest.mark.parametrize(("text", "reason"), OPTION_PREFIXES_BAD)
+def test_statements_with_set_option_refused(text: str, reason: str) -> None:
+    verdict = static_verdict(ProofJob("k", "import Mathlib\n", text, "\n  trivial"))
+    assert verdict is not None and (verdict.verdict, verdict.reason) == (FAILED, reason), (text, verdict)
 
 
 @pytest.mark.skipif(not D3K.is_dir(), reason="the shared D_3k data is not next to this checkout")
