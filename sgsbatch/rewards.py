@@ -1,4 +1,4 @@
-"""Rewards and training weights: Solver (REINFORCE-1/2), Conjecturer, and CISPO groups.
+r"""Rewards and training weights: Solver (REINFORCE-1/2), Conjecturer, and CISPO groups.
 
 Covered: the length penalty, the `try` tactic rule, per-proof Solver weights, per-round
 Conjecturer rewards (with the "no guide" ablation), and CISPO group rewards and advantages.
@@ -19,7 +19,12 @@ group: 1 verified / 0 failed, 0 for `try`, and then the length penalty replaces 
 any over-long rollout, failed ones included.
 
 The reference matches `try` as a substring (`"try" in proof_str`, step2_train.py:548); the token
-rule here is the spec's fix (`symmetry`, `geometry` are not `try`).
+rule here is the spec's fix (`symmetry`, `geometry` are not `try`). Which comments are skipped
+(`solver.try_comments`): "reference" (the default) strips them as the reference does
+(step2_train.py:529-530: `re.sub(r"/-[\s\S]*?-/", "", proof_str)` then `re.sub(r"--.*", "",
+proof_str)`), so a nested block comment leaves its outer ` ... -/` as code and a `/-` inside a
+`--` comment hides the code up to the next `-/`; "lean" reads them as Lean does (nested block
+comments, a `/-` inside a `--` comment is comment text).
 """
 
 from __future__ import annotations
@@ -27,15 +32,31 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
 
 from sgsbatch.extraction import strip_lean_comments
 
+TryComments = Literal["reference", "lean"]
+TRY_COMMENT_RULES: tuple[str, ...] = ("reference", "lean")
 _TRY_RE = re.compile(r"(?<![\w.'!?])try(?![\w'])")
+_REFERENCE_BLOCK_COMMENT = re.compile(r"/-[\s\S]*?-/")  # step2_train.py:529
+_REFERENCE_LINE_COMMENT = re.compile(r"--.*")  # step2_train.py:530
 
 
-def uses_try(proof: str) -> bool:
-    """Whether `proof` uses the `try` tactic (as a token, outside comments)."""
-    return _TRY_RE.search(strip_lean_comments(proof)) is not None
+def strip_comments_as_reference(proof: str) -> str:
+    """`proof` with comments removed as the reference does: non-greedy `/- -/` first, then `--`."""
+    return _REFERENCE_LINE_COMMENT.sub("", _REFERENCE_BLOCK_COMMENT.sub("", proof))
+
+
+def uses_try(proof: str, comments: TryComments = "reference") -> bool:
+    """Whether `proof` uses the `try` tactic (as a token, outside comments read by the `comments` rule)."""
+    if comments == "reference":
+        code = strip_comments_as_reference(proof)
+    elif comments == "lean":
+        code = strip_lean_comments(proof)
+    else:
+        raise ValueError(f"uses_try: comments must be one of {', '.join(TRY_COMMENT_RULES)}, got {comments!r}")
+    return _TRY_RE.search(code) is not None
 
 
 def length_penalty(length: int, max_tokens: int = 8192, length_penalty_start: float = 0.8) -> float | None:
@@ -63,16 +84,17 @@ def solver_weight(
     max_tokens: int = 8192,
     length_penalty_start: float = 0.8,
     zero_try: bool = True,
+    try_comments: TryComments = "reference",
 ) -> float | None:
     """REINFORCE-1/2 (and Expert Iteration) weight of one Solver sample; None when it is not trained on.
 
     `length` is the generation's token count. Failed or out-of-band samples are dropped (None), and
-    so is a proof using `try` (with `zero_try`), before its length is looked at; an over-long proof
-    gets the length penalty; any other gets 1.
+    so is a proof using `try` (with `zero_try`; comments read by `try_comments`), before its length
+    is looked at; an over-long proof gets the length penalty; any other gets 1.
     """
     if not verified or not in_band:
         return None
-    if zero_try and uses_try(proof):
+    if zero_try and uses_try(proof, try_comments):
         return None
     penalty = length_penalty(length, max_tokens, length_penalty_start)
     return 1.0 if penalty is None else penalty
@@ -138,6 +160,7 @@ def group_rewards(
     max_tokens: int = 8192,
     length_penalty_start: float = 0.8,
     zero_try: bool = True,
+    try_comments: TryComments = "reference",
 ) -> list[float]:
     """CISPO rewards of one group: 1 verified / 0 failed; with `zero_try` a proof using `try` gets 0
     (needs `proofs`; skipped when they are not given); then any over-long rollout, verified or
@@ -150,7 +173,7 @@ def group_rewards(
     out: list[float] = []
     for i, ok in enumerate(verified):
         reward = 1.0 if ok else 0.0
-        if zero_try and proofs is not None and uses_try(proofs[i]):
+        if zero_try and proofs is not None and uses_try(proofs[i], try_comments):
             reward = 0.0
         penalty = None if lengths is None else length_penalty(lengths[i], max_tokens, length_penalty_start)
         out.append(reward if penalty is None else penalty)

@@ -143,6 +143,9 @@ class SolverConfig:
     store_cap: int = 16
     length_penalty_start: float = 0.8
     zero_try: bool = True  # proofs using the `try` tactic get weight 0
+    # comments skipped when looking for `try`: "reference" strips `/- -/` with a non-greedy regex,
+    # then `--` to the line's end; "lean" reads comments as Lean does (nested; `/-` in a `--` is text)
+    try_comments: Literal["reference", "lean"] = "reference"
     lr: float = 3e-6
     batch_size: int = 32
     train: bool = True
@@ -173,6 +176,13 @@ class ExtractionConfig:
     # how the Solver's reply counts its declarations: "reference" counts `theorem `, `lemma `, `def `
     # anywhere (comments and longer names included); "code_only" counts Lean words outside comments
     declarations: Literal["reference", "code_only"] = "reference"
+    # how the Conjecturer's statement is found: "reference" (last ```lean4 to last ```, `sorry` and
+    # the ending counted with comments, `NO CONJECTURE FOUND` malformed); "code_only" (fences paired,
+    # `sorry` as a word and the ending outside comments)
+    conjecture: Literal["reference", "code_only"] = "reference"
+    # `import` lines before a conjecture's theorem: "drop" them (recorded with the sample; the header
+    # already imports Mathlib) or "keep" them (the reference: the file then fails in Lean)
+    conjecture_imports: Literal["drop", "keep"] = "drop"
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,22 @@ only once a Solver proof of them verifies).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from sgsbatch.backends.generation import Generation, Request
-from sgsbatch.extraction import extract_conjecture
+from sgsbatch.config.schema import ExtractionConfig
+from sgsbatch.extraction import Extraction, extract_conjecture
 from sgsbatch.phases.sampling import extracted_samples, generator_for, request_for, stream_items
 from sgsbatch.phases.task import Task
 from sgsbatch.prompts import conjecturer_messages, load_prompts
 from sgsbatch.round.results import Problem, round_inputs, run_targets
+
+
+def extractor(ex: ExtractionConfig) -> Callable[[str], Extraction]:
+    """The Conjecturer's extraction under `extraction.conjecture` and `extraction.conjecture_imports`."""
+    return partial(extract_conjecture, rule=ex.conjecture, imports=ex.conjecture_imports)
 
 
 def run(task: Task) -> None:
@@ -30,6 +38,6 @@ def run(task: Task) -> None:
 
     def record(target: Problem, out: Generation) -> dict[str, Any]:
         return {"target_id": target.problem_id, "prompt_ids": out.prompt_ids,
-                "samples": extracted_samples(out, extract_conjecture, "statement")}
+                "samples": extracted_samples(out, extractor(task.cfg.extraction), "statement")}
 
     stream_items(task, items, request, record, lambda: generator_for(task, "conjecturer"))

@@ -87,11 +87,15 @@ def sample_record(s: Sample) -> dict[str, Any]:
 
 
 def extracted_samples(out: Generation, extract: Callable[[str], Extraction], field: str) -> list[dict[str, Any]]:
-    """Each sample's record with its extraction under `field` (ok, value, reason)."""
+    """Each sample's record with its extraction under `field` (ok, value, reason; `dropped`: the
+    lines a conjecture's preamble lost, when there are any)."""
     samples = []
     for s in out.samples:
         ex = extract(s.text)
-        samples.append({**sample_record(s), "ok": ex.ok, field: ex.value, "reason": ex.reason})
+        record = {**sample_record(s), "ok": ex.ok, field: ex.value, "reason": ex.reason}
+        if ex.dropped:
+            record["dropped"] = list(ex.dropped)
+        samples.append(record)
     return samples
 
 

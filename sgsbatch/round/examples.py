@@ -56,7 +56,7 @@ def _reinforce(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -
         for smp in res.samples:
             w = solver_weight(smp.get("proof") or "", smp["verdict"] == "verified", True, token_count(smp),
                               max_tokens=s.max_tokens, length_penalty_start=s.length_penalty_start,
-                              zero_try=s.zero_try)
+                              zero_try=s.zero_try, try_comments=s.try_comments)
             if w is not None:
                 out.append(Example(res.prompt_ids, smp["token_ids"], w))
     return out
@@ -69,7 +69,7 @@ def _cispo(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -> li
         smps = results[key].samples
         groups[key] = group_rewards([x["verdict"] == "verified" for x in smps], [token_count(x) for x in smps],
                                     [x.get("proof") or "" for x in smps], max_tokens=s.max_tokens,
-                                    length_penalty_start=s.length_penalty_start, zero_try=s.zero_try)
+                                    length_penalty_start=s.length_penalty_start, zero_try=s.zero_try, try_comments=s.try_comments)
     out = []
     for gid, (key, adv) in enumerate(sorted(group_advantages(groups, s.cispo_eps).items())):
         res = results[key]
@@ -97,7 +97,7 @@ def _expert_iteration(cfg: Config, paths: RunPaths, stored: Iterable[tuple[int, 
         it = items[rnd][pid]
         smp = it["samples"][sample]
         w = solver_weight(smp.get("proof") or "", True, True, token_count(smp), max_tokens=s.max_tokens,
-                          length_penalty_start=s.length_penalty_start, zero_try=s.zero_try)
+                          length_penalty_start=s.length_penalty_start, zero_try=s.zero_try, try_comments=s.try_comments)
         if w is not None:
             out.append(Example(it["prompt_ids"], smp["token_ids"], w))
     return out

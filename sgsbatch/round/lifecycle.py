@@ -75,7 +75,7 @@ def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemR
         for k, smp in enumerate(res.samples):
             if not smp["ok"]:
                 extract_fail[smp["reason"]] = extract_fail.get(smp["reason"], 0) + 1
-            try_proofs += smp["verdict"] == VERIFIED and uses_try(smp.get("proof") or "")
+            try_proofs += smp["verdict"] == VERIFIED and uses_try(smp.get("proof") or "", cfg.solver.try_comments)
             long_samples += length_penalty(token_count(smp), cfg.solver.max_tokens,
                                            cfg.solver.length_penalty_start) is not None
             out.attempts.append({

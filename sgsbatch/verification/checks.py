@@ -18,7 +18,7 @@ the tactic block's indentation with a word, `#`, `@[` or a doc comment is refuse
 tactic block has ended and a new top-level command would begin. Headers (`check_header`) may
 only hold `import`, `open` (without `in`), allowed `set_option`s, `namespace`/`section`/`end`,
 `universe` and comments; statements (`check_statement`) are one `theorem`/`lemma`, optionally
-after a doc comment and `open ... in`.
+after doc comments, `open ... in` and allow-listed `set_option ... in`.
 
 Not covered: this is a filter, not a sandbox. A command or evaluating tactic missing from
 vocabulary.py, used inside brackets or at the block's indentation, passes; so does anything a
@@ -226,19 +226,37 @@ def check_proof(proof: str) -> Rejection | None:
     return _lexical(toks, "proof") or _check_tokens(toks, "proof") or _layout(toks)
 
 
-def _statement_start(toks: Sequence[Token]) -> tuple[int, list[int]] | None:
-    """(index of `theorem`/`lemma`, indices of the `open ... in` prefixes) or None if it has none."""
-    k, opens = 0, []
-    while k < len(toks) and toks[k].kind == "doc" and toks[k].text.startswith("/--"):
-        k += 1
-    while k < len(toks) and _word(toks[k]) == "open":
-        j = _open_end(toks, k)
-        if j >= len(toks) or toks[j].text != "in":
-            return None
-        opens.append(k)
-        k = j + 1
+def _option_in_end(toks: Sequence[Token], i: int) -> int | None:
+    """Index after the `in` of a `set_option NAME VALUE in` at `i` (VALUE one literal), else None."""
+    if (i + 3 < len(toks) and toks[i + 1].kind == "ident" and toks[i + 2].kind in ("ident", "num", "str")
+            and toks[i + 3].text == "in"):
+        return i + 4
+    return None
+
+
+def _statement_start(toks: Sequence[Token]) -> tuple[int, list[int], list[int]] | None:
+    """(index of `theorem`/`lemma`, indices of the `open ... in` prefixes, indices of the `set_option
+    ... in` prefixes) or None if it has none. Doc comments may sit among the prefixes."""
+    k, opens, options = 0, [], []
+    while k < len(toks):
+        if toks[k].kind == "doc" and toks[k].text.startswith("/--"):
+            k += 1
+        elif _word(toks[k]) == "open":
+            j = _open_end(toks, k)
+            if j >= len(toks) or toks[j].text != "in":
+                return None
+            opens.append(k)
+            k = j + 1
+        elif _word(toks[k]) == "set_option":
+            end = _option_in_end(toks, k)
+            if end is None:
+                return None
+            options.append(k)
+            k = end
+        else:
+            break
     if k + 1 < len(toks) and _word(toks[k]) in _DECL_START and toks[k + 1].kind == "ident":
-        return k, opens
+        return k, opens, options
     return None
 
 
@@ -253,8 +271,10 @@ def check_statement(theorem: str) -> Rejection | None:
     """None if a statement is one `theorem`/`lemma` whose text passes the proof rules.
 
     Statements written by the Conjecturer are model output too: a `(by run_tac ...)` inside a
-    statement's type would run at elaboration time like one in a proof. A doc comment and
-    `open ... in` prefixes (`open Real in theorem ...`) are accepted; their names are checked.
+    statement's type would run at elaboration time like one in a proof. Doc comments, `open ...
+    in` prefixes (`open Real in theorem ...`; their names are checked) and `set_option NAME VALUE
+    in` prefixes (a literal VALUE; NAME on the header's allow-list, which adds `maxHeartbeats`,
+    bounded by the pool's wall-clock timeout anyway) are accepted.
     """
     toks = lex(theorem)
     bad = _lexical(toks, "statement", balanced=False)  # no layout rule here: brackets need not be counted
@@ -263,13 +283,17 @@ def check_statement(theorem: str) -> Rejection | None:
     start = _statement_start(toks)
     if start is None:
         return Rejection(BAD_STATEMENT, "the statement must be a single named `theorem` or `lemma` "
-                         "(after an optional doc comment and `open ... in`)")
-    k, opens = start
+                         "(after optional doc comments, `open ... in` and `set_option ... in`)")
+    k, opens, options = start
     for o in opens:
         for i in range(o + 1, _open_end(toks, o)):
             bad = _token_rule(toks, i, "statement")
             if bad is not None:
                 return bad
+    for o in options:  # the option's name against the header's allow-list, its value like any token
+        bad = _token_rule(toks, o, "statement", header=True) or _token_rule(toks, o + 2, "statement")
+        if bad is not None:
+            return bad
     return _check_tokens(toks[k + 2 :], "statement")
 
 

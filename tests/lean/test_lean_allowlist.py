@@ -185,7 +185,7 @@ def test_headers_refused(header: str, reason: str) -> None:
 def test_statements_with_open_in_and_finset_card() -> None:
     for text, name in [("open Real in theorem foo (x : ℝ) : Real.sqrt (x ^ 2) = |x| := by", "foo"),
                        ("open Nat Real in\ntheorem bar : (2 : ℝ) ≤ 3 := by", "bar"),
-                       ("open Finset in\n/-- doc -/ theorem baz (s : Finset ℕ) (h : #s = 3) : #s ≠ 0 := by", None),
+                       ("open Finset in\n/-- doc -/ theorem baz (s : Finset ℕ) (h : #s = 3) : #s ≠ 0 := by", "baz"),
                        ("/-- doc -/\nopen Finset in\nlemma qux (s : Finset ℕ) : #(s ∩ s) = #s := by", "qux")]:
         assert C.statement_name(text) == name, text
         if name is not None:
@@ -198,6 +198,41 @@ def test_statements_with_open_in_and_finset_card() -> None:
                          ("open Real in #eval 1\ntheorem t : True := by", C.BAD_STATEMENT)]:
         rejection = C.check_statement(text)
         assert rejection is not None and rejection.reason == reason, (text, rejection)
+
+
+# A conjecture's `set_option NAME VALUE in` prefix (DeepSeek-Prover-V2 writes `maxHeartbeats 400000`): NAME on
+# the header's allow-list, VALUE one literal token, checked like any token.
+OPTION_PREFIXES_OK = [
+    "set_option maxHeartbeats 400000 in\ntheorem t : True := by",
+    "set_option maxHeartbeats 400000 in\nopen BigOperators Real in\n/-- doc -/\ntheorem t : True := by",
+    "open Real in set_option linter.unusedVariables false in theorem t : True := by",
+    "set_option pp.all true in\nset_option autoImplicit false in\nlemma t : True := by",
+]
+OPTION_PREFIXES_BAD = [
+    ("set_option maxRecDepth 10000 in\ntheorem t : True := by", C.SET_OPTION),
+    ("set_option debug.skipKernelTC true in\ntheorem t : True := by", C.SET_OPTION),
+    ("set_option «debug».«skipKernelTC» true in\ntheorem t : True := by", C.SET_OPTION),
+    ("set_option trace.Meta.synthInstance true in theorem t : True := by", C.SET_OPTION),
+    ("set_option pp.all IO.println in theorem t : True := by", C.IO),
+    # no `in`: a command that would outlive the theorem in the REPL's environment
+    ("set_option maxHeartbeats 400000\ntheorem t : True := by", C.BAD_STATEMENT),
+    # the value is one literal: a term (and so a `by` block) cannot be one
+    ("set_option maxHeartbeats (by exact 0) in theorem t : True := by", C.BAD_STATEMENT),
+    ("set_option maxHeartbeats in theorem t : True := by", C.BAD_STATEMENT),
+    ("set_option maxHeartbeats 0 in\n#eval 1\ntheorem t : True := by", C.BAD_STATEMENT),
+    ("import Mathlib\ntheorem t : True := by", C.BAD_STATEMENT),
+]
+
+
+@pytest.mark.parametrize("text", OPTION_PREFIXES_OK)
+def test_statements_with_set_option_in(text: str) -> None:
+    assert C.check_statement(text) is None and C.statement_name(text) == "t"
+
+
+@pytest.mark.parametrize(("text", "reason"), OPTION_PREFIXES_BAD)
+def test_statements_with_set_option_refused(text: str, reason: str) -> None:
+    verdict = static_verdict(ProofJob("k", "import Mathlib\n", text, "\n  trivial"))
+    assert verdict is not None and (verdict.verdict, verdict.reason) == (FAILED, reason), (text, verdict)
 
 
 @pytest.mark.skipif(not D3K.is_dir(), reason="the shared D_3k data is not next to this checkout")

@@ -28,17 +28,26 @@ def test_reference_defaults_match_the_spec() -> None:
 
 
 def test_reference_choices_default_to_the_reference(tmp_path: Path) -> None:
-    """`extraction.declarations` and `conjecturer.dedup` default to the reference's rules and take ours."""
-    c = Config()
-    assert (c.extraction.declarations, c.conjecturer.dedup) == ("reference", "exact")
+    """`extraction.declarations`, `extraction.conjecture`, `solver.try_comments` and `conjecturer.dedup`
+    default to the reference's rules and take ours; `extraction.conjecture_imports` defaults to "drop"
+    (never worse than the reference: tests/unit/test_reference_conjectures.py) and takes "keep"."""
+    def choices(c: Config) -> tuple[str, ...]:
+        return (c.extraction.declarations, c.extraction.conjecture, c.extraction.conjecture_imports,
+                c.solver.try_comments, c.conjecturer.dedup)
+
+    assert choices(Config()) == choices(load_config(JOBS / "sgs.toml")) == (
+        "reference", "reference", "drop", "reference", "exact")
     path = tmp_path / "ours.toml"
     path.write_text(f'inherit = "{JOBS / "tiny.toml"}"\n[extraction]\ndeclarations = "code_only"\n'
+                    'conjecture = "code_only"\nconjecture_imports = "keep"\n[solver]\ntry_comments = "lean"\n'
                     '[conjecturer]\ndedup = "whitespace"\n')
     ours = load_config(path)
-    assert (ours.extraction.declarations, ours.conjecturer.dedup) == ("code_only", "whitespace")
+    assert choices(ours) == ("code_only", "code_only", "keep", "lean", "whitespace")
     assert from_toml_text(to_toml(ours), "config.toml") == ours
-    over = load_config(JOBS / "tiny.toml", ["extraction.declarations=code_only", "conjecturer.dedup=whitespace"])
-    assert (over.extraction.declarations, over.conjecturer.dedup) == ("code_only", "whitespace")
+    over = load_config(JOBS / "tiny.toml", ["extraction.declarations=code_only", "extraction.conjecture=code_only",
+                                            "extraction.conjecture_imports=keep", "solver.try_comments=lean",
+                                            "conjecturer.dedup=whitespace"])
+    assert choices(over) == choices(ours)
 
 
 def test_tiny_inherits_sgs_and_overrides() -> None:
@@ -121,6 +130,9 @@ BAD = [
     ('inherit = "{tiny}"\n[extraction]\ndeclarations = "words"\n', [], "extraction.declarations", "one of"),
     ('inherit = "{tiny}"\n', ['extraction.declarations="anywhere"'], "extraction.declarations", "one of"),
     ('inherit = "{tiny}"\n[extraction]\nkeywords = 1\n', [], "extraction.keywords", "unknown key"),
+    ('inherit = "{tiny}"\n[extraction]\nconjecture = "strict"\n', [], "extraction.conjecture", "one of 'reference', 'code_only'"),
+    ('inherit = "{tiny}"\n', ['extraction.conjecture_imports="salvage"'], "extraction.conjecture_imports", "one of 'drop', 'keep'"),
+    ('inherit = "{tiny}"\n[solver]\ntry_comments = "nested"\n', [], "solver.try_comments", "one of 'reference', 'lean'"),
     ('inherit = "{tiny}"\n[conjecturer]\ndedup = "normalised"\n', [], "conjecturer.dedup", "one of"),
     ('inherit = "{tiny}"\n', ["conjecturer.dedup=true"], "conjecturer.dedup", "one of"),
     # prompt templates: a shipped set's name or an existing file, the error lists the choices

@@ -130,7 +130,12 @@ CONJECTURE_CASES: list[tuple[str, str, str | None, str | None]] = [
     ("name", "reply", "statement", "reason"), CONJECTURE_CASES, ids=[c[0] for c in CONJECTURE_CASES]
 )
 def test_extract_conjecture_table(name: str, reply: str, statement: str | None, reason: str | None) -> None:
-    assert extract_conjecture(reply) == Extraction(ok=reason is None, value=statement, reason=reason), name
+    """Both rules (`extraction.conjecture`) agree on these replies; where they differ:
+    tests/unit/test_reference_conjectures.py."""
+    dropped = ("import Mathlib", "import Aesop") if name == "imports_dropped" else ()
+    expected = Extraction(ok=reason is None, value=statement, reason=reason, dropped=dropped)
+    assert extract_conjecture(reply) == expected, name  # the default: "reference"
+    assert extract_conjecture(reply, "code_only") == expected, name
 
 
 def test_word_helpers() -> None:

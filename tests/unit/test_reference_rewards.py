@@ -14,7 +14,14 @@ import pytest
 
 from sgsbatch.extraction import count_declarations, extract_proof
 from sgsbatch.review import Review, fill_failed
-from sgsbatch.rewards import conjecturer_rewards, group_rewards, keep_group, length_penalty, solver_weight
+from sgsbatch.rewards import (
+    conjecturer_rewards,
+    group_rewards,
+    keep_group,
+    length_penalty,
+    solver_weight,
+    uses_try,
+)
 from sgsbatch.round.results import dedup_key
 from sgsbatch.selection import conjecturer_band, solver_band
 
@@ -72,6 +79,35 @@ def test_reinforce_and_ei_weight(name: str, proof: str, verified: bool, length: 
     prepare_prover_train_data (step2_train.py:503-594), so it is weighted the same way."""
     got = solver_weight(proof, verified, True, length, max_tokens=100)
     assert got == (None if expected is None else pytest.approx(expected)), name
+
+
+# (name, proof, uses `try` with the reference's comment stripping (the default), with Lean's comments)
+TRY_COMMENT_CASES = [
+    # step2_train.py:529 "proof_str = re.sub(r"/-[\s\S]*?-/", "", proof_str)" is non-greedy: a nested block
+    # comment ends at its first `-/`, and the rest, ` try simp -/`, is read as code
+    ("nested_block_comment", "\n  /- first /- a note -/ try simp -/\n  linarith", True, False),
+    # ... and it runs before step2_train.py:530 "proof_str = re.sub(r"--.*", "", proof_str)": a `/-` inside a
+    # `--` comment hides the code after it up to the next `-/`, a real `try` included
+    ("block_opener_in_line_comment", "\n  -- the /- notation\n  try simp\n  /- done -/ linarith", False, True),
+    # both agree on plain comments and on code
+    ("line_comment", "\n  -- try simp\n  linarith", False, False),
+    ("block_comment", "\n  /- try simp -/ linarith", False, False),
+    ("code", "\n  try simp\n  linarith", True, True),
+]
+
+
+@pytest.mark.parametrize(("name", "proof", "reference", "lean"), TRY_COMMENT_CASES, ids=[c[0] for c in TRY_COMMENT_CASES])
+def test_try_rule_comments(name: str, proof: str, reference: bool, lean: bool) -> None:
+    """`solver.try_comments`: "reference" (the default) strips comments as the reference, "lean" as Lean reads them;
+    a proof using `try` is dropped by REINFORCE-1/2 and EI and gets 0 under CISPO (step2_train.py:547-554)."""
+    assert uses_try(proof) is reference, name  # the default
+    for rule, hit in (("reference", reference), ("lean", lean)):
+        assert uses_try(proof, rule) is hit, (name, rule)  # type: ignore[arg-type]
+        weight = solver_weight(proof, True, True, 10, max_tokens=100, try_comments=rule)  # type: ignore[arg-type]
+        assert weight == (None if hit else 1.0), (name, rule)
+        assert group_rewards([True], [10], [proof], max_tokens=100, try_comments=rule) == [0.0 if hit else 1.0]  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="reference, lean"):
+        uses_try(proof, "nested")  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------- CISPO

@@ -41,6 +41,8 @@ from sgsbatch.round.lifecycle import (
     round_completed,
 )
 from sgsbatch.round.results import (
+    Problem,
+    ProblemResult,
     conjecture_id,
     round_conjectures,
     round_results,
@@ -224,6 +226,22 @@ def test_expert_iteration_reads_stored_proofs_back_from_the_solve_shard(tmp_path
     ex = solver_examples(cfg, h.paths, {}, [(0, "t2", 1), (0, "t1", 0), (0, B, 0)])
     assert [(e.prompt_ids, e.completion_ids) for e in ex] == [([1001], [10] * 3), ([1002], [21] * 86)]
     assert [e.weight for e in ex] == pytest.approx([1.0, LONG_WEIGHT])
+
+
+def test_try_comments_decide_which_proofs_use_try(tmp_path: Path) -> None:
+    """`solver.try_comments`: the reference's stripping (the default) leaves ` try simp -/` of a nested block
+    comment as code (the proof is dropped); "lean" reads the whole comment as one (weight 1)."""
+    proof = "\n  /- first /- a note -/ try simp -/\n  linarith"
+    samples = [{"verdict": v, "proof": proof, "token_ids": [7] * 3, "logprobs": [-0.1] * 3, "finish_reason": "stop"}
+               for v in ("verified", "failed")]
+    results = {"p": ProblemResult(Problem("p", "", "theorem p : True := by", True, "p"), [9], samples, 1, 0.5)}
+    assert solver_examples(_cfg(tmp_path), RunPaths(tmp_path), results) == []
+    lean = solver_examples(_cfg(tmp_path, "solver.try_comments=lean"), RunPaths(tmp_path), results)
+    assert [(e.completion_ids, e.weight) for e in lean] == [([7] * 3, 1.0)]
+    cispo = [e.weight for e in solver_examples(_cfg(tmp_path, "solver.objective=cispo"), RunPaths(tmp_path), results)]
+    assert cispo == []  # rewards 0 (the `try` proof zeroed) and 0 (failed): the group is dropped
+    cispo_lean = _cfg(tmp_path, "solver.objective=cispo", "solver.try_comments=lean")
+    assert [e.weight for e in solver_examples(cispo_lean, RunPaths(tmp_path), results)] == pytest.approx([1.0, -1.0], rel=1e-4)
 
 
 def test_conjecturer_examples_reward_in_band_conjectures(tmp_path: Path) -> None:
