@@ -37,7 +37,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sgsbatch.verification.checks import statement_name
+from sgsbatch.verification.checks import declared_name, reference_statement
 from sgsbatch.verification.recheck import SYSTEM_REASONS, KernelChecker
 from sgsbatch.verification.repl import START, ReplProcess, ReplSystemError, ReplTimeout
 from sgsbatch.verification.rules import (
@@ -280,7 +280,7 @@ class ReplPool:
 
     def _check(self, slot: _Slot, item: _Item) -> Verdict:
         job, s = item.job, self.settings
-        name = statement_name(job.theorem)
+        name = declared_name(job.header, job.theorem)  # `Foo.t` under a header's `namespace Foo` (issue 26, 7b)
         if name is None:
             return Verdict(FAILED, "bad_statement", ["the statement must be a single named theorem or lemma"])
         bad = self._start(slot, job.header)
