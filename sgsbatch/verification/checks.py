@@ -218,7 +218,7 @@ def _literal(value: Sequence[Token]) -> bool:
         if len(tok.parts) == 1 and (tok.text in _LITERAL_WORDS or (prev is not None and prev.text == "."
                                                                      and _glued(prev, tok))):
             continue
-        if nxt is not None and nxt.text in (":=", "with") and prev is not None and prev.text in ("{", ","):
+        if nxt is not None and nxt.text in (":=", "with") and prev is not None and prev.text in ("{", ",", "with"):
             continue  # a field name, or the source of `{ src with ... }`
         return False
     return True

@@ -83,6 +83,7 @@ class LeanVerifier:
             checker_command=tuple(vcfg.checker_command),
             sandbox=check_choice(vcfg.sandbox),
             sandbox_tmpfs_mb=vcfg.sandbox_tmpfs_mb,
+            process_filter=vcfg.process_filter,
             scratch_parent=Path(vcfg.scratch_dir).expanduser() if vcfg.scratch_dir else None,
         )
         _preflight(self.settings.command, self.settings.project_dir)

@@ -41,6 +41,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from sgsbatch.verification.process_filter import filtered
+
 log = logging.getLogger(__name__)
 
 SANDBOXES: tuple[str, ...] = ("bwrap", "none")
@@ -72,6 +74,7 @@ class Sandbox:
     tmpfs_mb: int = 0  # cap on each private tmpfs (`--size`, bwrap 0.7+); 0 = bwrap's default
     pass_env: tuple[str, ...] = ()  # more variable names passed through (tests: the stand-in's)
     program: str = "bwrap"
+    process_filter: bool = False  # no process creation inside (process_filter.py); the config's default is on
 
     def __post_init__(self) -> None:
         check_choice(self.kind)
@@ -79,7 +82,10 @@ class Sandbox:
     def wrap(self, argv: Sequence[str], *, cwd: Path, scratch: Path, writable: bool = True,
              environ: Mapping[str, str] | None = None) -> list[str]:
         """The argv that runs `argv` in `cwd` in this sandbox, with `scratch` its one writable
-        directory (read-only if not `writable`). For "none": `argv` unchanged."""
+        directory (read-only if not `writable`). For "none": `argv` unchanged. With
+        `process_filter`, the program runs under the seccomp filter of process_filter.py."""
+        if self.process_filter:
+            argv = filtered(argv)
         if self.kind == "none":
             return list(argv)
         env = self._environment(scratch, os.environ if environ is None else environ)

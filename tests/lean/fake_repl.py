@@ -127,6 +127,7 @@ def rules() -> None:
             reply({"message": "Unknown environment."})
             continue
         if "pickleTo" in data:
+            log(f"pickle {os.getpid()} {data['pickleTo']}")
             Path(data["pickleTo"]).write_text(json.dumps({"history": envs[env], "constants": constants_of(envs[env])}))
             reply({"env": env})
             continue
@@ -209,16 +210,18 @@ def rules() -> None:
 
 def declared(history: str) -> str:
     """The full name the last `theorem` of `history` declares: the header's open namespaces + its name."""
-    spaces: list[str] = []
+    spaces: list[str] = []  # "" for a section
     head, _, decl = history.rpartition("theorem ")
     for line in head.splitlines():
         words = line.split()
         if words[:1] == ["namespace"] and len(words) > 1:
             spaces.append(words[1])
+        elif words[:1] == ["section"] or words[:2] == ["noncomputable", "section"]:
+            spaces.append("")
         elif words[:1] == ["end"] and spaces:
             spaces.pop()
     name = decl.split()[0] if decl.split() else ""
-    return name.removeprefix("_root_.") if name.startswith("_root_.") else ".".join([*spaces, name])
+    return name.removeprefix("_root_.") if name.startswith("_root_.") else ".".join([*filter(None, spaces), name])
 
 
 def statement_text(history: str) -> str:

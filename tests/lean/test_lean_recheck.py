@@ -124,7 +124,7 @@ def test_checkers_and_scratch_live_and_die_with_their_repl(tmp_path: Path, fake_
     ({"env": 3}, None),
     ({"env": 3, "messages": [{"severity": "info", "data": "x"}], "sorries": []}, None),
     ({"env": 4}, "expected the fresh env 3"),
-    ({"env": 3, "proofState": 0}, "unexpected keys ['proofState']"),
+    ({"env": 3, "proofState": 0}, "1 unexpected keys"),
     ({"env": 3, "messages": "x"}, "'messages' is not a list"),
     ({"env": 3, "messages": [{"severity": "fatal", "data": "x"}]}, "malformed message"),
     ({"env": 3, "messages": [{"severity": "info", "data": 1}]}, "malformed message"),
