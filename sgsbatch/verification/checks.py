@@ -12,7 +12,10 @@ them). Then, per token: command keywords and evaluating tactics (vocabulary.KEYW
 names from the IO and meta world by unescaped component (`IO`, `EStateM`, `unsafeBaseIO`,
 `Lean.Elab`, ...), `eval%`, syntax quotations and name literals, `set_option` against an
 ALLOW-list compared on the unescaped name, `open ... in` before a command, local instances and
-native evaluation. Then the proof's shape: text Lean cannot tokenize or whose brackets do not
+native evaluation; every `(name := value)` of a proof must hold a literal (`_config`: Lean
+evaluates tactic configurations, issue 26 class 1) and a leading-dot name of several components
+is refused (`.FS.writeFile` resolves in the expected type's namespace, class 2); a statement may
+hold no `by` or `do` block besides its final `:= by` (class 5). Then the proof's shape: text Lean cannot tokenize or whose brackets do not
 balance is refused (Lean would fail it anyway), and a line outside brackets that starts below
 the tactic block's indentation with a word, `#`, `@[` or a doc comment is refused: there Lean's
 tactic block has ended and a new top-level command would begin. Headers (`check_header`) may

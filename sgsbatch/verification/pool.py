@@ -13,8 +13,12 @@ only the process groups its own clients started (repl.py).
 
 A proof the rules call verified must then leave its REPL silent and alive (`settle`, repl.py)
 and, with `kernel_recheck`, pass the kernel re-check (recheck.py): the REPL pickles the proof's
-env into the slot's scratch directory and the slot's checker process (started with the REPL,
-killed with it) gives the final verdict; its refusals are `failed` with reason `recheck_<code>`.
+env to an unpredictable path (a fresh directory named by 16 random bytes) in the slot's scratch,
+the pool reads the file whole, removes it there and writes the bytes into the slot's checker
+directory, which no REPL can write (issue 26, class 6); the slot's checker process (started with
+the REPL, killed with it) gives the final verdict; its refusals are `failed` with reason
+`recheck_<code>`. The theorem is audited and re-checked by its full name (`declared_name`: a
+header's `namespace Foo` makes `theorem t` declare `Foo.t`).
 
 Every process (REPL and checker) gets a scratch directory of its own under the pool's temp
 directory, made when it starts and removed when it is replaced or the pool closes; with
@@ -38,7 +42,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sgsbatch.verification.checks import declared_name, reference_statement
+from sgsbatch.verification.checks import declared_name
 from sgsbatch.verification.recheck import SYSTEM_REASONS, KernelChecker
 from sgsbatch.verification.repl import START, ReplProcess, ReplSystemError, ReplTimeout
 from sgsbatch.verification.rules import (

@@ -22,6 +22,8 @@ as `bwrap ... -- <repl_command>`, which gives it:
   are set (ELAN_HOME defaults to the real ~/.elan, since HOME becomes the scratch), nothing else
   (no tokens or credentials from the caller's environment).
 
+With `process_filter` (`verification.process_filter`, on by default) the program runs under the
+seccomp filter of process_filter.py: no process can be created inside (issue 26, classes 3, 6).
 Not covered: CPU and memory abuse beyond RLIMIT_AS (set before bwrap is exec'd, inherited) and
 the per-proof timeout; tmpfs and scratch writes use RAM/disk outside RLIMIT_AS (tmpfs is capped
 with `--size` where bwrap has it, 0.7+); reading: everything readable on the node stays readable

@@ -13,10 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from leanlib import settings
+from leanlib import run_pool
 
 from sgsbatch.verification import checks as C
-from sgsbatch.verification.pool import ReplPool
 from sgsbatch.verification.verdict import FAILED, VERIFIED, ProofJob
 
 HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat\n\n"
@@ -80,12 +79,7 @@ def _job(key: str, proof: str, theorem: str = "theorem t_{key} (x : ℕ) : x + 0
     return ProofJob(key, header, theorem.format(key=key), f"\n  {proof}")
 
 
-def _run(tmp_path: Path, jobs: list[ProofJob], **kw: object) -> dict[str, tuple[str, str | None, list[str]]]:
-    pool = ReplPool(settings(tmp_path, **kw))
-    try:
-        return {j.key: (v.verdict, v.reason, v.messages) for j, v, _ in pool.run(jobs)}
-    finally:
-        pool.close()
+_run = run_pool
 
 
 def test_class2_a_resolved_io_name_fails_the_recheck(tmp_path: Path) -> None:
