@@ -121,3 +121,16 @@ def test_the_config_turns_the_filter_on(tmp_path: Path) -> None:
     argv = settings(tmp_path, process_filter=True).make_sandbox().wrap(["lake", "env", "repl"], cwd=tmp_path,
                                                                         scratch=tmp_path)
     assert argv[:4] == ["lake", "env", sys.executable, F.__file__]
+
+
+def test_the_verifier_refuses_to_start_where_no_filter_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sgsbatch.config.schema import VerificationConfig
+    from sgsbatch.verification.lean import LeanVerifier
+
+    monkeypatch.setattr(platform, "machine", lambda: "s390x")
+    vcfg = VerificationConfig(repl_command=(sys.executable, "-c", "pass"), project_dir=str(tmp_path),
+                              kernel_recheck=False, sandbox="none")
+    with pytest.raises(ValueError, match="'s390x' architecture.*verification.process_filter = false"):
+        LeanVerifier(vcfg, processes=1)
+    LeanVerifier(VerificationConfig(repl_command=(sys.executable, "-c", "pass"), project_dir=str(tmp_path),
+                                    kernel_recheck=False, sandbox="none", process_filter=False), processes=1).close()
