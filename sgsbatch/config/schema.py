@@ -233,6 +233,9 @@ class VerificationConfig:
     sandbox: Literal["bwrap", "none"] = "bwrap"
     sandbox_tmpfs_mb: int = 512  # cap on the sandbox's private /tmp, /run, /dev/shm (bwrap 0.7+); 0 = none
     scratch_dir: str = ""  # where the per-process scratch directories go ("" = the system's temp dir)
+    # REPL and checker run under a seccomp filter that denies process creation (verification/process_filter.py;
+    # x86_64 and aarch64); threads stay allowed. Issue 26.
+    process_filter: bool = True
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,10 @@ them). Then, per token: command keywords and evaluating tactics (vocabulary.KEYW
 names from the IO and meta world by unescaped component (`IO`, `EStateM`, `unsafeBaseIO`,
 `Lean.Elab`, ...), `eval%`, syntax quotations and name literals, `set_option` against an
 ALLOW-list compared on the unescaped name, `open ... in` before a command, local instances and
-native evaluation. Then the proof's shape: text Lean cannot tokenize or whose brackets do not
+native evaluation; every `(name := value)` of a proof must hold a literal (`_config`: Lean
+evaluates tactic configurations, issue 26 class 1) and a leading-dot name of several components
+is refused (`.FS.writeFile` resolves in the expected type's namespace, class 2); a statement may
+hold no `by` or `do` block besides its final `:= by` (class 5). Then the proof's shape: text Lean cannot tokenize or whose brackets do not
 balance is refused (Lean would fail it anyway), and a line outside brackets that starts below
 the tactic block's indentation with a word, `#`, `@[` or a doc comment is refused: there Lean's
 tactic block has ended and a new top-level command would begin. Headers (`check_header`) may
@@ -38,6 +41,7 @@ from sgsbatch.verification.vocabulary import (
     BAD_HEADER,
     BAD_STATEMENT,
     COMMAND,
+    CONFIG,
     DECLARATION,
     ELAB,
     EVAL,
@@ -48,6 +52,7 @@ from sgsbatch.verification.vocabulary import (
     IMPORT,
     INITIALIZE,
     IO,
+    LEADING_DOT,
     LEX_ERROR,
     LOCAL_INSTANCE,
     MACRO,
@@ -62,6 +67,7 @@ from sgsbatch.verification.vocabulary import (
     RUN_TAC,
     SET_OPTION,
     SORRY,
+    STATEMENT_CODE,
     SYNTAX,
     TOP_LEVEL,
     TRACE,
@@ -73,11 +79,11 @@ from sgsbatch.verification.vocabulary import (
 )
 
 __all__ = [
-    "AXIOM", "BAD_HEADER", "BAD_STATEMENT", "COMMAND", "DECLARATION", "ELAB", "EVAL", "EXIT", "EXTERN",
-    "HASH_COMMAND", "IMPLEMENTED_BY", "IMPORT", "INITIALIZE", "IO", "LEX_ERROR", "LOCAL_INSTANCE", "MACRO", "META",
-    "NATIVE_DECIDE", "NOTATION", "OPAQUE", "OPEN_IN_COMMAND", "REASONS", "RUN_CMD", "RUN_ELAB", "RUN_TAC",
-    "SET_OPTION", "SORRY", "SYNTAX", "TOP_LEVEL", "TRACE", "UNSAFE", "Rejection", "check_header", "check_proof",
-    "check_statement", "statement_name",
+    "AXIOM", "BAD_HEADER", "BAD_STATEMENT", "COMMAND", "CONFIG", "DECLARATION", "ELAB", "EVAL", "EXIT", "EXTERN",
+    "HASH_COMMAND", "IMPLEMENTED_BY", "IMPORT", "INITIALIZE", "IO", "LEADING_DOT", "LEX_ERROR", "LOCAL_INSTANCE",
+    "MACRO", "META", "NATIVE_DECIDE", "NOTATION", "OPAQUE", "OPEN_IN_COMMAND", "REASONS", "RUN_CMD", "RUN_ELAB",
+    "RUN_TAC", "SET_OPTION", "SORRY", "STATEMENT_CODE", "SYNTAX", "TOP_LEVEL", "TRACE", "UNSAFE", "Rejection",
+    "check_header", "check_proof", "check_statement", "declared_name", "reference_statement", "statement_name",
 ]
 
 _OPEN_PARTS = {"hiding", "renaming", "scoped", "(", ")", "→", "->"}
@@ -166,6 +172,11 @@ def _token_rule(toks: Sequence[Token], i: int, what: str, header: bool = False) 
         if not option_allowed(name, header):
             return Rejection(SET_OPTION, f"`set_option {name}` at {where} (not on the allow-list)")
         return None
+    if word == "trace" and nxt is not None and nxt.kind == "str":  # the `trace "msg"` tactic (not Matrix.trace)
+        return Rejection(TRACE, f"the `trace` tactic at {where}")
+    if tok.kind == "ident" and len(tok.parts) > 1 and _leading_dot(toks, i):
+        return Rejection(LEADING_DOT, f"`.{tok.text}` at {where}: a leading-dot name resolves in the namespace of "
+                         "its expected type, which no filter of tokens can see")
     if word in ("local", "scoped") and nxt is not None and nxt.text == "instance":
         return Rejection(LOCAL_INSTANCE, f"`{word} instance` at {where}")
     if word == "attribute" and nxt is not None and nxt.text == "[":
@@ -179,6 +190,63 @@ def _token_rule(toks: Sequence[Token], i: int, what: str, header: bool = False) 
         reason = name_reason(tok.parts)
     if reason is not None:
         return Rejection(reason, f"`{tok.text}` at {where}")
+    return None
+
+
+def _leading_dot(toks: Sequence[Token], i: int) -> bool:
+    """True if the identifier at `i` follows a `.` that follows no term (`.FS.writeFile`, not `(f x).le.trans`)."""
+    if i == 0 or toks[i - 1].text != "." or not _glued(toks[i - 1], toks[i]):
+        return False
+    before = toks[i - 2] if i >= 2 else None
+    return before is None or not _glued(before, toks[i - 1]) or (before.kind == "sym" and before.text in _OPENERS)
+
+
+# A config value may hold only these tokens: literals, brackets, field names and `.ctor` atoms.
+_LITERAL_SYMS = frozenset({"{", "}", "[", "]", "(", ")", ",", ":=", "-", "."})
+_LITERAL_WORDS = frozenset({"true", "false", "with"})
+
+
+def _literal(value: Sequence[Token]) -> bool:
+    """True if a `(name := value)` value is a literal: one name or number, or a structure instance /
+    list / tuple of numbers, `true`/`false`, `.ctor` atoms and `{ source with field := literal }`."""
+    if len(value) == 1 and value[0].kind in ("ident", "num"):
+        return True
+    for k, tok in enumerate(value):
+        nxt = value[k + 1] if k + 1 < len(value) else None
+        prev = value[k - 1] if k > 0 else None
+        if tok.kind == "num" or (tok.kind == "sym" and tok.text in _LITERAL_SYMS):
+            continue
+        if tok.kind != "ident":
+            return False
+        if len(tok.parts) == 1 and (tok.text in _LITERAL_WORDS or (prev is not None and prev.text == "."
+                                                                     and _glued(prev, tok))):
+            continue
+        if nxt is not None and nxt.text in (":=", "with") and prev is not None and prev.text in ("{", ",", "with"):
+            continue  # a field name, or the source of `{ src with ... }`
+        return False
+    return True
+
+
+def _config(toks: Sequence[Token]) -> Rejection | None:
+    """Every `(name := value)` of a proof holds a literal (issue 26, class 1).
+
+    Lean elaborates a tactic configuration (`simp (config := e)`, `omega (splitDisjunctions := e)`,
+    `aesop (config := e)`, ...) and then runs it: `declare_config_elab` -> `Meta.evalExpr'`
+    (src/Lean/Elab/Tactic/Config.lean, "unsafe def evalUnsafe (e : Expr) ... Meta.evalExpr'").
+    Without Lean's token table a named argument `f (x := e)` looks the same, so the rule covers both.
+    """
+    for i in range(len(toks) - 2):
+        if toks[i].text == "(" and toks[i + 1].kind == "ident" and toks[i + 2].text == ":=":
+            depth, j = 0, i
+            while j < len(toks):
+                depth += (toks[j].text in _OPENERS) - (toks[j].text in _PAIRS)
+                if depth == 0:
+                    break
+                j += 1
+            if not _literal(toks[i + 3 : j]):
+                text = " ".join(t.text for t in toks[i + 3 : j])[:60]
+                return Rejection(CONFIG, f"`({toks[i + 1].text} := {text})` at line {toks[i].line} of the proof: "
+                                 "a tactic configuration is evaluated as code, so it must be a literal")
     return None
 
 
@@ -223,7 +291,7 @@ def _layout(toks: Sequence[Token]) -> Rejection | None:
 def check_proof(proof: str) -> Rejection | None:
     """None if the proof (the tactic block after `:= by`) may go to Lean, else why not."""
     toks = lex(proof)
-    return _lexical(toks, "proof") or _check_tokens(toks, "proof") or _layout(toks)
+    return _lexical(toks, "proof") or _check_tokens(toks, "proof") or _config(toks) or _layout(toks)
 
 
 def _option_in_end(toks: Sequence[Token], i: int) -> int | None:
@@ -267,6 +335,43 @@ def statement_name(theorem: str) -> str | None:
     return None if start is None else toks[start[0] + 1].text
 
 
+def header_namespace(header: str) -> tuple[str, ...]:
+    """The namespace a header leaves open (`namespace A` ... `end A` nest; `section`s add nothing)."""
+    toks = lex(header)
+    stack: list[tuple[str, ...]] = []
+    for i, tok in enumerate(toks):
+        word = _word(tok)
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
+        named = nxt is not None and nxt.kind == "ident" and nxt.line == tok.line
+        if word == "namespace" and nxt is not None and named:
+            stack.append(nxt.parts)
+        elif word == "section":
+            stack.append(())
+        elif word == "end" and stack:
+            stack.pop()
+    return tuple(p for parts in stack for p in parts)
+
+
+def declared_name(header: str, theorem: str) -> str | None:
+    """The full name a statement declares after `header` (issue 26, 7b): `namespace Foo` in the
+    header makes `theorem t` declare `Foo.t`; `_root_.t` declares `t`. None if it is no statement."""
+    name = statement_name(theorem)
+    if name is None:
+        return None
+    if name.startswith("_root_."):
+        return name.removeprefix("_root_.")
+    return ".".join((*header_namespace(header), name))
+
+
+def reference_statement(theorem: str) -> str:
+    """The statement without its final tactic block: `theorem t : P :=` (what the checker elaborates,
+    with ` sorry` appended, so that no tactic of the statement's text runs in the trusted process)."""
+    toks = lex(theorem)
+    if len(toks) >= 2 and toks[-1].text == "by" and toks[-2].text == ":=":
+        return theorem[: toks[-1].start].rstrip()
+    return theorem.rstrip()
+
+
 def check_statement(theorem: str) -> Rejection | None:
     """None if a statement is one `theorem`/`lemma` whose text passes the proof rules.
 
@@ -294,7 +399,15 @@ def check_statement(theorem: str) -> Rejection | None:
         bad = _token_rule(toks, o, "statement", header=True) or _token_rule(toks, o + 2, "statement")
         if bad is not None:
             return bad
-    return _check_tokens(toks[k + 2 :], "statement")
+    body = toks[k + 2 :]
+    if len(body) >= 2 and body[-1].text == "by" and body[-2].text == ":=":
+        body = body[:-1]  # the proof's tactic block starts here
+    bad = _check_tokens(body, "statement")
+    code = next((t for t in body if _word(t) in ("by", "do")), None)
+    if bad is None and code is not None:
+        return Rejection(STATEMENT_CODE, f"`{code.text}` at line {code.line} of the statement: a statement holds no "
+                         "tactic block or `do` block (its code would run where it is elaborated)")
+    return bad
 
 
 def check_header(header: str) -> Rejection | None:

@@ -11,6 +11,7 @@ installing Lean or bubblewrap (lean/install.sh) or the rules themselves (checks.
 
 from __future__ import annotations
 
+import platform
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from sgsbatch.checkout import checkout_root
 from sgsbatch.config.schema import VerificationConfig
+from sgsbatch.verification import process_filter
 from sgsbatch.verification.checks import check_header, check_proof, check_statement
 from sgsbatch.verification.pool import PoolSettings, ReplPool
 from sgsbatch.verification.sandbox import check_choice, probe
@@ -83,9 +85,15 @@ class LeanVerifier:
             checker_command=tuple(vcfg.checker_command),
             sandbox=check_choice(vcfg.sandbox),
             sandbox_tmpfs_mb=vcfg.sandbox_tmpfs_mb,
+            process_filter=vcfg.process_filter,
             scratch_parent=Path(vcfg.scratch_dir).expanduser() if vcfg.scratch_dir else None,
         )
         _preflight(self.settings.command, self.settings.project_dir)
+        if vcfg.process_filter:
+            try:
+                process_filter.program(platform.machine(), 0)
+            except process_filter.FilterUnavailable as e:
+                raise ValueError(str(e)) from e
         if vcfg.kernel_recheck:
             _preflight(self.settings.checker_command, self.settings.project_dir, "verification.checker_command")
         # bwrap on PATH and able to run here, with what this machine allows (a warning if less)

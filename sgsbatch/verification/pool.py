@@ -13,8 +13,12 @@ only the process groups its own clients started (repl.py).
 
 A proof the rules call verified must then leave its REPL silent and alive (`settle`, repl.py)
 and, with `kernel_recheck`, pass the kernel re-check (recheck.py): the REPL pickles the proof's
-env into the slot's scratch directory and the slot's checker process (started with the REPL,
-killed with it) gives the final verdict; its refusals are `failed` with reason `recheck_<code>`.
+env to an unpredictable path (a fresh directory named by 16 random bytes) in the slot's scratch,
+the pool reads the file whole, removes it there and writes the bytes into the slot's checker
+directory, which no REPL can write (issue 26, class 6); the slot's checker process (started with
+the REPL, killed with it) gives the final verdict; its refusals are `failed` with reason
+`recheck_<code>`. The theorem is audited and re-checked by its full name (`declared_name`: a
+header's `namespace Foo` makes `theorem t` declare `Foo.t`).
 
 Every process (REPL and checker) gets a scratch directory of its own under the pool's temp
 directory, made when it starts and removed when it is replaced or the pool closes; with
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import secrets
 import shutil
 import tempfile
 import threading
@@ -37,7 +42,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sgsbatch.verification.checks import statement_name
+from sgsbatch.verification.checks import declared_name
 from sgsbatch.verification.recheck import SYSTEM_REASONS, KernelChecker
 from sgsbatch.verification.repl import START, ReplProcess, ReplSystemError, ReplTimeout
 from sgsbatch.verification.rules import (
@@ -76,6 +81,7 @@ class PoolSettings:
     sandbox_user_namespace: bool = True
     sandbox_tmpfs_mb: int = 0
     sandbox_pass_env: tuple[str, ...] = ()  # more variables passed into the sandbox (tests: the stand-in's)
+    process_filter: bool = False  # the config's default is true: no process creation inside (process_filter.py)
     scratch_parent: Path | None = None  # where the pool's scratch directory goes (None: the temp dir)
 
     def __post_init__(self) -> None:
@@ -89,7 +95,7 @@ class PoolSettings:
 
     def make_sandbox(self) -> Sandbox:
         return Sandbox(self.sandbox, user_namespace=self.sandbox_user_namespace, tmpfs_mb=self.sandbox_tmpfs_mb,
-                       pass_env=self.sandbox_pass_env)
+                       pass_env=self.sandbox_pass_env, process_filter=self.process_filter)
 
 
 @dataclass
@@ -136,17 +142,19 @@ class _Slot:
     pids: list[int] = field(default_factory=list)
     checker: KernelChecker | None = None  # lives and dies with `repl` (its memory grows too)
     checker_pids: list[int] = field(default_factory=list)
-    scratch: Path | None = None  # the process's one writable directory (sandbox.py); pickles go here
+    scratch: Path | None = None  # the process's one writable directory (sandbox.py); pickles are written here
+    checker_dir: Path | None = None  # the checker's (read-only to it); no REPL can write it
 
     def reset(self) -> None:
         if self.repl is not None:
             self.repl.kill()
         if self.checker is not None:
             self.checker.kill()
-        if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+        for path in (self.scratch, self.checker_dir):
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
         self.repl, self.header, self.header_env, self.proofs = None, None, None, 0
-        self.checker, self.scratch = None, None
+        self.checker, self.scratch, self.checker_dir = None, None, None
         self.references = {}
 
 
@@ -211,7 +219,7 @@ class ReplPool:
             shutil.rmtree(self._scratch_root, ignore_errors=True)
             self._scratch_root = None
 
-    def _new_scratch(self) -> Path:
+    def _new_scratch(self, prefix: str = "repl-") -> Path:
         """A fresh per-process scratch directory under this pool's own temp directory."""
         with self._lock:
             if self._scratch_root is None or not self._scratch_root.is_dir():
@@ -219,7 +227,7 @@ class ReplPool:
                 if parent is not None:
                     parent.mkdir(parents=True, exist_ok=True)
                 self._scratch_root = Path(tempfile.mkdtemp(prefix="sgsbatch-pool-", dir=parent))
-            return Path(tempfile.mkdtemp(prefix="repl-", dir=self._scratch_root))
+            return Path(tempfile.mkdtemp(prefix=prefix, dir=self._scratch_root))
 
     # ------------------------------------------------------------------ one worker thread per slot
     def _worker(self, slot: _Slot, work: _JobQueue, results: queue.Queue[tuple[_Item, Verdict, float]]) -> None:
@@ -280,7 +288,7 @@ class ReplPool:
 
     def _check(self, slot: _Slot, item: _Item) -> Verdict:
         job, s = item.job, self.settings
-        name = statement_name(job.theorem)
+        name = declared_name(job.header, job.theorem)  # `Foo.t` under a header's `namespace Foo` (issue 26, 7b)
         if name is None:
             return Verdict(FAILED, "bad_statement", ["the statement must be a single named theorem or lemma"])
         bad = self._start(slot, job.header)
@@ -310,17 +318,37 @@ class ReplPool:
             slot.reset()
         return verdict
 
+    def _fetch_pickle(self, repl: ReplProcess, env: int, scratch: Path, checker_dir: Path) -> Path:
+        """The REPL pickles env `env` to an unpredictable path in a fresh directory of its scratch;
+        the bytes are read whole, removed there and written to the checker's directory, which no
+        REPL can write (issue 26, class 6): a file swapped in later changes nothing checked."""
+        where = scratch / secrets.token_hex(16)
+        where.mkdir()
+        try:
+            repl.pickle(env, where / "env.olean", self.settings.timeout_s)
+            try:
+                data = (where / "env.olean").read_bytes()
+            except OSError as e:
+                raise ReplSystemError("no_pickle", f"the REPL wrote no pickle: {e.strerror}") from e
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
+        private = checker_dir / f"{secrets.token_hex(16)}.olean"
+        private.write_bytes(data)
+        return private
+
     def _recheck(self, slot: _Slot, job: ProofJob, name: str, env: int, verdict: Verdict) -> Verdict:
         """The kernel re-check of a proof the REPL called verified (recheck.py): its verdict is final."""
         s, repl = self.settings, slot.repl
         assert repl is not None
         if slot.scratch is None:
             slot.scratch = self._new_scratch()
-        pickle = slot.scratch / f"env-{slot.proofs}.olean"
+        if slot.checker_dir is None:
+            slot.checker_dir = self._new_scratch("checker-")
+        pickle = self._fetch_pickle(repl, env, slot.scratch, slot.checker_dir)
         try:
-            repl.pickle(env, pickle, s.timeout_s)
             if slot.checker is None:
-                argv = self._sandbox.wrap(s.checker_command, cwd=s.project_dir, scratch=slot.scratch, writable=False)
+                argv = self._sandbox.wrap(s.checker_command, cwd=s.project_dir, scratch=slot.checker_dir,
+                                          writable=False)
                 slot.checker = KernelChecker(argv, s.project_dir, s.memory_limit_mb)
                 slot.checker_pids.append(slot.checker.pid)
             result = slot.checker.check(header=job.header, theorem=job.theorem, name=name, pickle=pickle,

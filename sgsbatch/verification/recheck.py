@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sgsbatch.verification.checks import reference_statement
 from sgsbatch.verification.repl import GARBAGE, MISMATCH, ReplProcess, ReplSystemError
 
 # What the checker answers when it refuses a proof (lean/SgsKernelCheck.lean).
@@ -33,6 +34,8 @@ REASONS: frozenset[str] = frozenset({
     "header_error", "reference_error", "no_pickle", "imports_changed", "unsafe_constant", "partial_constant",
     "kernel_rejected", "theorem_missing", "not_a_theorem", "statement_changed", "axioms", "bad_request",
     "checker_exception",
+    # issue 26: code in a statement, a resolved name of the IO world, a redefined auxiliary constant
+    "statement_code", "forbidden_constant", "meaning_changed",
 })
 # Refusals that say the check itself broke (the proof is then `error`, retried), not that the proof is wrong.
 SYSTEM_REASONS: frozenset[str] = frozenset({"header_error", "no_pickle", "bad_request", "checker_exception"})
@@ -75,9 +78,13 @@ class KernelChecker:
         return self.proc.pid
 
     def check(self, *, header: str, theorem: str, name: str, pickle: Path, timeout_s: float) -> RecheckResult:
-        """Ask for the verdict on the pickled environment of `theorem` (whose declared name is `name`)."""
+        """Ask for the verdict on the pickled environment of `theorem` (whose full declared name is `name`).
+
+        The statement goes without its final `by` (`reference_statement`): the checker appends
+        ` sorry` and elaborates no tactic of the statement's text (issue 26, class 5)."""
         nonce = secrets.token_hex(16)
-        request = {"id": nonce, "header": header, "statement": theorem, "name": name, "pickle": str(pickle)}
+        request = {"id": nonce, "header": header, "statement": reference_statement(theorem), "name": name,
+                   "pickle": str(pickle)}
         return parse_reply(self.proc.send(request, timeout_s), nonce)
 
     def kill(self) -> None:

@@ -27,7 +27,9 @@ line) followed by a blank line. A reply is either a command result (`env`, `mess
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import logging
 import os
 import resource
 import select
@@ -38,6 +40,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
+
+log = logging.getLogger(__name__)
 
 CRASH = "crash"
 GARBAGE = "garbage"
@@ -51,7 +55,15 @@ EXITED = "exited_after_reply"
 # The keys a command reply may carry (REPL v4.15.0), and the severities of its messages.
 REPLY_KEYS: frozenset[str] = frozenset({"env", "messages", "sorries", "tactics", "infotree"})
 SEVERITIES: frozenset[str] = frozenset({"info", "warning", "error"})
+# Error objects of the REPL itself that a verdict may quote; any other text is only described.
+KNOWN_MESSAGES: frozenset[str] = frozenset({"Unknown environment.", "Unknown proof state."})
 _MEMORY_MARKERS = ("out of memory", "std::bad_alloc", "MemoryError", "Cannot allocate memory")
+
+
+def unquoted(data: bytes) -> str:
+    """Output the proof's code may have written, described without quoting it (issue 26, class 6:
+    a verdict message must not carry a file's head out of the sandbox): its size and a digest."""
+    return f"{len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}"
 
 
 class ReplTimeout(Exception):
@@ -136,10 +148,11 @@ class ReplProcess:
         if "env" not in reply:
             message = reply.get("message")
             if isinstance(message, str) and set(reply) == {"message"}:
-                raise ReplSystemError(REPL_MESSAGE, message.strip()[:500])
-            raise ReplSystemError(GARBAGE, f"reply without an env: {json.dumps(reply)[:300]}")
+                known = message.strip() if message.strip() in KNOWN_MESSAGES else unquoted(message.encode())
+                raise ReplSystemError(REPL_MESSAGE, known)
+            raise ReplSystemError(GARBAGE, f"reply without an env ({unquoted(json.dumps(reply).encode())})")
         if not isinstance(reply["env"], int):
-            raise ReplSystemError(GARBAGE, f"reply with a non-integer env: {reply['env']!r}")
+            raise ReplSystemError(GARBAGE, "reply with a non-integer env")
         problem = reply_problem(reply, self.next_env)
         if problem is not None:
             raise ReplSystemError(MISMATCH, problem)
@@ -150,7 +163,7 @@ class ReplProcess:
         """Ask the REPL to write env `env` to `path` (`pickleTo`); the reply must be exactly `{"env": env}`."""
         reply = self.send({"pickleTo": str(path), "env": env}, timeout_s)
         if reply != {"env": env}:
-            raise ReplSystemError(MISMATCH, f"reply to pickleTo env {env}: {json.dumps(reply)[:300]}")
+            raise ReplSystemError(MISMATCH, f"reply to pickleTo env {env} ({unquoted(json.dumps(reply).encode())})")
 
     def settle(self, grace_s: float) -> None:
         """After the last reply of a proof: the process must stay alive and silent for `grace_s`.
@@ -165,8 +178,7 @@ class ReplProcess:
 
     def _expect_quiet(self, grace_s: float, when: str) -> None:
         if self._buf.strip():
-            raise ReplSystemError(SURPLUS, f"{len(self._buf)} bytes of output nobody asked for {when}: "
-                                           f"{self._buf[:200]!r}")
+            raise ReplSystemError(SURPLUS, f"output nobody asked for {when} ({unquoted(self._buf)})")
         if self._killed:
             return
         ready, _, _ = select.select([self._out_fd], [], [], grace_s)
@@ -175,7 +187,7 @@ class ReplProcess:
         chunk = os.read(self._out_fd, 1 << 16)
         if not chunk:
             raise self._died(f"the REPL exited {when}", EXITED)
-        raise ReplSystemError(SURPLUS, f"output nobody asked for {when}: {chunk[:200]!r}")
+        raise ReplSystemError(SURPLUS, f"output nobody asked for {when} ({unquoted(chunk)})")
 
     def read_reply(self, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
@@ -201,11 +213,11 @@ class ReplProcess:
             reply = json.loads(text.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             kind = CUT_OFF if text.lstrip().startswith(b"{") else GARBAGE
-            raise ReplSystemError(kind, f"{e}; reply starts {text[:200]!r}") from e
+            raise ReplSystemError(kind, f"a reply that is not JSON ({unquoted(text)})") from e
         if not isinstance(reply, dict):
-            raise ReplSystemError(GARBAGE, f"reply is not a JSON object: {text[:200]!r}")
+            raise ReplSystemError(GARBAGE, f"a reply that is not a JSON object ({unquoted(text)})")
         if self._buf.strip():
-            raise ReplSystemError(SURPLUS, f"more output right after a reply: {self._buf[:200]!r}")
+            raise ReplSystemError(SURPLUS, f"more output right after a reply ({unquoted(self._buf)})")
         return reply
 
     def stderr_tail(self, limit: int = 2000) -> str:
@@ -223,9 +235,9 @@ class ReplProcess:
         if any(m in tail for m in _MEMORY_MARKERS):
             kind = MEMORY
             detail = f"memory limit ({self.memory_limit_mb} MB) hit: {detail}"
-        last = tail.strip().splitlines()[-1:] if tail.strip() else []
-        where = f": {last[0][:300]}" if last else ""
-        return ReplSystemError(kind, f"{detail} (exit code {self.proc.returncode}){where}")
+        if tail.strip():  # the proof's code can write stderr too: logged here, never quoted in a verdict
+            log.warning("stderr of REPL %d: %s", self.proc.pid, tail.strip().splitlines()[-1][:300])
+        return ReplSystemError(kind, f"{detail} (exit code {self.proc.returncode})")
 
     def kill(self) -> None:
         """Kill this client's process group (and nothing else), then reap the leader. Idempotent."""
@@ -270,14 +282,15 @@ class ReplProcess:
 def reply_problem(reply: dict[str, Any], expected_env: int) -> str | None:
     """Why `reply` cannot be the REPL's answer to the command that gets env `expected_env`, or None."""
     if reply.get("env") != expected_env:
-        return f"reply for env {reply.get('env')!r}, expected the fresh env {expected_env}"
+        env = reply.get("env")
+        return f"reply for env {env if isinstance(env, int) else '?'}, expected the fresh env {expected_env}"
     extra = sorted(set(reply) - REPLY_KEYS)
     if extra:
-        return f"reply with unexpected keys {extra}"
+        return f"reply with {len(extra)} unexpected keys"
     for key in ("messages", "sorries"):
         if key in reply and not (isinstance(reply[key], list) and all(isinstance(m, dict) for m in reply[key])):
             return f"reply whose {key!r} is not a list of objects"
     for m in reply.get("messages") or []:
         if m.get("severity") not in SEVERITIES or not isinstance(m.get("data"), str):
-            return f"reply with a malformed message: {json.dumps(m)[:200]}"
+            return f"reply with a malformed message ({unquoted(json.dumps(m).encode())})"
     return None

@@ -22,6 +22,8 @@ as `bwrap ... -- <repl_command>`, which gives it:
   are set (ELAN_HOME defaults to the real ~/.elan, since HOME becomes the scratch), nothing else
   (no tokens or credentials from the caller's environment).
 
+With `process_filter` (`verification.process_filter`, on by default) the program runs under the
+seccomp filter of process_filter.py: no process can be created inside (issue 26, classes 3, 6).
 Not covered: CPU and memory abuse beyond RLIMIT_AS (set before bwrap is exec'd, inherited) and
 the per-proof timeout; tmpfs and scratch writes use RAM/disk outside RLIMIT_AS (tmpfs is capped
 with `--size` where bwrap has it, 0.7+); reading: everything readable on the node stays readable
@@ -40,6 +42,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+from sgsbatch.verification.process_filter import filtered
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +76,7 @@ class Sandbox:
     tmpfs_mb: int = 0  # cap on each private tmpfs (`--size`, bwrap 0.7+); 0 = bwrap's default
     pass_env: tuple[str, ...] = ()  # more variable names passed through (tests: the stand-in's)
     program: str = "bwrap"
+    process_filter: bool = False  # no process creation inside (process_filter.py); the config's default is on
 
     def __post_init__(self) -> None:
         check_choice(self.kind)
@@ -79,7 +84,10 @@ class Sandbox:
     def wrap(self, argv: Sequence[str], *, cwd: Path, scratch: Path, writable: bool = True,
              environ: Mapping[str, str] | None = None) -> list[str]:
         """The argv that runs `argv` in `cwd` in this sandbox, with `scratch` its one writable
-        directory (read-only if not `writable`). For "none": `argv` unchanged."""
+        directory (read-only if not `writable`). For "none": `argv` unchanged. With
+        `process_filter`, the program runs under the seccomp filter of process_filter.py."""
+        if self.process_filter:
+            argv = filtered(argv)
         if self.kind == "none":
             return list(argv)
         env = self._environment(scratch, os.environ if environ is None else environ)

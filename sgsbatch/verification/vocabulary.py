@@ -4,9 +4,14 @@ commands, the `set_option` allow-lists and the name rules for the IO and meta-pr
 Covered: Lean core, Batteries, Aesop and Mathlib commands and evaluating tactics/elaborators
 as of Lean and Mathlib v4.15.0 (lean/lakefile.toml), as far as they are listed here.
 Not covered: a command keyword or `#` command missing from these tables is not refused by
-name (checks.py still refuses it when it starts a line below the proof's indentation); names
-are matched by component, so a local variable literally named `IO`, `ST` or `System` is
-refused too, while `hIO`, `h_io`, `Set.Ioo` and `hST` pass.
+name (checks.py still refuses it when it starts a line below the proof's indentation). Names
+are matched by component where the component is unambiguous (`IO`, `EStateM`, `BaseIO`: a local
+variable literally named `IO` is refused too); components that are also honest names (`ST`,
+`EST`, `System`, `Kernel`, `Environment`, `Meta`: a triangle's side `ST`,
+`ProbabilityTheory.Kernel`) are refused only as the first component of a dotted name. What a
+single-component name resolves to (`ST` after `open`, `.println` against an expected `IO _`,
+`h.toIO` by generalized field notation) is judged after resolution, by the kernel re-check
+(`forbiddenRoots` in lean/SgsKernelCheck.lean, issue 26): a filter of tokens cannot see it.
 """
 
 from __future__ import annotations
@@ -45,6 +50,10 @@ IO = "io"  # names from the IO world (IO, EIO, BaseIO, EStateM, ST, System, ...)
 META = "meta"  # Lean.* and meta-programming names, syntax quotations and name literals
 TRACE = "trace"  # the `trace` tactic, `dbg_trace`, `dbgTrace`, `panic!`-style printing
 BAD_HEADER = "bad_header"  # a header line other than import / open / allowed set_option / namespace / section
+# Added with issue 26 (no model text reaches Lean's evaluator):
+CONFIG = "config"  # a `(name := value)` whose value is not a literal: tactic configs are evaluated (Meta.evalExpr')
+LEADING_DOT = "leading_dot"  # `.A.b`: resolved in the expected type's namespace (`.FS.writeFile` -> IO.FS.writeFile)
+STATEMENT_CODE = "statement_code"  # a tactic block (`by`) or `do` inside a statement: code the checker would run
 
 KEYWORD_REASONS: dict[str, str] = {
     "import": IMPORT,
@@ -78,8 +87,10 @@ KEYWORD_REASONS: dict[str, str] = {
     "assert_not_imported": COMMAND, "library_note": COMMAND, "suppress_compilation": COMMAND,
     "unseal": COMMAND, "seal": COMMAND, "add_aesop_rules": COMMAND, "erase_aesop_rules": COMMAND,
     "initialize_simps_projections": COMMAND, "open_locale": COMMAND, "import_path": COMMAND,
-    "trace": TRACE, "dbg_trace": TRACE, "dbgTrace": TRACE, "dbgTraceIfShared": TRACE, "panic!": TRACE,
+    "dbg_trace": TRACE, "dbgTrace": TRACE, "dbgTraceIfShared": TRACE, "panic!": TRACE,
     "polyrith": IO, "include_str": IO,
+    # evaluate a goal's terms as compiled code (Testable instances), and IO runners at the root
+    "slim_check": EVAL, "plausible": EVAL, "timeit": IO, "allocprof": IO,
 }
 # Word prefixes that only start commands (`builtin_initialize`, `register_simp_attr`, `declare_aesop_rule_sets`).
 PREFIX_REASONS: tuple[tuple[str, str], ...] = (("builtin_", ELAB), ("register_", INITIALIZE),
@@ -95,14 +106,18 @@ HASH_COMMANDS: dict[str, str] = {"#eval": EVAL, "#exit": EXIT, **{f"#{w}": HASH_
     "trans_imports", "list_linters", "push_neg", "parse", "kerodon", "stacks", "align", "align_import",
     "noalign", "minimize_imports", "string_diagram", "stacks_tags",
 )}}
-# Name components (after unescaping) that are the IO world or meta-programming.
-IO_PARTS = frozenset({"IO", "EIO", "BaseIO", "EStateM", "ST", "EST", "StateRefT", "IORef", "runST", "runEST",
-                      "System", "FilePath", "IOError", "RealWorld"})
-META_PARTS = frozenset({"Elab", "Meta", "MetaM", "CoreM", "TermElabM", "TacticM", "CommandElabM", "MacroM",
-                        "Environment", "Kernel", "evalExpr", "evalTactic", "evalDecl", "addDecl", "addAndCompile",
+# Name components (after unescaping) that are the IO world or meta-programming wherever they stand.
+IO_PARTS = frozenset({"IO", "EIO", "BaseIO", "EStateM", "StateRefT", "IORef", "runST", "runEST", "IOError",
+                      "RealWorld"})
+META_PARTS = frozenset({"Elab", "MetaM", "CoreM", "TermElabM", "TacticM", "CommandElabM", "MacroM",
+                        "evalExpr", "evalTactic", "evalDecl", "addDecl", "addAndCompile",
                         "compileDecl", "compileDecls", "liftMetaM", "liftTermElabM", "liftCoreM",
                         "liftCommandElabM", "throwError", "throwErrorAt", "logInfo", "logWarning", "logError",
-                        "ImportM", "runTermElabM", "evalConst", "ofExcept", "Compiler", "IR"})
+                        "ImportM", "runTermElabM", "evalConst", "ofExcept"})
+# Components that are also honest names (issue 26, 7c: `ST` a triangle's side, `ProbabilityTheory.Kernel`):
+# refused only as the first component of a dotted name (`ST.Ref.get`, `System.FilePath.mk`).
+IO_ROOTS = frozenset({"ST", "EST", "System", "FilePath"})
+META_ROOTS = frozenset({"Meta", "Environment", "Kernel", "Compiler", "IR"})
 NATIVE_PARTS = frozenset({"ofReduceBool", "ofReduceNat", "reduceBool", "reduceNat", "native_decide"})
 _UNSAFE_PART = re.compile(r"^unsafe(?:[A-Z]|$)|Unsafe")
 
@@ -141,9 +156,10 @@ def name_reason(parts: tuple[str, ...]) -> str | None:
         return SORRY
     if any(_UNSAFE_PART.search(p) for p in parts):
         return UNSAFE
-    if any(p in IO_PARTS for p in parts):
+    dotted = len(parts) > 1
+    if any(p in IO_PARTS for p in parts) or (dotted and parts[0] in IO_ROOTS):
         return IO
-    if parts[:1] == ("Lean",) or any(p in META_PARTS for p in parts):
+    if parts[:1] == ("Lean",) or any(p in META_PARTS for p in parts) or (dotted and parts[0] in META_ROOTS):
         return META
     if any(p in ("dbg_trace", "dbgTrace", "dbgTraceIfShared", "panicWithPos", "panicWithPosWithDecl")
            for p in parts):
@@ -159,5 +175,6 @@ def hash_reason(word: str) -> str | None:
 
 REASONS: frozenset[str] = frozenset({
     *KEYWORD_REASONS.values(), *(r for _, r in PREFIX_REASONS), *HASH_COMMANDS.values(), SET_OPTION,
-    LOCAL_INSTANCE, OPEN_IN_COMMAND, BAD_STATEMENT, LEX_ERROR, TOP_LEVEL, IO, META, TRACE, BAD_HEADER,
+    LOCAL_INSTANCE, OPEN_IN_COMMAND, BAD_STATEMENT, LEX_ERROR, TOP_LEVEL, IO, META, TRACE, BAD_HEADER, CONFIG,
+    LEADING_DOT, STATEMENT_CODE,
 })

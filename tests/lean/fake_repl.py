@@ -17,7 +17,17 @@ each followed by a blank line) on stdout, like the REPL v4.15.0. Two modes:
   FAKE_AXIOM (the audit lists sorryAx), FAKE_RENAMED (the theorem elaborates to another type),
   FAKE_SLOW (sleeps 0.3 s), FAKE_BAD_HEADER in a header (an import error).
   `#print axioms N` / `#check @N` are answered from the env's history (`_root_.` dropped, as Lean prints).
-  `{"pickleTo": P, "env": N}` writes env N's history as JSON to P (what fake_checker.py reads).
+  `{"pickleTo": P, "env": N}` writes env N's history as JSON to P (what fake_checker.py reads),
+  with `constants`: a model of the constants the env adds (`constants_of`): the theorem (what it
+  uses after name resolution), a matcher `NAME.match_1` when the statement has a `match` or a
+  `fun (a, b)` pattern, with its unsafe compiler artefact `NAME.match_1._cstage1` (issue 26, 7a).
+  Issue 26 markers: FAKE_RESOLVES_IO (the proof's names resolve to `IO.FS.writeFile`, as
+  `.FS.writeFile` against an expected `IO _` does), FAKE_REDEFINE_MATCHER (the pickle's matcher
+  differs from the statement's), FAKE_USES_UNSAFE (the theorem uses an unsafe constant),
+  FAKE_KERNEL_HEAVY (the kernel needs more than the default heartbeat budget),
+  FAKE_LEAVE_WRITER (a background process keeps rewriting every `*.olean` under the scratch:
+  the attack on the next proof's pickle; it needs fork, which the process filter denies).
+  In a header, `namespace X` makes `theorem t` declare `X.t` (answered by that name only).
   Forgers (a proof whose code prints on the REPL's stdout): FAKE_FORGE_TWO prints a clean proof
   reply and a clean audit reply of its own before its real (error) reply; FAKE_FORGE_STDIN
   prints a clean proof reply, reads the next command from stdin (the audit), answers it with a
@@ -117,7 +127,8 @@ def rules() -> None:
             reply({"message": "Unknown environment."})
             continue
         if "pickleTo" in data:
-            Path(data["pickleTo"]).write_text(json.dumps({"history": envs[env]}))
+            log(f"pickle {os.getpid()} {data['pickleTo']}")
+            Path(data["pickleTo"]).write_text(json.dumps({"history": envs[env], "constants": constants_of(envs[env])}))
             reply({"env": env})
             continue
         history = (envs[env] + "\n" if env is not None else "") + cmd
@@ -167,7 +178,9 @@ def rules() -> None:
         messages += probes(cmd)
         if "FAKE_BAD_HEADER" in cmd:
             messages.append(msg("error", "unknown module prefix 'Nope'"))
-        if cmd.startswith("#print axioms "):
+        if cmd.startswith("#print axioms ") and cmd.split()[2].removeprefix("_root_.") != declared(history):
+            messages.append(msg("error", f"unknown constant '{cmd.split()[2].removeprefix('_root_.')}'"))
+        elif cmd.startswith("#print axioms "):
             name = cmd.split()[2].removeprefix("_root_.")
             axioms = "propext, sorryAx" if "FAKE_AXIOM" in history else "propext, Classical.choice, Quot.sound"
             messages.append(msg("info", f"'{name}' depends on axioms: [{axioms}]"))
@@ -193,6 +206,47 @@ def rules() -> None:
         envs.append(history)
         out["env"] = len(envs) - 1
         reply(out)
+
+
+def declared(history: str) -> str:
+    """The full name the last `theorem` of `history` declares: the header's open namespaces + its name."""
+    spaces: list[str] = []  # "" for a section
+    head, _, decl = history.rpartition("theorem ")
+    for line in head.splitlines():
+        words = line.split()
+        if words[:1] == ["namespace"] and len(words) > 1:
+            spaces.append(words[1])
+        elif words[:1] == ["section"] or words[:2] == ["noncomputable", "section"]:
+            spaces.append("")
+        elif words[:1] == ["end"] and spaces:
+            spaces.pop()
+    name = decl.split()[0] if decl.split() else ""
+    return name.removeprefix("_root_.") if name.startswith("_root_.") else ".".join([*filter(None, spaces), name])
+
+
+def statement_text(history: str) -> str:
+    """The last statement of `history` (from `theorem` to its `:=`)."""
+    return "theorem " + history.rpartition("theorem ")[2].split(":=", 1)[0]
+
+
+def constants_of(history: str) -> dict[str, dict]:
+    """A model of what elaborating `history` adds: the theorem, and the statement's matcher (with its
+    unsafe compiler artefact) when the statement has a `match` or a `fun (a, b)` pattern."""
+    name = declared(history)
+    statement = statement_text(history)
+    uses = ["IO.FS.writeFile"] if "FAKE_RESOLVES_IO" in history else []
+    out: dict[str, dict] = {}
+    if "match" in statement or "fun (" in statement:
+        value = "REDEFINED" if "FAKE_REDEFINE_MATCHER" in history else f"matcher of {statement}"
+        out[f"{name}.match_1"] = {"kind": "def", "value": value, "uses": [], "unsafe": False}
+        out[f"{name}.match_1._cstage1"] = {"kind": "def", "value": "", "uses": [], "unsafe": True}
+        uses.append(f"{name}.match_1")
+    if "FAKE_USES_UNSAFE" in history:
+        out[f"{name}.helper"] = {"kind": "def", "value": "", "uses": [], "unsafe": True}
+        uses.append(f"{name}.helper")
+    out[name] = {"kind": "theorem", "value": "proof", "uses": uses, "unsafe": False,
+                 "heavy": "FAKE_KERNEL_HEAVY" in history}
+    return out
 
 
 def _attempt(what: str, action: object) -> dict:
@@ -229,6 +283,22 @@ def _daemon() -> None:
                      stderr=subprocess.DEVNULL)
 
 
+def _writer() -> None:
+    """A process left behind that rewrites every pickle it finds under the scratch directory."""
+    scratch = os.environ["SGSBATCH_SCRATCH"]
+    code = ("import os, sys, time\n"
+            "while True:\n"
+            "    for root, _, files in os.walk(sys.argv[1]):\n"
+            "        for f in files:\n"
+            "            if f.endswith('.olean'):\n"
+            "                try: open(os.path.join(root, f), 'w').write('{\"history\": \"forged\"}')\n"
+            "                except OSError: pass\n"
+            "    time.sleep(0.002)\n")
+    subprocess.Popen([sys.executable, "-c", code, scratch, os.environ.get("FAKE_TOKEN", "fake-writer")],
+                     start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+
+
 def probes(cmd: str) -> list[dict]:
     """The sandbox probes the markers in `cmd` ask for, as info messages (an error if the scratch fails)."""
     out: list[dict] = []
@@ -244,6 +314,8 @@ def probes(cmd: str) -> list[dict]:
         out.append(_attempt("signal", lambda: os.kill(int(os.environ["FAKE_SIGNAL_PID"]), signal.SIGTERM)))
     if "FAKE_DAEMON" in cmd:
         out.append(_attempt("daemon", _daemon))
+    if "FAKE_LEAVE_WRITER" in cmd:
+        out.append(_attempt("writer", _writer))
     if "FAKE_SCRATCH" in cmd:
         got = _attempt("scratch", lambda: _write(os.path.join(os.environ["SGSBATCH_SCRATCH"], "probe.txt")))
         out.append(got if got["data"].endswith("done") else {**got, "severity": "error"})

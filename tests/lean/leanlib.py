@@ -8,7 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sgsbatch.verification.pool import PoolSettings
+from sgsbatch.verification.pool import PoolSettings, ReplPool
+from sgsbatch.verification.verdict import ProofJob
 
 HERE = Path(__file__).resolve().parent
 FAKE = HERE / "fake_repl.py"
@@ -24,3 +25,12 @@ def settings(tmp_path: Path, **kw: object) -> PoolSettings:
                                    kernel_recheck=True, checker_command=FAKE_CHECKER_COMMAND)
     base.update(kw)
     return PoolSettings(**base)  # type: ignore[arg-type]
+
+
+def run_pool(tmp_path: Path, jobs: list[ProofJob], **kw: object) -> dict[str, tuple[str, str | None, list[str]]]:
+    """Every job through a pool of the stand-ins: key -> (verdict, reason, messages)."""
+    pool = ReplPool(settings(tmp_path, **kw))
+    try:
+        return {j.key: (v.verdict, v.reason, v.messages) for j, v, _ in pool.run(jobs)}
+    finally:
+        pool.close()

@@ -135,3 +135,53 @@ def test_real_recheck_changed_statement(tmp_path: Path) -> None:
         checker.close()
     assert same.ok and set(same.axioms) <= {"propext", "Classical.choice", "Quot.sound"}, same
     assert (other.ok, other.reason) == (False, "statement_changed"), other
+
+
+# ------------------------------------------------------------------ issue 26, each class, for real
+D3K_HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 0\nopen BigOperators Real Nat Topology Rat\n\n"
+
+
+def test_real_issue26_honest_rows_pass_under_the_filter_and_the_recheck() -> None:
+    """7a (a data-valued match's compiler artefacts), 7b (a header namespace), 7c (`ST` a variable),
+    7d (the header's heartbeat budget), classes 1/4 (a literal config, a statement matcher), all with
+    the process filter on (classes 3/6: Lean needs threads only)."""
+    _need_checker()
+    v = LeanVerifier(VerificationConfig(timeout_s=120.0), processes=1)
+    assert v.settings.process_filter and v.settings.kernel_recheck
+    jobs = [
+        _job("7a", "theorem m7a (n : ℕ) : (match n with | 0 => 1 | _ => 2) ≥ 1 := by", "\n  cases n <;> simp",
+             D3K_HEADER),
+        _job("7b", "theorem ns7b : (2 : ℕ) + 2 = 4 := by", "\n  norm_num", "import Mathlib\nnamespace Geometry\n"),
+        _job("7c", "theorem st7c (RS ST EST : ℝ) (h : RS = ST) (h' : ST = EST) : RS = EST := by",
+             "\n  rw [h, h']", D3K_HEADER),
+        _job("c1", "theorem c1 (x : ℕ) : x + 0 = x := by", "\n  simp (config := { decide := true })", D3K_HEADER),
+        _job("c4", "theorem c4 : ∀ p : ℕ × ℕ, (fun (a, b) => a + b) p = p.1 + p.2 := by",
+             "\n  intro p\n  rfl", D3K_HEADER),
+    ]
+    try:
+        got = {j.key: vd for j, vd, _ in v.verify_stream(jobs)}
+    finally:
+        v.close()
+    for key, verdict in got.items():
+        assert verdict.verdict == VERIFIED and any("kernel re-check: ok" in m for m in verdict.messages), (key, verdict)
+
+
+def test_real_issue26_the_checker_refuses_code_in_statements_and_io_names(tmp_path: Path) -> None:
+    """Class 5 (a statement's tactic block is refused before it is elaborated) and class 2 (a
+    resolved IO name in a proof's constants), sent to the REPL and the checker by hand."""
+    _need_checker()
+    repl = ReplProcess(CFG.repl_command, PROJECT)
+    checker = KernelChecker(CFG.checker_command, PROJECT)
+    try:
+        code = checker.check(header="import Mathlib", theorem="theorem c5 (h : (by exact 1 : ℕ) = 1) : True := by",
+                             name="c5", pickle=tmp_path / "none.olean", timeout_s=600.0)
+        io_cmd = "theorem c2 : (fun (_ : Unit) => (IO.println \"x\" : IO Unit)) = fun _ => IO.println \"x\" := by\n  rfl"
+        pickle = _pickled(repl, io_cmd, tmp_path / "io.olean")
+        io = checker.check(header="import Mathlib",
+                           theorem="theorem c2 : (fun (_ : Unit) => (IO.println \"x\" : IO Unit)) = "
+                                   "fun _ => IO.println \"x\" := by", name="c2", pickle=pickle, timeout_s=600.0)
+    finally:
+        repl.close()
+        checker.close()
+    assert (code.ok, code.reason) == (False, "statement_code"), code
+    assert (io.ok, io.reason) == (False, "forbidden_constant"), io

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from leanlib import settings
+from leanlib import run_pool, settings
 
 from sgsbatch.verification.pool import ReplPool
 from sgsbatch.verification.recheck import RecheckResult, parse_reply
@@ -28,12 +28,7 @@ def _job(key: str, proof: str) -> ProofJob:
     return ProofJob(key, HEADER, f"theorem t_{key} (x : ℕ) : x + 0 = x := by", f"\n  {proof}")
 
 
-def _run(tmp_path: Path, jobs: list[ProofJob], **kw: object) -> dict[str, tuple[str, str | None, list[str]]]:
-    pool = ReplPool(settings(tmp_path, **kw))
-    try:
-        return {j.key: (v.verdict, v.reason, v.messages) for j, v, _ in pool.run(jobs)}
-    finally:
-        pool.close()
+_run = run_pool
 
 
 # ----------------------------------------------------------------------------- forged replies
@@ -124,7 +119,7 @@ def test_checkers_and_scratch_live_and_die_with_their_repl(tmp_path: Path, fake_
     ({"env": 3}, None),
     ({"env": 3, "messages": [{"severity": "info", "data": "x"}], "sorries": []}, None),
     ({"env": 4}, "expected the fresh env 3"),
-    ({"env": 3, "proofState": 0}, "unexpected keys ['proofState']"),
+    ({"env": 3, "proofState": 0}, "1 unexpected keys"),
     ({"env": 3, "messages": "x"}, "'messages' is not a list"),
     ({"env": 3, "messages": [{"severity": "fatal", "data": "x"}]}, "malformed message"),
     ({"env": 3, "messages": [{"severity": "info", "data": 1}]}, "malformed message"),

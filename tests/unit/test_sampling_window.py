@@ -38,6 +38,7 @@ class RecordingGenerator:
         self.log_at_add: list[tuple[int, int]] = []  # (items in the log, requests returned) at each add
         self.added: list[str] = []
         self.aborted: list[str] = []
+        self.closed = False
 
     def add(self, request: Request) -> None:
         assert request.key not in self.flying
@@ -66,6 +67,9 @@ class RecordingGenerator:
 
     def in_flight(self) -> int:
         return len(self.flying)
+
+    def close(self) -> None:
+        self.closed = True
 
     def generate(self, *a: Any, **k: Any) -> list[Generation]:
         raise AssertionError("phases stream; they never call generate()")
@@ -119,6 +123,7 @@ def test_the_window_stays_full_and_items_are_logged_before_refill(tmp_path: Path
     meta = task.shard.meta()
     assert meta["items"] == 11 and meta["max_in_flight"] == 3 and meta["prompts"] == 11
     assert meta["startup_s"] >= 0.0  # timed around building the engine, by the window itself
+    assert g.closed, "the engine is released when the shard ends (vLLM: its engine-core processes)"
 
 
 def test_an_interrupted_window_resumes_to_identical_records(tmp_path: Path) -> None:
@@ -132,7 +137,7 @@ def test_an_interrupted_window_resumes_to_identical_records(tmp_path: Path) -> N
         _run(task, gens)
     first = gens[0]
     partial = read_jsonl(task.shard.partial)
-    assert first.aborted and not task.shard.is_done()
+    assert first.aborted and first.closed and not task.shard.is_done()  # released on the interrupt too
     assert {r["key"] for r in partial}.isdisjoint(first.aborted)
     assert 0 < len(partial) < len(ITEMS)
 
