@@ -7,7 +7,8 @@ P Solver prompts from D_3k (or the embedded tiny targets), `--samples` completio
 (phases/sampling.request_for), so both vLLM paths sample the very same tokens. Measured in one run,
 on one engine (vLLM's CPU build here; started once, its start-up reported apart), alternating
 `--repeats` times:
-  (a) floor: `LLM.generate` with all prompts at once (token-id prompts, one SamplingParams per prompt);
+  (a) floor: `LLM.generate` with all prompts at once (token-id prompts, one SamplingParams per prompt,
+      the stream path's: token ids and logprobs back, each sample decoded once afterwards);
   (b) sgsbatch: `phases/sampling.stream_items` with `VllmGenerator` and a window of `--window`
       prompts (the engine's add/step/abort, the item log with an fsync per item, extraction);
 then once (c) the same stream path with the transformers backend (window 32, float32).
@@ -31,26 +32,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_generation import REPO, build_model, phase_path, targets  # noqa: E402
-
-
-class _Lent:
-    """The bench's one engine lent to stream_items: fresh stats per pass, close() left to the bench."""
-
-    def __init__(self, gen: Any) -> None:
-        from sgsbatch.backends.generation import EngineStats
-
-        self.gen = gen
-        gen.stats = EngineStats(engine=gen.stats.engine)
-
-    @property
-    def stats(self) -> Any:
-        return self.gen.stats
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.gen, name)
-
-    def close(self) -> None:
-        pass
 
 
 def _task(root: Path, window: int, max_model_len: int) -> Any:
@@ -77,7 +58,7 @@ def floor_llm_generate(gen: Any, requests: list[Any]) -> dict[str, float]:
     """vLLM's offline API on the same token ids and per-request sampling parameters."""
     from vllm import SamplingParams
 
-    from sgsbatch.backends.generation import chat_prompt_ids, completion_budget
+    from sgsbatch.backends.generation import chat_prompt_ids, completion_budget, sample_text
 
     prompts, params = [], []
     for req in requests:
@@ -85,20 +66,23 @@ def floor_llm_generate(gen: Any, requests: list[Any]) -> dict[str, float]:
         prompts.append({"prompt_token_ids": ids})
         params.append(SamplingParams(n=req.n, temperature=req.temperature, top_p=req.top_p, seed=req.seed,
                                      max_tokens=completion_budget(req.max_tokens, len(ids), gen.max_model_len),
-                                     logprobs=0, skip_special_tokens=True))
+                                     logprobs=0, detokenize=False))  # as VllmGenerator asks
     t0 = time.perf_counter()
     outs = gen.llm.generate(prompts, params, use_tqdm=False)
-    secs = time.perf_counter() - t0
+    texts = [sample_text(gen.tokenizer, list(c.token_ids), c.finish_reason != "length") for o in outs for c in o.outputs]
+    secs = time.perf_counter() - t0  # with the same one decode per sample the stream path does
+    assert len(texts) == sum(r.n for r in requests)
     tokens = sum(len(c.token_ids) for o in outs for c in o.outputs)
     return {"tokens": tokens, "seconds": secs, "tokens_per_s": tokens / secs}
 
 
 def stream_path(gen: Any, task: Any, rows: list[tuple[str, str, str]], requests: list[Any]) -> dict[str, float]:
+    from sgsbatch.backends.generation import Lent
     from sgsbatch.extraction import extract_proof
     from sgsbatch.phases.sampling import extracted_samples, stream_items
 
     by_key = {r.key: r for r in requests}
-    lent = _Lent(gen)
+    lent = Lent(gen)
 
     def record(row: tuple[str, str, str], out: Any) -> dict[str, Any]:
         return {"prompt_ids": out.prompt_ids, "samples": extracted_samples(out, extract_proof, "proof")}

@@ -505,6 +505,25 @@ def _signals_ignored_by_children() -> Iterator[None]:
         signal.signal(signal.SIGUSR2, old)
 
 
+class Lent:
+    """A generator lent to one `stream_items` call and kept open afterwards (tests and benchmarks that
+    reuse one engine across calls): fresh stats, as a new engine's, and a `close` that does nothing."""
+
+    def __init__(self, gen: Generator) -> None:
+        self.gen = gen
+        gen.stats = EngineStats(engine=gen.stats.engine)
+
+    @property
+    def stats(self) -> EngineStats:
+        return self.gen.stats
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.gen, name)
+
+    def close(self) -> None:
+        """Left to the owner of the engine."""
+
+
 def make_generator(backend: str, model_dir: Path, **kw: Any) -> Generator:
     """The generator for `backend` ("transformers" or "vllm"); extra keywords go to its constructor."""
     if backend == "transformers":

@@ -72,14 +72,15 @@ def multi_gpu_missing_reason(n: int = 2) -> str | None:
     return None
 
 
-def build_model(out: Path, *, sharpen: bool, hidden_size: int = 64, num_heads: int = 4) -> Path:
-    """A tiny-random model (sgsbatch.models.tiny) for TARGETS; `sharpen` scales its lm_head and
-    saves the result (with the tokenizer) beside it."""
+def build_model(out: Path, *, sharpen: bool, hidden_size: int = 64, num_heads: int = 4,
+                targets: list[tuple[str, str, str]] | None = None) -> Path:
+    """A tiny-random model (sgsbatch.models.tiny) for `targets` (default TARGETS); `sharpen` scales
+    its lm_head and saves the result (with the tokenizer) beside it. tests/vllm builds its model here too."""
     from sgsbatch.models.tiny import build_tiny_random
     from sgsbatch.models.warmup import corpus_for_tokenizer
 
     base = out / "base"
-    build_tiny_random(base, seed=0, corpus=corpus_for_tokenizer(TARGETS), hidden_size=hidden_size,
+    build_tiny_random(base, seed=0, corpus=corpus_for_tokenizer(targets or TARGETS), hidden_size=hidden_size,
                       num_heads=num_heads)
     if not sharpen:
         return base

@@ -7,9 +7,10 @@ unless SGSBATCH_REQUIRE_VLLM=1 (CI), where that is a failure.
 There is no tests/vllm/conftest.py on purpose: tests/lean imports its own as `conftest`, and a second
 one loaded in the same session would shadow it. Fixtures live in the test modules.
 
-The model: hidden 64 over 2 heads (head size 32: vLLM's CPU attention refuses the default tiny
-shape's 16), its lm_head scaled by LM_HEAD_SCALE so that next-token distributions are peaked (a few
-nats, not the ~6.2 of a uniform 512-token vocabulary) and greedy/top-p decisions are meaningful.
+The model: tests/gpu's (gpulib.build_model) with hidden 64 over 2 heads (head size 32: vLLM's CPU
+attention refuses the default tiny shape's 16), its lm_head scaled so that next-token distributions
+are peaked (a few nats, not the ~6.2 of a uniform 512-token vocabulary) and greedy/top-p decisions
+are meaningful.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import gc
 import importlib.util
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +38,6 @@ THEOREMS = [
     "theorem own_7 (a b : ℕ) (h : a = b + 2) : a - b = 2 := by",
 ]
 TARGETS = [(f"v{i}", HEADER, t) for i, t in enumerate(THEOREMS)]
-LM_HEAD_SCALE = 6.0
 MAX_MODEL_LEN = 512
 KV_CACHE_BYTES = 32 << 20  # 32 MiB: ~65k tokens of this model in float32
 
@@ -68,23 +69,11 @@ def require_vllm() -> None:
 
 
 def build_model(out: Path) -> Path:
-    """The tier's tiny-random model (head size 32, sharpened lm_head), with its tokenizer."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """The tier's tiny-random model: tests/gpu's (head size 32 here, sharpened lm_head), with its tokenizer."""
+    sys.path.insert(0, str(REPO / "tests" / "gpu"))
+    from gpulib import build_model as build_sharp
 
-    from sgsbatch.models.tiny import build_tiny_random
-    from sgsbatch.models.warmup import corpus_for_tokenizer
-
-    base = out / "base"
-    build_tiny_random(base, seed=0, corpus=corpus_for_tokenizer(TARGETS), hidden_size=64, num_heads=2,
-                      max_positions=MAX_MODEL_LEN)
-    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(LM_HEAD_SCALE)
-    sharp = out / "sharp"
-    model.save_pretrained(sharp)
-    AutoTokenizer.from_pretrained(str(base)).save_pretrained(sharp)
-    return sharp
+    return build_sharp(out, sharpen=True, hidden_size=64, num_heads=2, targets=TARGETS)
 
 
 @contextlib.contextmanager
@@ -101,27 +90,6 @@ def engine(model_dir: Path, *, dtype: str = "float32", logprobs: str = "raw", se
         gen.close()
         del gen
         gc.collect()
-
-
-class Shared:
-    """One engine lent to several `stream_items` calls: fresh stats each time (as a new engine's),
-    and a `close` that does nothing."""
-
-    def __init__(self, gen: Any) -> None:
-        from sgsbatch.backends.generation import EngineStats
-
-        self.gen = gen
-        gen.stats = EngineStats()
-
-    @property
-    def stats(self) -> Any:
-        return self.gen.stats
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.gen, name)
-
-    def close(self) -> None:
-        pass
 
 
 def fp32_logits(model: Any, prompt_ids: list[int], token_ids: list[int]) -> Any:
