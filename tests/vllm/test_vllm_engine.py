@@ -37,8 +37,8 @@ import vllmlib  # noqa: E402
 pytestmark = pytest.mark.vllm
 
 LOGPROB_ATOL = 1e-3  # nats: vLLM float32 vs the float32 transformers model, same weights
-FP32_ATOL = 1e-4  # nats: the trainer's recomputation vs vLLM float32 (measured: max 1.4e-6, mean 2e-7)
-BF16_ATOL = 0.1  # nats: the trainer's float32 recomputation vs vLLM bfloat16 (measured: max 0.025, mean 0.004)
+FP32_ATOL = 1e-4  # nats: the trainer's recomputation vs vLLM float32 (measured: max 1.4e-6, mean 3e-7)
+BF16_ATOL = 0.1  # nats: the trainer's float32 recomputation vs vLLM bfloat16 (measured: max 0.033, mean 0.007)
 MAX_TOKENS = 24
 
 
