@@ -133,6 +133,14 @@ def phase_path(model_dir: Path, rows: list[tuple[str, str, str]], samples: int, 
             "engine_tokens_per_s": st.generated_tokens / st.generate_s, "startup_s": st.startup_s}
 
 
+def save_report(name: str, report: dict[str, Any]) -> None:
+    """Print the report and keep it as bench/out/<name>-<time>.json."""
+    print(json.dumps(report, indent=1))
+    out = REPO / "bench" / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(report, indent=1))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=192)
@@ -167,10 +175,7 @@ def main() -> int:
         "sgsbatch_per_item": single, "ratio_vs_floor": ours["tokens_per_s"] / floor["tokens_per_s"],
         "speedup_vs_per_item": ours["tokens_per_s"] / single["tokens_per_s"],
     }
-    print(json.dumps(report, indent=1))
-    out = REPO / "bench" / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"bench_generation-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(report, indent=1))
+    save_report("bench_generation", report)
     print(f"tokens/s: floor {floor['tokens_per_s']:.0f}, sgsbatch {ours['tokens_per_s']:.0f} "
           f"({report['ratio_vs_floor']:.2f}x of the floor; target >= 0.8), per item {single['tokens_per_s']:.0f} "
           f"(speedup {report['speedup_vs_per_item']:.1f}x)")

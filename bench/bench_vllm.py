@@ -21,7 +21,6 @@ Reported: generated tokens/s of each (best of the repeats), (b)/(a) (goal >= 0.9
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_generation import REPO, build_model, phase_path, targets  # noqa: E402
+from bench_generation import REPO, build_model, phase_path, save_report, targets  # noqa: E402
 
 
 def _task(root: Path, window: int, max_model_len: int) -> Any:
@@ -145,10 +144,7 @@ def main() -> int:
         "ratio_vs_transformers": best_ours["tokens_per_s"] / hf["tokens_per_s"],
         "same_tokens": all(f["tokens"] == o["tokens"] for f, o in zip(floors, ours, strict=True)),
     }
-    print(json.dumps(report, indent=1))
-    out = REPO / "bench" / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"bench_vllm-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(report, indent=1))
+    save_report("bench_vllm", report)
     print(f"tokens/s: LLM.generate {best_floor['tokens_per_s']:.0f}, sgsbatch stream on vLLM "
           f"{best_ours['tokens_per_s']:.0f} ({report['ratio_vs_floor']:.3f}x of the floor; goal >= 0.95), "
           f"transformers backend {hf['tokens_per_s']:.0f} (vLLM path {report['ratio_vs_transformers']:.2f}x); "

@@ -91,7 +91,7 @@ class EngineStats:
     generated_tokens: int = 0
     generate_s: float = 0.0
     neg_logprob_sum: float = 0.0  # - sum of the recorded logprobs of every generated token
-    engine: str = ""  # which engine and version: "vllm 0.32.0 (cpu)", "transformers 5.19.0", "simulated"
+    engine: str = ""  # which engine and version: "vllm 0.32.0 (cpu)", "transformers 5.19.0", "SIMULATED"
 
     def as_dict(self) -> dict[str, float | str]:
         tps = self.generated_tokens / self.generate_s if self.generate_s > 0 else 0.0
