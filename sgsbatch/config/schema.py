@@ -20,7 +20,6 @@ RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,99}")
 SLURM_MEM = re.compile(r"[0-9]+[KMGT]?")
 MAX_TASKS = 10_000  # tasks of one phase array (Slurm's MaxArraySize is 1001 unless raised)
 MAX_CPUS, MAX_GPUS = 4096, 64  # per task (per node)
-VLLM_DTYPES = ("auto", "bfloat16", "float16", "float32")
 # head sizes vLLM 0.32's CPU attention accepts (vllm/v1/attention/backends/cpu_attn.py
 # get_supported_head_sizes; tests/vllm/test_vllm_engine.py checks this copy against the installed vLLM)
 VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
@@ -103,7 +102,7 @@ class GenerationConfig:
     # kv_cache_memory_bytes > 0 sizes the KV cache itself instead (vLLM's own key; 0 = vLLM decides)
     gpu_memory_utilization: float = 0.9
     kv_cache_memory_bytes: int = 0
-    dtype: str = "auto"  # vLLM's weights/activations dtype: "auto" (vLLM's choice: bf16 for an fp32 checkpoint), "bfloat16", "float16", "float32"
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"  # vLLM's weights/activations dtype: "auto" (vLLM's choice: bf16 for an fp32 checkpoint), "bfloat16", "float16", "float32"
     enforce_eager: bool = False  # vLLM: no torch.compile / CUDA graphs (faster start, slower decode; CPU test configs)
     threads: int = 0  # torch CPU threads for the transformers backend; 0 = the task's cpus
     max_in_flight: int = 512  # prompts a generating task keeps in the engine at once (continuous batching)
@@ -437,7 +436,6 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
           f"must be within (0, 1], got {g.gpu_memory_utilization}")
     check(g.kv_cache_memory_bytes >= 0, "generation.kv_cache_memory_bytes",
           f"must be >= 0 (0 = vLLM sizes the KV cache from gpu_memory_utilization), got {g.kv_cache_memory_bytes}")
-    check(g.dtype in VLLM_DTYPES, "generation.dtype", f"must be one of {', '.join(VLLM_DTYPES)}, got {g.dtype!r}")
     tiny = cfg.models.tiny
     tiny_roles = [r for r in ("solver", "conjecturer", "guide") if getattr(cfg.models, r) == TINY_RANDOM]
     check(tiny.num_heads >= 1 and tiny.hidden_size % max(1, tiny.num_heads) == 0, "models.tiny.num_heads",
