@@ -232,6 +232,14 @@ class VerificationConfig:
     sandbox: Literal["bwrap", "none"] = "bwrap"
     sandbox_tmpfs_mb: int = 512  # cap on the sandbox's private /tmp, /run, /dev/shm (bwrap 0.7+); 0 = none
     scratch_dir: str = ""  # where the per-process scratch directories go ("" = the system's temp dir)
+    # Resources per slot (verification/limits.py): the REPL's scratch is a tmpfs of scratch_mb inside bwrap
+    # (bwrap 0.7+), and no file a REPL or checker process writes (its stderr log included) grows past it
+    # (RLIMIT_FSIZE); RLIMIT_CPU of each process = cpu_time_factor * (header_timeout_s +
+    # max_proofs_per_process * timeout_s); RLIMIT_NPROC (processes and threads) inside a sandbox with a
+    # user namespace of its own (Linux 5.14+, not root). 0 = no limit.
+    scratch_mb: int = 512
+    cpu_time_factor: float = 2.0
+    process_limit: int = 1024
     # REPL and checker run under a seccomp filter that denies process creation (verification/process_filter.py;
     # x86_64 and aarch64); threads stay allowed. Issue 26.
     process_filter: bool = True
@@ -484,6 +492,9 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(v.header_timeout_s > 0, "verification.header_timeout_s", "must be > 0")
     check(v.sandbox in ("bwrap", "none"), "verification.sandbox", f"must be one of 'bwrap', 'none', got {v.sandbox!r}")
     check(v.sandbox_tmpfs_mb >= 0, "verification.sandbox_tmpfs_mb", "must be >= 0 (0 = no cap)")
+    check(v.scratch_mb >= 0, "verification.scratch_mb", "must be >= 0 (0 = no cap)")
+    check(v.cpu_time_factor >= 0, "verification.cpu_time_factor", "must be >= 0 (0 = no CPU limit)")
+    check(v.process_limit >= 0, "verification.process_limit", "must be >= 0 (0 = no limit)")
     check(not v.kernel_recheck or len(v.checker_command) >= 1, "verification.checker_command",
           "must name a program when verification.kernel_recheck = true")
     for phase in ("conjecture", "solve", "guide"):

@@ -11,6 +11,7 @@ installing Lean or bubblewrap (lean/install.sh) or the rules themselves (checks.
 
 from __future__ import annotations
 
+import logging
 import platform
 import shutil
 from collections.abc import Iterator, Sequence
@@ -21,9 +22,23 @@ from sgsbatch.checkout import checkout_root
 from sgsbatch.config.schema import VerificationConfig
 from sgsbatch.verification import process_filter
 from sgsbatch.verification.checks import check_header, check_proof, check_statement
+from sgsbatch.verification.limits import cgroup_note
 from sgsbatch.verification.pool import PoolSettings, ReplPool
 from sgsbatch.verification.sandbox import check_choice, probe
 from sgsbatch.verification.verdict import FAILED, ProofJob, Verdict
+
+log = logging.getLogger(__name__)
+
+
+def describe(s: PoolSettings) -> str:
+    """The limits each REPL and checker process runs under, in words (for the startup log line)."""
+    limits = s.limits()
+    scratch = (f"scratch a {s.scratch_mb} MB tmpfs" if s.make_sandbox().scratch_in_sandbox
+               else "scratch on the host disk, its total not capped")
+    return (f"{scratch}, files <= {limits.file_mb or 'any'} MB, address space <= {limits.memory_mb or 'any'} MB, "
+            f"CPU <= {limits.cpu_s or 'any'} s over its life, "
+            f"{f'<= {s.process_limit} tasks' if s.process_limit and s.sandbox == 'bwrap' else 'tasks not limited'}"
+            f"{', no process creation' if s.process_filter else ''}, no core dumps")
 
 
 def resolve_project_dir(value: str) -> Path:
@@ -85,6 +100,9 @@ class LeanVerifier:
             checker_command=tuple(vcfg.checker_command),
             sandbox=check_choice(vcfg.sandbox),
             sandbox_tmpfs_mb=vcfg.sandbox_tmpfs_mb,
+            scratch_mb=vcfg.scratch_mb,
+            cpu_time_factor=vcfg.cpu_time_factor,
+            process_limit=vcfg.process_limit,
             process_filter=vcfg.process_filter,
             scratch_parent=Path(vcfg.scratch_dir).expanduser() if vcfg.scratch_dir else None,
         )
@@ -99,7 +117,9 @@ class LeanVerifier:
         # bwrap on PATH and able to run here, with what this machine allows (a warning if less)
         sandbox = probe(self.settings.make_sandbox())
         self.settings = replace(self.settings, sandbox_user_namespace=sandbox.user_namespace,
-                                sandbox_tmpfs_mb=sandbox.tmpfs_mb)
+                                sandbox_tmpfs_mb=sandbox.tmpfs_mb, process_limit=sandbox.process_limit,
+                                scratch_tmpfs=sandbox.scratch_mb > 0)
+        log.info("verify limits per process: %s; %s", describe(self.settings), cgroup_note())
         self.pool = ReplPool(self.settings)
 
     def verify_stream(self, jobs: Sequence[ProofJob]) -> Iterator[tuple[ProofJob, Verdict, float]]:

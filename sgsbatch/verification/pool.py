@@ -23,7 +23,9 @@ header's `namespace Foo` makes `theorem t` declare `Foo.t`).
 Every process (REPL and checker) gets a scratch directory of its own under the pool's temp
 directory, made when it starts and removed when it is replaced or the pool closes; with
 `sandbox = "bwrap"` the process runs in bubblewrap with that directory as its only writable
-path (sandbox.py). Killing a process group kills the sandbox with everything in it.
+path (sandbox.py), which with `scratch_mb` is a tmpfs of that size in its place inside the
+sandbox (the host directory then stays empty). Killing a process group kills the sandbox with
+everything in it. Every process runs under the rlimits of limits.py (`PoolSettings.limits`).
 
 Not covered: static checks (checks.py, run before the pool by lean.py) and the verdict rules.
 """
@@ -43,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgsbatch.verification.checks import declared_name
+from sgsbatch.verification.limits import Limits, cpu_seconds
 from sgsbatch.verification.recheck import SYSTEM_REASONS, KernelChecker
 from sgsbatch.verification.repl import START, ReplProcess, ReplSystemError, ReplTimeout
 from sgsbatch.verification.rules import (
@@ -80,6 +83,10 @@ class PoolSettings:
     sandbox: str = "none"  # the config's default is "bwrap" (LeanVerifier passes it, probed): sandbox.py
     sandbox_user_namespace: bool = True
     sandbox_tmpfs_mb: int = 0
+    scratch_mb: int = 0  # the REPL's scratch is a tmpfs of this size in bwrap, and RLIMIT_FSIZE of every process
+    scratch_tmpfs: bool = True  # False: the scratch stays the host directory under bwrap too (what probe found)
+    cpu_time_factor: float = 0.0  # RLIMIT_CPU of every process (limits.cpu_seconds); 0 = none
+    process_limit: int = 0  # RLIMIT_NPROC inside a sandbox with its own user namespace; 0 = none
     sandbox_pass_env: tuple[str, ...] = ()  # more variables passed into the sandbox (tests: the stand-in's)
     process_filter: bool = False  # the config's default is true: no process creation inside (process_filter.py)
     scratch_parent: Path | None = None  # where the pool's scratch directory goes (None: the temp dir)
@@ -92,10 +99,20 @@ class PoolSettings:
         if self.kernel_recheck and not self.checker_command:
             raise ValueError("kernel_recheck needs a checker command (verification.checker_command)")
         check_choice(self.sandbox)
+        for key, value in (("scratch_mb", self.scratch_mb), ("cpu_time_factor", self.cpu_time_factor),
+                           ("process_limit", self.process_limit), ("memory_limit_mb", self.memory_limit_mb)):
+            if value < 0:
+                raise ValueError(f"verification.{key} must be >= 0 (0 = no limit), got {value}")
 
     def make_sandbox(self) -> Sandbox:
         return Sandbox(self.sandbox, user_namespace=self.sandbox_user_namespace, tmpfs_mb=self.sandbox_tmpfs_mb,
+                       scratch_mb=self.scratch_mb if self.scratch_tmpfs else 0, process_limit=self.process_limit,
                        pass_env=self.sandbox_pass_env, process_filter=self.process_filter)
+
+    def limits(self) -> Limits:
+        """The rlimits of every REPL and checker process (limits.py)."""
+        return Limits(memory_mb=self.memory_limit_mb, file_mb=self.scratch_mb,
+                      cpu_s=cpu_seconds(self.cpu_time_factor, self.header_timeout_s, self.timeout_s, self.max_proofs))
 
 
 @dataclass
@@ -168,6 +185,7 @@ class ReplPool:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._sandbox = settings.make_sandbox()
+        self._limits = settings.limits()
         self._scratch_root: Path | None = None  # made on first use, removed by close()
 
     @property
@@ -270,7 +288,7 @@ class ReplPool:
         s = self.settings
         slot.scratch = self._new_scratch()
         argv = self._sandbox.wrap(s.command, cwd=s.project_dir, scratch=slot.scratch)
-        slot.repl = ReplProcess(argv, s.project_dir, s.memory_limit_mb, env=self._sandbox.env(slot.scratch))
+        slot.repl = ReplProcess(argv, s.project_dir, env=self._sandbox.env(slot.scratch), limits=self._limits)
         slot.pids.append(slot.repl.pid)
         try:
             reply = slot.repl.command(header, None, s.header_timeout_s)
@@ -321,17 +339,23 @@ class ReplPool:
     def _fetch_pickle(self, repl: ReplProcess, env: int, scratch: Path, checker_dir: Path) -> Path:
         """The REPL pickles env `env` to an unpredictable path in a fresh directory of its scratch;
         the bytes are read whole, removed there and written to the checker's directory, which no
-        REPL can write (issue 26, class 6): a file swapped in later changes nothing checked."""
-        where = scratch / secrets.token_hex(16)
-        where.mkdir()
+        REPL can write (issue 26, class 6): a file swapped in later changes nothing checked. A
+        scratch that is a tmpfs inside the sandbox is reached through /proc (`Sandbox.scratch_view`);
+        the pickle then counts against its cap (`verification.scratch_mb`)."""
+        token = secrets.token_hex(16)
         try:
-            repl.pickle(env, where / "env.olean", self.settings.timeout_s)
+            view = self._sandbox.scratch_view(repl.pid, scratch) / token
+            view.mkdir()
+        except OSError as e:
+            raise ReplSystemError("no_pickle", f"the sandbox's scratch cannot be reached: {e.strerror or e}") from e
+        try:
+            repl.pickle(env, scratch / token / "env.olean", self.settings.timeout_s)
             try:
-                data = (where / "env.olean").read_bytes()
+                data = (view / "env.olean").read_bytes()
             except OSError as e:
                 raise ReplSystemError("no_pickle", f"the REPL wrote no pickle: {e.strerror}") from e
         finally:
-            shutil.rmtree(where, ignore_errors=True)
+            shutil.rmtree(view, ignore_errors=True)
         private = checker_dir / f"{secrets.token_hex(16)}.olean"
         private.write_bytes(data)
         return private
@@ -349,7 +373,7 @@ class ReplPool:
             if slot.checker is None:
                 argv = self._sandbox.wrap(s.checker_command, cwd=s.project_dir, scratch=slot.checker_dir,
                                           writable=False)
-                slot.checker = KernelChecker(argv, s.project_dir, s.memory_limit_mb)
+                slot.checker = KernelChecker(argv, s.project_dir, limits=self._limits)
                 slot.checker_pids.append(slot.checker.pid)
             result = slot.checker.check(header=job.header, theorem=job.theorem, name=name, pickle=pickle,
                                         timeout_s=s.timeout_s)

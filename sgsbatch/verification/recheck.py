@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgsbatch.verification.checks import reference_statement
+from sgsbatch.verification.limits import Limits
 from sgsbatch.verification.repl import GARBAGE, MISMATCH, ReplProcess, ReplSystemError
 
 # What the checker answers when it refuses a proof (lean/SgsKernelCheck.lean).
@@ -70,8 +71,9 @@ def parse_reply(reply: dict[str, object], nonce: str) -> RecheckResult:
 class KernelChecker:
     """One checker process. Not thread-safe: one pool slot owns one checker."""
 
-    def __init__(self, command: Sequence[str], cwd: Path, memory_limit_mb: int = 0) -> None:
-        self.proc = ReplProcess(command, cwd, memory_limit_mb)
+    def __init__(self, command: Sequence[str], cwd: Path, memory_limit_mb: int = 0,
+                 limits: Limits | None = None) -> None:
+        self.proc = ReplProcess(command, cwd, memory_limit_mb, limits=limits)
 
     @property
     def pid(self) -> int:

@@ -1,10 +1,12 @@
 """A client for one leanprover-community/repl process (JSON commands and replies, blank-line separated).
 
 Covered: starting the process in its own session (so its whole process group can be killed
-without touching anything else) under an RLIMIT_AS memory limit; sending `{"cmd": ..., "env": N}`;
+without touching anything else) under the rlimits of limits.py (address space, file size,
+lifetime CPU, no core dumps); sending `{"cmd": ..., "env": N}`;
 reading one reply with a wall-clock timeout (select on the pipe, no reader thread); telling apart
 the ways a reply can fail: the process hangs (`ReplTimeout`), dies, prints garbage or a reply
-cut off mid-JSON, or hits the memory limit (`ReplSystemError` with a `kind`); and killing only
+cut off mid-JSON, or hits the memory, file-size or CPU limit (`ReplSystemError` with a `kind`:
+memory_limit, file_size_limit, cpu_limit, naming the key); and killing only
 the process group this client started, before the process is reaped (so its id cannot have
 been reused). Not covered: what a reply means for a proof (rules.py), or pooling (pool.py).
 
@@ -31,15 +33,16 @@ import hashlib
 import json
 import logging
 import os
-import resource
 import select
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
+
+from sgsbatch.verification.limits import Limits, limit_hit
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +75,7 @@ class ReplTimeout(Exception):
 
 class ReplSystemError(Exception):
     """The REPL itself failed (not the proof): `kind` is one of crash, garbage, cut_off, memory_limit,
-    repl_message (an error object such as "Unknown environment."), start, or a broken reply
+    file_size_limit, cpu_limit, repl_message (an error object such as "Unknown environment."), start, or a broken reply
     integrity: surplus_output, reply_mismatch, exited_after_reply."""
 
     def __init__(self, kind: str, detail: str) -> None:
@@ -81,30 +84,26 @@ class ReplSystemError(Exception):
         self.detail = detail
 
 
-def _limit_memory(limit_bytes: int) -> Callable[[], None]:
-    def preexec() -> None:  # runs in the child between fork and exec: keep it minimal
-        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
-
-    return preexec
-
-
 class ReplProcess:
     """One REPL process. Not thread-safe: one thread talks to one ReplProcess."""
 
     def __init__(self, command: Sequence[str], cwd: Path, memory_limit_mb: int = 0,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, limits: Limits | None = None) -> None:
+        """`limits` are the process's rlimits (limits.py); without them, RLIMIT_AS of `memory_limit_mb`
+        (0 = none) and no core dumps."""
         if not command:
             raise ValueError("the REPL command is empty: set verification.repl_command")
         if not cwd.is_dir():
             raise ReplSystemError(START, f"project directory {cwd} does not exist (verification.project_dir)")
         self.argv = list(command)
-        self.memory_limit_mb = memory_limit_mb
+        self.limits = limits if limits is not None else Limits(memory_mb=memory_limit_mb)
+        self.memory_limit_mb = self.limits.memory_mb
+        # on the host disk: the process's RLIMIT_FSIZE (verification.scratch_mb) bounds it
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the process)
-        limit = memory_limit_mb * 1024 * 1024 if memory_limit_mb > 0 else None
         try:
             self.proc = subprocess.Popen(
                 self.argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                start_new_session=True, preexec_fn=_limit_memory(limit) if limit else None, env=env,
+                start_new_session=True, preexec_fn=self.limits.preexec(), env=env,
             )
         except OSError as e:
             self._stderr.close()
@@ -232,7 +231,11 @@ class ReplProcess:
     def _died(self, detail: str, kind: str = CRASH) -> ReplSystemError:
         self.kill()
         tail = self.stderr_tail()
-        if any(m in tail for m in _MEMORY_MARKERS):
+        hit = limit_hit(self.proc.returncode)
+        if hit is not None:
+            kind = hit[0]
+            detail = f"{kind.replace('_', ' ')} ({hit[1]}) hit: {detail}"
+        elif any(m in tail for m in _MEMORY_MARKERS):
             kind = MEMORY
             detail = f"memory limit ({self.memory_limit_mb} MB) hit: {detail}"
         if tail.strip():  # the proof's code can write stderr too: logged here, never quoted in a verdict
