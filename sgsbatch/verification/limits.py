@@ -77,12 +77,15 @@ class Limits:
         return out
 
     def preexec(self) -> Callable[[], None]:
-        """A `preexec_fn` that sets them (soft = hard: no process inside can raise them again)."""
-        pairs = self.rlimits()
+        """A `preexec_fn` that sets them: soft = hard (no process inside can raise them again), but
+        for RLIMIT_CPU, whose hard limit is one second later: the kernel sends SIGXCPU at the soft
+        limit (the exit status then says `cpu_limit`) and SIGKILL at the hard one."""
+        pairs = [(which, (value, value + 1 if which == resource.RLIMIT_CPU else value))
+                 for which, value in self.rlimits()]
 
         def apply() -> None:  # runs in the child between fork and exec: keep it minimal
-            for which, value in pairs:
-                resource.setrlimit(which, (value, value))
+            for which, soft_hard in pairs:
+                resource.setrlimit(which, soft_hard)
 
         return apply
 

@@ -36,6 +36,7 @@ import os
 import platform
 import resource
 import shutil
+import signal
 import struct
 import sys
 from collections.abc import Sequence
@@ -137,6 +138,10 @@ def exec_filtered(argv: list[str], *, nproc: int = 0, seccomp: bool = True) -> N
         prog = _SockFprog(len(code) // 8, ctypes.addressof(buf))
         if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
             raise FilterUnavailable(f"prctl(PR_SET_SECCOMP): {os.strerror(ctypes.get_errno())}")
+    # as subprocess does (restore_signals): Python ignores these, and an ignored signal stays
+    # ignored across exec; the REPL gets the defaults (SIGXFSZ ends it at RLIMIT_FSIZE: limits.py)
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
     libc.execve(filename, args, envp)
     raise FilterUnavailable(f"execve {path}: {os.strerror(ctypes.get_errno())}")
 

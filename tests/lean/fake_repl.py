@@ -39,6 +39,13 @@ each followed by a blank line) on stdout, like the REPL v4.15.0. Two modes:
   to the Unix socket $FAKE_UNIX_SOCKET; FAKE_SIGNAL sends SIGTERM to pid $FAKE_SIGNAL_PID;
   FAKE_DAEMON starts a child in a session of its own that sleeps (argv ends with $FAKE_TOKEN);
   FAKE_SCRATCH writes into $SGSBATCH_SCRATCH (an error message if it cannot).
+  Resource probes (issue 26, resources per slot; sizes in MB from $FAKE_FILL_MB, default 64):
+  FAKE_FILL writes 1 MB files into $SGSBATCH_SCRATCH until a write fails (probe `fill`, with the
+  MB written); FAKE_BIG_FILE writes one file that big there, FAKE_STDERR_FLOOD that much to
+  stderr (RLIMIT_FSIZE kills the process with SIGXFSZ); FAKE_BURN spins the CPU until something
+  stops it (RLIMIT_CPU: SIGXCPU); FAKE_THREADS starts $FAKE_THREADS_N (default 64) sleeping
+  threads (probe `threads`, how many started); FAKE_USERNS makes a user and mount namespace of
+  its own and mounts a tmpfs of no cap over the scratch (probe `userns`).
 With $FAKE_REPL_LOG set, every process appends `start <pid>` and `cmd <pid> <first line>`.
 """
 
@@ -299,6 +306,68 @@ def _writer() -> None:
                      stderr=subprocess.DEVNULL)
 
 
+def _fill_mb() -> int:
+    return int(os.environ.get("FAKE_FILL_MB", "64"))
+
+
+def _fill() -> None:
+    """1 MB files into the scratch until a write fails; the error names how many MB got written."""
+    scratch = os.environ["SGSBATCH_SCRATCH"]
+    block = b"x" * (1 << 20)
+    for i in range(_fill_mb()):
+        try:
+            with open(os.path.join(scratch, f"fill-{i}.bin"), "wb") as f:
+                f.write(block)
+        except OSError as e:
+            raise OSError(e.errno, f"{e.strerror} after {i} MB") from e
+
+
+def _big_file() -> None:
+    block = b"x" * (1 << 20)
+    with open(os.path.join(os.environ["SGSBATCH_SCRATCH"], "big.bin"), "wb") as f:
+        for _ in range(_fill_mb()):
+            f.write(block)
+
+
+def _stderr_flood() -> None:
+    block = "e" * (1 << 20)
+    for _ in range(_fill_mb()):
+        sys.stderr.write(block)
+        sys.stderr.flush()
+
+
+def _burn() -> None:
+    x = 0
+    while True:
+        x = (x * 31 + 7) % 1_000_003
+
+
+def _threads() -> str:
+    import threading
+
+    stop = threading.Event()
+    started = 0
+    for _ in range(int(os.environ.get("FAKE_THREADS_N", "64"))):
+        try:
+            threading.Thread(target=stop.wait, daemon=True).start()
+        except RuntimeError:  # "can't start new thread": the task limit
+            break
+        started += 1
+    stop.set()
+    return f"probe threads: {started} started"
+
+
+def _userns() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
+        raise OSError(ctypes.get_errno(), f"unshare: {os.strerror(ctypes.get_errno())}")
+    scratch = os.environ["SGSBATCH_SCRATCH"].encode()
+    if libc.mount(b"none", scratch, b"tmpfs", 0, None) != 0:
+        raise OSError(ctypes.get_errno(), f"mount: {os.strerror(ctypes.get_errno())}")
+
+
 def probes(cmd: str) -> list[dict]:
     """The sandbox probes the markers in `cmd` ask for, as info messages (an error if the scratch fails)."""
     out: list[dict] = []
@@ -316,6 +385,19 @@ def probes(cmd: str) -> list[dict]:
         out.append(_attempt("daemon", _daemon))
     if "FAKE_LEAVE_WRITER" in cmd:
         out.append(_attempt("writer", _writer))
+    if "FAKE_FILL" in cmd:
+        got = _attempt("fill", _fill)  # a write error fails the proof, as Lean reports an IO error
+        out.append(got if got["data"].endswith("done") else {**got, "severity": "error"})
+    if "FAKE_BIG_FILE" in cmd:
+        out.append(_attempt("big file", _big_file))
+    if "FAKE_STDERR_FLOOD" in cmd:
+        out.append(_attempt("stderr", _stderr_flood))
+    if "FAKE_BURN" in cmd:
+        _burn()
+    if "FAKE_THREADS" in cmd:
+        out.append(msg("info", _threads()))
+    if "FAKE_USERNS" in cmd:
+        out.append(_attempt("userns", _userns))
     if "FAKE_SCRATCH" in cmd:
         got = _attempt("scratch", lambda: _write(os.path.join(os.environ["SGSBATCH_SCRATCH"], "probe.txt")))
         out.append(got if got["data"].endswith("done") else {**got, "severity": "error"})
@@ -330,6 +412,9 @@ def write_audit_forgery(env: int, cmd: str) -> None:
 
 
 def main() -> None:
+    # Lean is a C++ program with the default signal dispositions; Python ignores SIGXFSZ (a write past
+    # RLIMIT_FSIZE then fails with EFBIG instead of ending the process): the stand-in behaves like Lean
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     log(f"start {os.getpid()}")
     delay = float(os.environ.get("FAKE_REPL_START_DELAY", "0"))
     if delay:
