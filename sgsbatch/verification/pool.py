@@ -33,6 +33,7 @@ Not covered: static checks (checks.py, run before the pool by lean.py) and the v
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import secrets
 import shutil
@@ -113,6 +114,18 @@ class PoolSettings:
         """The rlimits of every REPL and checker process (limits.py)."""
         return Limits(memory_mb=self.memory_limit_mb, file_mb=self.scratch_mb,
                       cpu_s=cpu_seconds(self.cpu_time_factor, self.header_timeout_s, self.timeout_s, self.max_proofs))
+
+
+def _read_no_symlinks(directory: Path, name: str) -> bytes:
+    """The bytes of `directory/name`, refusing a symlink at either (a thread the proof left could
+    put one there; through /proc/<pid>/root it would resolve on the host, in places the sandbox hides)."""
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
 
 
 @dataclass
@@ -351,7 +364,7 @@ class ReplPool:
         try:
             repl.pickle(env, scratch / token / "env.olean", self.settings.timeout_s)
             try:
-                data = (view / "env.olean").read_bytes()
+                data = _read_no_symlinks(view, "env.olean")
             except OSError as e:
                 raise ReplSystemError("no_pickle", f"the REPL wrote no pickle: {e.strerror}") from e
         finally:

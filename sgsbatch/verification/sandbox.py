@@ -14,8 +14,10 @@ as `bwrap ... -- <repl_command>`, which gives it:
   `/proc/<pid>/root` of a process in the sandbox (`scratch_view`). Without the cap (0, or a bwrap
   that refuses `--size`, or one whose processes the verify user cannot look into: `probe` falls
   back with a warning) the scratch is the pool's directory on the host disk, bound in, and only
-  RLIMIT_FSIZE (limits.py) bounds each file, not their total. The checker gets its own directory
-  (the pool's, on the host, written by the pool only) read-only;
+  RLIMIT_FSIZE (limits.py) bounds each file, not their total. A scratch a proof filled stays full
+  for the rest of its process: the next proof's pickle then fails, a system error retried on a
+  fresh process. The checker gets its own directory (the pool's, on the host, written by the pool
+  only) read-only;
 - private, empty tmpfs on `/tmp`, `/run` (and `/var/run`, `/dev/shm`): other users' files and the
   Unix sockets there (munge, dbus, docker, ssh/gpg agents) are hidden; a Unix socket elsewhere on
   the read-only filesystem can still be connected to (a read-only mount does not stop that);

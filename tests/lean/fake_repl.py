@@ -45,7 +45,8 @@ each followed by a blank line) on stdout, like the REPL v4.15.0. Two modes:
   stderr (RLIMIT_FSIZE kills the process with SIGXFSZ); FAKE_BURN spins the CPU until something
   stops it (RLIMIT_CPU: SIGXCPU); FAKE_THREADS starts $FAKE_THREADS_N (default 64) sleeping
   threads (probe `threads`, how many started); FAKE_USERNS makes a user and mount namespace of
-  its own and mounts a tmpfs of no cap over the scratch (probe `userns`).
+  its own and mounts a tmpfs of no cap over the scratch (probe `userns`); FAKE_LIST_SCRATCH names
+  what the scratch holds (probe `scratch holds`).
 With $FAKE_REPL_LOG set, every process appends `start <pid>` and `cmd <pid> <first line>`.
 """
 
@@ -398,6 +399,8 @@ def probes(cmd: str) -> list[dict]:
         out.append(msg("info", _threads()))
     if "FAKE_USERNS" in cmd:
         out.append(_attempt("userns", _userns))
+    if "FAKE_LIST_SCRATCH" in cmd:
+        out.append(msg("info", "probe scratch holds: " + ",".join(sorted(os.listdir(os.environ["SGSBATCH_SCRATCH"])))))
     if "FAKE_SCRATCH" in cmd:
         got = _attempt("scratch", lambda: _write(os.path.join(os.environ["SGSBATCH_SCRATCH"], "probe.txt")))
         out.append(got if got["data"].endswith("done") else {**got, "severity": "error"})

@@ -9,6 +9,7 @@ also runs without the limit, to show that it works there. No test depends on how
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -28,7 +29,7 @@ from sgsbatch.errors import ConfigError
 from sgsbatch.verification import limits as L
 from sgsbatch.verification import process_filter as F
 from sgsbatch.verification.pool import PoolSettings, ReplPool
-from sgsbatch.verification.sandbox import Sandbox
+from sgsbatch.verification.sandbox import Sandbox, probe
 from sgsbatch.verification.verdict import ERROR, FAILED, VERIFIED
 
 __all__ = ["attack"]  # the fixture, shared with test_lean_sandbox.py
@@ -72,14 +73,13 @@ def test_pickles_go_through_the_sandboxed_scratch(attack: Attack) -> None:
     # The pickle is written in the scratch tmpfs, read through /proc, checked by the stand-in checker.
     pool = ReplPool(attack.pool_settings("bwrap", scratch_mb=8, sandbox_pass_env=LIMIT_PASS))
     try:
-        verdicts = _run(pool, "simp FAKE_SCRATCH", "simp")
+        verdicts = _run(pool, "simp FAKE_SCRATCH", "simp FAKE_LIST_SCRATCH")
         slot = pool._slots[0]  # noqa: SLF001 (white box: where the files went)
         assert slot.scratch is not None and list(slot.scratch.iterdir()) == [], "the host directory stays empty"
-        view = pool._sandbox.scratch_view(slot.repl.pid, slot.scratch)  # noqa: SLF001
-        assert [p.name for p in view.iterdir()] == ["probe.txt"], "the pickle's directory is gone after use"
     finally:
         pool.close()
     assert [v.verdict for v in verdicts] == [VERIFIED, VERIFIED], verdicts
+    assert _probes(verdicts[1])["scratch holds"] == "probe.txt", "the first pickle's directory is gone after use"
     assert all("kernel re-check: ok" in " ".join(v.messages) for v in verdicts), verdicts
 
 
@@ -195,7 +195,7 @@ def test_the_task_limit_counts_the_sandbox_only(limit: int) -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     assert out.returncode == 0, out.stderr[-2000:]
-    verdict, messages = __import__("json").loads(out.stdout.strip().splitlines()[-1])
+    verdict, messages = json.loads(out.stdout.strip().splitlines()[-1])
     started = int(next(m for m in messages if "probe threads:" in m).split("probe threads: ")[1].split()[0])
     if limit:
         assert 0 < started < limit, messages
@@ -279,3 +279,33 @@ def test_the_keys_are_validated_with_their_names() -> None:
         assert errors[f"verification.{key}"].startswith("must be >= 0"), errors
     with pytest.raises(ConfigError, match=r"verification\.scratch_mb.*integer"):
         from_toml_text('[run]\nname = "x"\n[verification]\nscratch_mb = "big"\n', "test.toml")
+
+
+@needs_bwrap
+def test_probe_keeps_the_scratch_tmpfs_where_it_can_be_read_and_falls_back_where_not(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import sgsbatch.verification.sandbox as S
+
+    base = Sandbox("bwrap", scratch_mb=8, tmpfs_mb=8)
+    assert probe(base).scratch_mb == 8, "here bwrap has --size and its processes can be looked into"
+    monkeypatch.setattr(S, "_in_other_mount_namespace", lambda pid: None)  # a sandbox one cannot look into
+    with caplog.at_level("WARNING"):
+        fallback = probe(base)
+    assert (fallback.scratch_mb, fallback.tmpfs_mb) == (0, 8)
+    assert "the scratch is on the host disk" in caplog.text and "no process of the sandbox" in caplog.text
+
+
+def test_the_pickle_is_read_without_following_symlinks(tmp_path: Path) -> None:
+    from sgsbatch.verification.pool import _read_no_symlinks
+
+    (tmp_path / "secret").write_text("hidden from the sandbox")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "env.olean").symlink_to(tmp_path / "secret")
+    (tmp_path / "link").symlink_to(tmp_path / "d")
+    with pytest.raises(OSError, match="Too many levels of symbolic links"):
+        _read_no_symlinks(tmp_path / "d", "env.olean")
+    (tmp_path / "d" / "env.olean").unlink()
+    (tmp_path / "d" / "env.olean").write_bytes(b"pickle")
+    assert _read_no_symlinks(tmp_path / "d", "env.olean") == b"pickle"
+    with pytest.raises(OSError):
+        _read_no_symlinks(tmp_path / "link", "env.olean")
