@@ -127,7 +127,9 @@ def nproc_applies(sandbox_kind: str, user_namespace: bool, release: str | None =
 
 def cgroup_note(cgroup_text: str | None = None, environ: Mapping[str, str] | None = None,
                 root: Path = Path("/sys/fs/cgroup")) -> str:
-    """One line: which cgroup bounds this process (and so every slot together), and what is not enforced."""
+    """One line: which cgroup controllers apply to this process (and so to every slot together), or
+    that none does and so what is not enforced. It reads the process's cgroups (v1 or v2), not
+    the limits set in them."""
     env = os.environ if environ is None else environ
     if cgroup_text is None:
         try:
@@ -149,8 +151,9 @@ def cgroup_note(cgroup_text: str | None = None, environ: Mapping[str, str] | Non
             limited += [f"{n} ({path})" for n in controllers.split(",") if n in ("cpu", "cpuset", "memory", "pids")]
     job = f"Slurm job {env['SLURM_JOB_ID']}" if env.get("SLURM_JOB_ID") else "no Slurm job"
     if limited:
-        return (f"{job}: the cgroup controllers {', '.join(limited)} bound the whole verify task "
-                "(all slots together); per slot only rlimits and the sandbox's tmpfs caps hold")
+        return (f"{job}: the cgroup controllers {', '.join(limited)} apply to the whole verify task "
+                "(all slots together: their limits, where set, bound it); per slot only rlimits and the "
+                "sandbox's tmpfs caps hold")
     return (f"{job}, no cgroup limits this process: nothing bounds how many cores the slots' threads use "
             "at once or the RAM of their tmpfs (RLIMIT_CPU bounds each process's lifetime CPU, "
             "RLIMIT_AS its address space, --size each tmpfs)")
