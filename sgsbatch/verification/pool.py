@@ -4,7 +4,7 @@ Covered: N processes (one thread each); each elaborates a header once (`{"cmd": 
 H) and checks every later proof with that header in env H, then audits it (rules.py); jobs
 are queued per header and a process keeps taking jobs of its current header, so it re-imports
 only when its header's jobs run out. A process is killed and replaced after a proof timeout,
-a crash, garbage or a cut-off reply, the memory limit (RLIMIT_AS), or `max_proofs` proofs (the
+a crash, garbage or a cut-off reply, a limit of limits.py (memory, file size, CPU), or `max_proofs` proofs (the
 REPL keeps every env, so its memory grows). A system error sends the job back to the front of
 its queue for a fresh process, at most `retries` times, then it gets the verdict `error`; a
 timeout is a verdict (`timeout`), not retried. A header whose elaboration reports errors makes
