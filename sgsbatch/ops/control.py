@@ -182,7 +182,7 @@ def resume_locked(h: RunHandle, force: bool) -> str:
     r = first_unfinished_round(h)
     hung = _count_hangs(h, st, stuck)
     for phase in h.cfg.phases_of_round(r):
-        for i in unfinished(h.paths.phase_dir(r, phase), h.cfg.shard_count(phase)):
+        for i in unfinished(h.paths.phase_dir(r, phase), h.at(r).shard_count(phase)):
             if (phase, i) not in hung:
                 Shard(h.paths.phase_dir(r, phase), i).clear_failures()
     end_round_from_marker(h, r)  # training finished but the round's ending was lost

@@ -113,7 +113,7 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
     if row.state in (RunState.completed, RunState.cancelled, RunState.failed):
         st.phase = None if row.state == RunState.completed else phase
         return st
-    reason = next(filter(None, (failed_reason(h.paths.phase_dir(r, p), h.cfg.shard_count(p))
+    reason = next(filter(None, (failed_reason(h.paths.phase_dir(r, p), h.at(r).shard_count(p))
                                 for p in h.cfg.phases_of_round(r))), None)
     if reason:
         st.state, st.stall = "stalled", StallReason.shard_out_of_retries
