@@ -93,6 +93,9 @@ def _print_watch_details(st: dict[str, Any]) -> None:
         used = ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in d["used_bytes"].items())
         click.echo(f"  disk: {d['total_bytes'] / 1e9:.2f} GB ({used}); projected {d['projected_bytes'] / 1e9:.1f} GB "
                    f"at round {d['planned_rounds']} ({d['checkpoints_kept_at_end']} checkpoint rounds kept)")
+    am = st.get("amendments")
+    if am:
+        click.echo(f"  amended after launch: {am['count']} change(s), {am['method']} of method; last: {am['last_text']}")
     for a in st.get("alerts", []):
         click.echo(f"  ALERT {a['metric']}: {a['message']}")
 

@@ -109,7 +109,8 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}.{k}" if prefix else k
-        out.update(_flat(v, key) if isinstance(v, dict) and v else {key: v})
+        leaf = not isinstance(v, dict) or k == "extra"  # slurm.<phase>.extra: one value, a table of options
+        out.update({key: v} if leaf else _flat(v, key))
     return out
 
 
