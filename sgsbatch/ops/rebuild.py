@@ -14,7 +14,8 @@ reviews, metrics (TensorBoard points rewritten too), checkpoints (marked deleted
 retention policy removed the weights), Slurm jobs with their restarts (from sacct, while
 accounting remembers them).
 `restore_config` is the other direction: config.toml lost, damaged or edited after launch is
-written back from the copy the database recorded at launch (an edited one is kept aside).
+written back from the copy the database recorded (at launch, with the amendments of `resume
+--set` since; an edited one is kept aside).
 
 Not covered: a run cancelled with `sgsbatch cancel` shows as stalled after a rebuild (the
 cancellation lived only in the database: cancel it again); a database at `run.database_url` is
