@@ -214,10 +214,10 @@ def amend(h: RunHandle, overrides: Sequence[str], *, method_change: bool = False
     start, why = _check_from_round(h, cfg, method, from_round, origins) if method else (None, "")
     now, current = time.time(), _current_round(h)
     cmd = _command(h, overrides, method_change, from_round)
-    records: list[dict[str, Any]] = [{"at": now, "key": k, "old": old, "new": new,
-                "kind": amendments.METHOD if k in method else amendments.OPERATIONAL,
-                "from_round": start if k in method else None, "round": current, "command": cmd}
-               for k, (old, new) in changed.items()]
+    records: list[dict[str, Any]] = [
+        {"at": now, "key": k, "old": old, "new": new, "kind": amendments.METHOD if k in method else amendments.OPERATIONAL,
+         "from_round": start if k in method else None, "round": current, "command": cmd}
+        for k, (old, new) in changed.items()]
     _write(h, cfg, records, start)
     words = []
     for rec in records:

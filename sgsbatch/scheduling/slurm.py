@@ -9,7 +9,10 @@ idempotent per (round, phase): an active job already recorded is reused, so a re
 does not submit the next round twice. SLURM_* variables of the submitting job, a trainer's rank
 variables (MASTER_PORT, OMP_NUM_THREADS, ...) and its devices (CUDA_VISIBLE_DEVICES) are
 scrubbed so a round submitted from inside a job inherits none of that job's resources. A train
-job over several nodes runs one task per node (`--nodes N --ntasks-per-node 1`).
+job over several nodes runs one task per node (`--nodes N --ntasks-per-node 1`). Every
+submission reads config.toml afresh (`submission_config`): resources amended with `resume --set`
+apply to the next job submitted, a train job's submission of the next round included, and a
+round is submitted with its own shard counts (run/amendments.config_at).
 
 Slurm state comes from `squeue` (live jobs) and `sacct` (finished ones, restarts); when `sacct`
 is unavailable, status works from squeue and the shard files alone. Every submission is also
