@@ -93,6 +93,9 @@ def _print_watch_details(st: dict[str, Any]) -> None:
         used = ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in d["used_bytes"].items())
         click.echo(f"  disk: {d['total_bytes'] / 1e9:.2f} GB ({used}); projected {d['projected_bytes'] / 1e9:.1f} GB "
                    f"at round {d['planned_rounds']} ({d['checkpoints_kept_at_end']} checkpoint rounds kept)")
+    am = st.get("amendments")
+    if am:
+        click.echo(f"  amended after launch: {am['count']} change(s), {am['method']} of method; last: {am['last_text']}")
     for a in st.get("alerts", []):
         click.echo(f"  ALERT {a['metric']}: {a['message']}")
 
@@ -216,25 +219,40 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
 @click.option("--force", is_flag=True, help="Resubmit unfinished work even if the run looks alive.")
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the run to end; exit 0 only if it completed.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Change the run's config first: run.rounds (extend the run), run.max_task_retries, "
-                   "run.allow_env_drift, run.poll_interval_s; repeatable.")
+              help="Amend the run's config first (repeatable): resources (slurm.<phase>.partition, account, qos, "
+                   "time_min, mem, cpus, array_parallelism, extra, signal_delay_s, scratch), alerts.*, run.rounds "
+                   "(extend), run.max_task_retries, run.allow_env_drift, run.poll_interval_s, checkpoints "
+                   "retention; with --method-change: verification.timeout_s, shards.*, prompts.*.")
+@click.option("--method-change", is_flag=True,
+              help="Allow --set of keys that change results (verification.timeout_s, shards.*, prompts.*), "
+                   "recorded as a change of method from --from-round on.")
+@click.option("--from-round", type=int, default=None, metavar="N",
+              help="With --method-change: the first round (0-based) to use the new values; a round not yet "
+                   "started (the refusal names the first one).")
 @_clean_errors
-def resume(run: str, runs_dir: str, force: bool, wait_: bool, overrides: tuple[str, ...]) -> None:
+def resume(run: str, runs_dir: str, force: bool, wait_: bool, overrides: tuple[str, ...], method_change: bool,
+           from_round: int | None) -> None:
     """Repair RUN's broken chain and resubmit only its unfinished work.
 
     \b
     Examples:
         sgsbatch resume tiny
         sgsbatch resume tiny --set run.rounds=10     # extend the run to 10 rounds
+        sgsbatch resume tiny --set slurm.solve.time_min=960 --set slurm.solve.partition=gpu2
+        sgsbatch resume tiny --set shards.solve=128 --method-change --from-round 12
+
+    Every amendment is kept in the run's history (`status`, `report`; README: Amending a live run).
     """
     from sgsbatch.ops import control
     from sgsbatch.ops.amend import amend
     from sgsbatch.run.handle import open_run
 
+    if (method_change or from_round is not None) and not overrides:
+        raise click.UsageError("--method-change and --from-round go with --set KEY=VALUE")
     h = open_run(runs_dir, run)
     with control.controlling(h):  # the config change and the resume, one command at a time
         if overrides:
-            h, changes = amend(h, overrides)
+            h, changes = amend(h, overrides, method_change=method_change, from_round=from_round)
             click.echo(f"run {run}: " + ("; ".join(changes) if changes else "config unchanged"))
             if h.row().state == "completed":
                 return

@@ -270,7 +270,7 @@ def _check_models(cfg: Config, source: str) -> None:
                               f"or /) nor {TINY_RANDOM!r}")
 
 
-def _check_prompts(cfg: Config, source: str) -> None:
+def check_prompts(cfg: Config, source: str) -> None:
     """Every `[prompts]` value names a shipped template set or a readable file with the right placeholders."""
     for key in PROMPT_KEYS:
         role = key.split(".", 1)[1]
@@ -306,7 +306,7 @@ def _validate(raw: dict[str, Any], source: str) -> Config:
         more = f" (and {len(errs) - 1} more: " + ", ".join(k for k, _ in errs[1:]) + ")" if len(errs) > 1 else ""
         raise ConfigError(source, key, msg + more)
     _check_models(cfg, source)
-    _check_prompts(cfg, source)
+    check_prompts(cfg, source)
     src = cfg.data.source
     if is_path_like(src) and not Path(src).exists():
         raise ConfigError(source, "data.source", f"no such file or directory: {src}")

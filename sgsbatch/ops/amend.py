@@ -1,67 +1,266 @@
-"""Changing a live run's config: `sgsbatch resume RUN --set run.rounds=N` (extend a run).
+"""Changing a live run's config: `sgsbatch resume RUN --set KEY=VALUE [--method-change --from-round N]`.
 
-Only keys that do not change what was already computed may change after launch (AMENDABLE):
-`run.rounds` (never below its value: a run is extended, not cut), `run.max_task_retries`,
-`run.allow_env_drift`, `run.poll_interval_s`. The database row (config, hash, rounds) is
-updated first, then the frozen config.toml is rewritten, so the run directory stays the run's
-truth for `rebuild`. A completed run that is extended is running again (its new rounds are
-created); `resume` then starts them. Jobs and local drivers already running keep the config they
-started with; a run that ends at its old round count shows as stalled and `resume` (or `watch`)
-continues it. Not covered: any other key (edit a copy of the jobs file and launch a new run).
+A long run meets site facts that change under it (a partition renamed or drained, an allocation
+spent, a slower filesystem); what may change, and how, depends on what the key decides:
+
+- Operational keys (`--set` alone; effective for every job that starts after it, jobs already
+  running keep what they started with, jobs already queued on Slurm keep their resources until
+  `resume --force` resubmits them): each phase's Slurm resources `slurm.<phase>.{partition,
+  account, qos, time_min, mem, cpus, array_parallelism, extra, signal_delay_s, scratch}`,
+  `alerts.*`, `run.rounds` (never below its value: a run is extended, not cut),
+  `run.max_task_retries`, `run.allow_env_drift`, `run.poll_interval_s`, `run.local_workers`,
+  `checkpoints.{keep_last, keep_every, estimate_gb_per_role}` (retention), `report.*`, `scaling.*`.
+- Changes of method (`--set` with `--method-change --from-round N`; the rounds before N keep the
+  old value, see run/amendments.config_at): `verification.timeout_s`, `shards.*`, `prompts.*` (a
+  shipped set's name or a template file's path). N must be a round not yet started (the first is
+  named in the refusal); the current round also qualifies for `verification.timeout_s` and
+  `prompts.*` while the phases that read the key have not started in it. `shards.*` never applies
+  to a started round (its tasks partition their work by the counts it was created with).
+- Everything else is refused with the reason (models, the algorithm's numbers, data, the run's
+  identity, GPUs and nodes, what verification accepts, what compaction keeps): changing it would
+  make completed rounds another experiment's; launch a new run.
+
+Every change is recorded once per key (old and new value, kind, first round, the command) in the
+database table `amendments` and in `<run>/amendments.jsonl` (run/amendments.py), which `rebuild`
+restores; `status` and the report show them. Order of the writes: the database (config, hash,
+rounds, amendments, the shard counts of a created round not yet started) in one transaction, then
+amendments.jsonl, then config.toml, so the run directory stays the run's truth for `rebuild`.
+A completed run that is extended is running again (its new rounds are created); `resume` then
+starts them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import shlex
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func
 from sqlmodel import select
 
 from sgsbatch.config.loading import (
+    PROMPT_KEYS,
     Origins,
     apply_overrides,
     build,
-    config_changes,
+    check_prompts,
     origin_of,
     parse_override,
     to_dict,
     to_toml,
 )
-from sgsbatch.config.schema import Config, semantic_errors
+from sgsbatch.config.schema import PHASES, Config, semantic_errors
 from sgsbatch.errors import ConfigError
+from sgsbatch.run import amendments
 from sgsbatch.run.handle import RunHandle
+from sgsbatch.run.paths import command
 from sgsbatch.run.shards import atomic_write_text
-from sgsbatch.state.schema import Phase, Round, Run, RunState, StoredProof
+from sgsbatch.state.schema import Amendment, Phase, Round, Run, RunState, SlurmJob, StoredProof
 
-AMENDABLE = ("run.rounds", "run.max_task_retries", "run.allow_env_drift", "run.poll_interval_s")
+SLURM_KEYS = ("partition", "account", "qos", "time_min", "mem", "cpus", "array_parallelism", "extra",
+              "signal_delay_s", "scratch")
+OPERATIONAL_KEYS = (
+    *(f"slurm.{p}.{k}" for p in PHASES for k in SLURM_KEYS),
+    "run.rounds", "run.max_task_retries", "run.allow_env_drift", "run.poll_interval_s", "run.local_workers",
+    "checkpoints.keep_last", "checkpoints.keep_every", "checkpoints.estimate_gb_per_role",
+)
+OPERATIONAL_SECTIONS = ("alerts", "report", "scaling")
+# a change of method -> the phases of a round that read it (None: every phase, the round's partition)
+METHOD_KEYS: dict[str, tuple[str, ...] | None] = {
+    "verification.timeout_s": ("verify",),
+    "shards.conjecture": None, "shards.solve": None, "shards.guide": None, "shards.verify": None,
+    "prompts.solver": ("solve",), "prompts.conjecturer": ("conjecture",),
+    "prompts.conjecturer_unconditioned": ("conjecture",), "prompts.guide": ("guide",),
+    "prompts.guide_tags": ("conjecture", "solve", "guide"),  # the simulated generator writes them too
+}
+assert set(PROMPT_KEYS) <= set(METHOD_KEYS)
+_ALGORITHM = ("an algorithm setting: the rounds already completed were computed with the old value, so the run "
+              "would mix two experiments under one name")
+REFUSED: dict[str, str] = {
+    "run": "identifies the run or where its state lives",
+    "data": "the targets were frozen at launch (targets.jsonl)",
+    "models": "names the weights every round trains from: another model is another experiment",
+    "generation": _ALGORITHM, "solver": _ALGORITHM, "conjecturer": _ALGORITHM, "extraction": _ALGORITHM,
+    "guide": _ALGORITHM, "train": _ALGORITHM,
+    "verification": "decides what counts as a proof (of this section only verification.timeout_s may change, "
+                    "as a change of method)",
+    "records": "decides what compaction deletes from completed rounds, which cannot be undone",
+    "slurm": "decides the training ranks and how generation is placed (slurm.<phase>.gpus, .nodes)",
+}
 
 
-def amend(h: RunHandle, overrides: Sequence[str]) -> tuple[RunHandle, list[str]]:
-    """The run with `overrides` applied to its frozen config, and the changes in words."""
+def classify(key: str) -> tuple[str | None, str]:
+    """(kind, why): kind "operational", "method" or None (refused, `why` says why)."""
+    parts = key.split(".")
+    if len(parts) >= 3 and parts[0] == "slurm" and ".".join(parts[:3]) in OPERATIONAL_KEYS:
+        return amendments.OPERATIONAL, ""  # slurm.<phase>.extra.<option> included
+    if key in OPERATIONAL_KEYS or parts[0] in OPERATIONAL_SECTIONS:
+        return amendments.OPERATIONAL, ""
+    if key in METHOD_KEYS:
+        return amendments.METHOD, ""
+    return None, REFUSED.get(parts[0], "not a key of the run's config")
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else k
+        leaf = not isinstance(v, dict) or k == "extra"  # slurm.<phase>.extra: one value, a table of options
+        out.update({key: v} if leaf else _flat(v, key))
+    return out
+
+
+def _started(h: RunHandle, r: int, phases: Sequence[str]) -> list[str]:
+    """The phases of round r (of `phases`) that have started: a task wrote its directory."""
+    return [p for p in phases if h.paths.phase_dir(r, p).exists()]
+
+
+def first_unstarted_round(h: RunHandle) -> int:
+    """The first round none of whose work has started: no job submitted (Slurm's journal or rows), no
+    task directory, not completed."""
+    with h.db.read() as s:
+        done = set(s.exec(select(Round.index).where(Round.run_id == h.run_id, Round.state == "completed")).all())
+        jobs = set(s.exec(select(SlurmJob.round).where(SlurmJob.run_id == h.run_id)).all())
+    rounds_dir = h.paths.root / "rounds"
+    on_disk = {int(p.name[1:]) for p in rounds_dir.glob("r[0-9][0-9][0-9][0-9]")} if rounds_dir.is_dir() else set()
+    started = done | jobs | {r for r in on_disk if h.paths.jobs_journal(r).exists()
+                             or _started(h, r, PHASES)}
+    return max(started) + 1 if started else 0
+
+
+def _check_from_round(h: RunHandle, cfg: Config, method: dict[str, tuple[Any, Any]], from_round: int | None,
+                      origins: Origins) -> tuple[int, str]:
+    """The first round of a change of method, and in words why it is allowed; a ConfigError otherwise."""
+    first = first_unstarted_round(h)
+    key0 = next(iter(method))
+    where = origin_of(origins, key0, "--set")
+    if from_round is None:
+        raise ConfigError(where, key0, f"--method-change needs --from-round N: the first round to use the new value "
+                                       f"(N >= {first}, the first round not yet started)")
+    if from_round >= cfg.run.rounds:
+        raise ConfigError("--from-round", key0, f"round {from_round} is past the run's last round "
+                                                f"({cfg.run.rounds - 1}, 0-based); extend it with --set run.rounds=N")
+    if from_round < 0:
+        raise ConfigError("--from-round", key0, f"must be >= {first} (the first round not yet started)")
+    if from_round >= first:
+        return from_round, "a round not yet started" if from_round == first else "a later round"
+    current = first - 1
+    for key, (old, _) in method.items():
+        phases = METHOD_KEYS[key]
+        if phases is None:
+            why = (f"round {from_round} has started, and its tasks split their work by the shard counts it was "
+                   f"created with")
+        elif from_round != current:
+            why = f"round {from_round} has started (its {', '.join(phases)} work ran with {key} = {old!r})"
+        elif ran := _started(h, current, phases):
+            why = f"round {current}'s {', '.join(ran)} phase has started with {key} = {old!r}"
+        else:
+            continue
+        raise ConfigError(origin_of(origins, key, "--set"), key,
+                          f"cannot change from round {from_round}: {why}; the earliest round it can apply to is "
+                          f"{first} (--from-round {first})")
+    return from_round, (f"the current round, whose {', '.join(sorted({p for k in method for p in METHOD_KEYS[k] or ()}))} "
+                        f"phase has not started")
+
+
+def amend(h: RunHandle, overrides: Sequence[str], *, method_change: bool = False,
+          from_round: int | None = None) -> tuple[RunHandle, list[str]]:
+    """The run with `overrides` applied to its frozen config, and the changes in words (see the module
+    docstring); a ConfigError naming the key and the reason when a change is not allowed."""
+    if from_round is not None and not method_change:
+        raise ConfigError("--from-round", "--method-change", "--from-round goes with --method-change "
+                                                             "(it names the first round of a change of method)")
     for text in overrides:
         key, _ = parse_override(text)
-        if key not in AMENDABLE:
-            raise ConfigError(f"--set {text}", key, "cannot change after launch; keys that can: "
-                              + ", ".join(AMENDABLE) + " (for anything else launch a new run)")
+        kind, why = classify(key)
+        if kind is None and not any(k.startswith(key + ".") for k in (*OPERATIONAL_KEYS, *METHOD_KEYS)):
+            raise ConfigError(f"--set {text}", key, f"cannot change after launch: {why}; launch a new run "
+                              f"(README: Amending a live run lists what can change)")
     origins: Origins = {}
     raw = apply_overrides(to_dict(h.cfg), overrides, Path.cwd(), origins)
     cfg: Config = build(Config, raw, "--set")
     for key, msg in semantic_errors(cfg):
         raise ConfigError(origin_of(origins, key, "--set"), key, msg)
+    a, b = _flat(to_dict(h.cfg)), _flat(to_dict(cfg))
+    changed = {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+    method: dict[str, tuple[Any, Any]] = {}
+    for key, (old, new) in changed.items():
+        kind, why = classify(key)
+        where = origin_of(origins, key, "--set")
+        if kind is None:
+            raise ConfigError(where, key, f"cannot change after launch: {why}; launch a new run "
+                                          f"(README: Amending a live run lists what can change)")
+        if kind == amendments.METHOD:
+            if not method_change:
+                first = first_unstarted_round(h)
+                raise ConfigError(where, key, f"changes what the run computes from the round it applies to; amend it "
+                                              f"as a change of method with `{_command(h, overrides, True, first)}` "
+                                              f"(N >= {first}, the first round not yet started)")
+            method[key] = (old, new)
     if cfg.run.rounds < h.cfg.run.rounds:
         raise ConfigError(origin_of(origins, "run.rounds", "--set"), "run.rounds",
                           f"can only grow (a run is extended, not cut): it is {h.cfg.run.rounds}")
-    changes = config_changes(h.cfg, cfg)
-    if not changes:
+    if method_change and not method:
+        raise ConfigError("--method-change", "--set", "no key given changes method ("
+                          + ", ".join(METHOD_KEYS) + "); drop --method-change and --from-round")
+    if any(k.startswith("prompts.") for k in method):
+        check_prompts(cfg, "--set")
+    if not changed:
         return h, []
+    start, why = _check_from_round(h, cfg, method, from_round, origins) if method else (None, "")
+    now, current = time.time(), _current_round(h)
+    cmd = _command(h, overrides, method_change, from_round)
+    records: list[dict[str, Any]] = [
+        {"at": now, "key": k, "old": old, "new": new, "kind": amendments.METHOD if k in method else amendments.OPERATIONAL,
+         "from_round": start if k in method else None, "round": current, "command": cmd}
+        for k, (old, new) in changed.items()]
+    _write(h, cfg, records, start)
+    words = []
+    for rec in records:
+        change = f"{rec['key']}: {rec['old']!r} -> {rec['new']!r}"
+        if rec["kind"] == amendments.METHOD:
+            words.append(f"{change} (a change of method from round {start}: {why}; rounds before it keep "
+                         f"{rec['old']!r})")
+        elif rec["key"].startswith("slurm."):
+            words.append(f"{change} (for jobs submitted from now on; jobs already queued keep theirs until "
+                         f"`{command('resume', h.paths, '--force')}` resubmits the unfinished work)")
+        else:
+            words.append(change)
+    return RunHandle(cfg, h.paths, h.db, h.run_id), words
+
+
+def _current_round(h: RunHandle) -> int:
+    with h.db.read() as s:
+        done = set(s.exec(select(Round.index).where(Round.run_id == h.run_id, Round.state == "completed")).all())
+    return next((i for i in range(h.cfg.run.rounds) if i not in done), h.cfg.run.rounds - 1)
+
+
+def _command(h: RunHandle, overrides: Sequence[str], method_change: bool, from_round: int | str | None) -> str:
+    words = [w for o in overrides for w in ("--set", shlex.quote(o))]
+    if method_change:
+        words += ["--method-change", "--from-round", str("N" if from_round is None else from_round)]
+    return command("resume", h.paths, *words)
+
+
+def _write(h: RunHandle, cfg: Config, records: list[dict[str, Any]], start: int | None) -> None:
     text = to_toml(cfg)
     with h.db.write() as s:
         run = s.get(Run, h.run_id)
         assert run is not None
         run.config_toml, run.config_hash, run.updated_at = text, hashlib.sha256(text.encode()).hexdigest(), time.time()
+        for rec in records:
+            s.add(Amendment(run_id=h.run_id, at=rec["at"], key=rec["key"], old=json.dumps(rec["old"]),
+                            new=json.dumps(rec["new"]), kind=rec["kind"], from_round=rec["from_round"],
+                            round=rec["round"], command=rec["command"]))
+        history = [*amendments.read(h.paths), *records]
+        if start is not None:  # a created round not yet started gets the new shard counts
+            for ph in s.exec(select(Phase).where(Phase.run_id == h.run_id, Phase.round >= start)).all():
+                ph.shards = amendments.config_with(cfg, history, ph.round).shard_count(ph.kind)
+                s.add(ph)
         if cfg.run.rounds > run.rounds:
             done = s.exec(select(Round.index).where(Round.run_id == h.run_id, Round.state == "completed")).all()
             nxt = max(done) + 1 if done else 0
@@ -70,9 +269,31 @@ def amend(h: RunHandle, overrides: Sequence[str]) -> tuple[RunHandle, list[str]]
                 solved = s.exec(select(func.count(func.distinct(StoredProof.problem_id))).where(
                     StoredProof.run_id == h.run_id)).one()
                 s.add(Round(run_id=h.run_id, index=nxt, state="pending", unsolved=run.targets - solved))
+                at = amendments.config_with(cfg, history, nxt)
                 for kind in cfg.phases_of_round(nxt):
-                    s.add(Phase(run_id=h.run_id, round=nxt, kind=kind, shards=cfg.shard_count(kind)))
+                    s.add(Phase(run_id=h.run_id, round=nxt, kind=kind, shards=at.shard_count(kind)))
             run.rounds = cfg.run.rounds
         s.add(run)
+    amendments.append(h.paths, records)
     atomic_write_text(h.paths.config, text)
-    return RunHandle(cfg, h.paths, h.db, h.run_id), changes
+
+
+def history(h: RunHandle) -> list[dict[str, Any]]:
+    """The run's amendments, oldest first: the database's rows (a database from before amendments
+    were recorded, opened read-only, has no table: then the run directory's file)."""
+    from sqlalchemy import inspect
+
+    with h.db.read() as s:
+        if not inspect(s.connection()).has_table("amendments"):
+            return list(amendments.read(h.paths))
+        rows = s.exec(select(Amendment).where(Amendment.run_id == h.run_id).order_by(Amendment.id)).all()  # type: ignore[arg-type]
+        return [{"at": r.at, "key": r.key, "old": json.loads(r.old), "new": json.loads(r.new), "kind": r.kind,
+                 "from_round": r.from_round, "round": r.round, "command": r.command} for r in rows]
+
+
+def describe(rec: dict[str, Any]) -> str:
+    """One amendment in words, e.g. `slurm.solve.time_min: 480 -> 960 (round 3, 2025-01-02 10:00)`."""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(rec["at"]))
+    what = (f"change of method from round {rec['from_round']}" if rec["kind"] == amendments.METHOD
+            else f"during round {rec['round']}")
+    return f"{rec['key']}: {rec['old']!r} -> {rec['new']!r} ({what}, {when})"

@@ -182,7 +182,7 @@ def resume_locked(h: RunHandle, force: bool) -> str:
     r = first_unfinished_round(h)
     hung = _count_hangs(h, st, stuck)
     for phase in h.cfg.phases_of_round(r):
-        for i in unfinished(h.paths.phase_dir(r, phase), h.cfg.shard_count(phase)):
+        for i in unfinished(h.paths.phase_dir(r, phase), h.at(r).shard_count(phase)):
             if (phase, i) not in hung:
                 Shard(h.paths.phase_dir(r, phase), i).clear_failures()
     end_round_from_marker(h, r)  # training finished but the round's ending was lost
@@ -208,15 +208,25 @@ def _count_hangs(h: RunHandle, st: RunStatus, stuck: list[dict[str, Any]]) -> se
     return hung
 
 
+def _fresh(h: RunHandle) -> RunHandle:
+    """`h` with config.toml read again; `h` itself when it cannot be read now (the next command says why)."""
+    try:
+        return h.refreshed()
+    except (OSError, ValueError):
+        return h
+
+
 def wait(h: RunHandle, poll_s: float | None = None, on_change: Callable[[RunStatus], None] | None = None
          ) -> RunStatus:
     """Poll every `poll_s` (default `run.poll_interval_s`) until the run completes, fails, is
     cancelled or stalls; returns the last status. Light on the scheduler: squeue every poll, sacct
     only when a job leaves the queue (`run_status(detail=False)`)."""
-    poll_s = h.cfg.run.poll_interval_s if poll_s is None else poll_s
+    fixed_s = poll_s
     last = None
     stalled_since = None
     while True:
+        h = _fresh(h)  # `resume --set run.poll_interval_s` (or alerts.*) meanwhile counts from the next poll
+        poll_s = h.cfg.run.poll_interval_s if fixed_s is None else fixed_s
         st = run_status(h, detail=False)
         key = (st.state, st.round, st.phase)
         if on_change and key != last:
@@ -253,6 +263,7 @@ def watch(h: RunHandle, interval: float, on_check: Callable[[RunStatus, str | No
     checks = 0
     written = alert_values([], ALERT_KINDS)
     while True:
+        h = _fresh(h)  # alarm thresholds and the rest amended with `resume --set` since it started
         st, action = watch_step(h)
         on_check(st, action)
         values = alert_values(st.alerts, ALERT_KINDS)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from sgsbatch.config.schema import Config
 from sgsbatch.errors import RunError
+from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.journal import read_journal
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard
@@ -99,7 +100,7 @@ def choose_log(paths: RunPaths, cfg: Config, r: int | None = None, phase: str | 
         phase = phases[-1]
     elif phase not in cfg.phases_of_round(r):
         raise RunError(f"round {r} has no phase {phase!r}; its phases: {valid}")
-    n = cfg.shard_count(phase)
+    n = shards_at(cfg, paths, r, phase)
     if shard is None:
         if n > 1:
             raise RunError(f"round {r} {phase} has {n} shards: choose one with --shard 0..{n - 1}")

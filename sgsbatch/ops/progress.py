@@ -21,6 +21,7 @@ from sgsbatch.config.schema import Config
 from sgsbatch.round.alarms import disk_alarm, slow_phase_alarm, verify_error_alarm
 from sgsbatch.round.checkpoints import retained
 from sgsbatch.round.metrics import alert
+from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.journal import read_journal
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.progress import duration
@@ -59,7 +60,7 @@ def stuck_after_s(cfg: Config, per_item_s: float | None) -> float:
 def phase_progress(cfg: Config, paths: RunPaths, r: int, phase: str, now: float | None = None) -> dict[str, Any]:
     """Items done/total, rate, ETA, slowest shard, requeues, restarts and stuck shards of one phase."""
     now = time.time() if now is None else now
-    n = cfg.shard_count(phase)
+    n = shards_at(cfg, paths, r, phase)
     rows: list[dict[str, Any]] = []
     for s in shards(paths.phase_dir(r, phase), n):
         done_marker = s.is_done()

@@ -73,7 +73,7 @@ def _weights(h: RunHandle, r: int) -> dict[str, float]:
     from sgsbatch.run.shards import unfinished
 
     if is_compacted(h.paths, r) or not h.paths.round_inputs(r).is_file() or any(
-            unfinished(h.paths.phase_dir(r, p), h.cfg.shard_count(p)) for p in h.cfg.phases_of_round(r) if p != "train"):
+            unfinished(h.paths.phase_dir(r, p), h.at(r).shard_count(p)) for p in h.cfg.phases_of_round(r) if p != "train"):
         return {}
     _, rewards = conjecturer_examples(h.cfg, h.paths, r, round_results(h.cfg, h.paths, r))
     return rewards

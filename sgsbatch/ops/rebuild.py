@@ -8,12 +8,14 @@ then ends every round whose train shard is done exactly as its train job did (th
 `resume` see the jobs of the round in flight. A live run can go on afterwards: its jobs open the
 rebuilt database like the old one.
 
-Covered: runs, rounds, phases, problems, attempts with verdicts, the solved store, conjectures,
+Covered: runs, rounds, phases (each round's shard counts as amended, run/amendments.py), the
+config's amendments (`amendments.jsonl`), problems, attempts with verdicts, the solved store, conjectures,
 reviews, metrics (TensorBoard points rewritten too), checkpoints (marked deleted where the
 retention policy removed the weights), Slurm jobs with their restarts (from sacct, while
 accounting remembers them).
 `restore_config` is the other direction: config.toml lost, damaged or edited after launch is
-written back from the copy the database recorded at launch (an edited one is kept aside).
+written back from the copy the database recorded (at launch, with the amendments of `resume
+--set` since; an edited one is kept aside).
 
 Not covered: a run cancelled with `sgsbatch cancel` shows as stalled after a rebuild (the
 cancellation lived only in the database: cancel it again); a database at `run.database_url` is
@@ -36,14 +38,14 @@ from sgsbatch.config.loading import from_toml_text
 from sgsbatch.data import Target
 from sgsbatch.errors import RunError
 from sgsbatch.round.results import run_targets
-from sgsbatch.run import environment
+from sgsbatch.run import amendments, environment
 from sgsbatch.run.handle import RunHandle, database_url, insert_run
 from sgsbatch.run.journal import read_journal
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import atomic_write_text, read_json
 from sgsbatch.scheduling.chain import end_round_from_marker
 from sgsbatch.state.db import Database, EmptyDatabase, open_db, sqlite_url
-from sgsbatch.state.schema import Attempt, Checkpoint, Run, RunState, SlurmJob
+from sgsbatch.state.schema import Amendment, Attempt, Checkpoint, Run, RunState, SlurmJob
 
 
 @dataclass
@@ -103,6 +105,16 @@ def _restore_jobs(h: RunHandle) -> int:
     return len(rows)
 
 
+def _restore_amendments(h: RunHandle) -> int:
+    """The `amendments` rows from the run directory's amendments.jsonl (config changes after launch)."""
+    records = amendments.read(h.paths)
+    with h.db.write() as s:
+        s.add_all([Amendment(run_id=h.run_id, at=r["at"], key=r["key"], old=json.dumps(r["old"]),
+                             new=json.dumps(r["new"]), kind=r["kind"], from_round=r["from_round"],
+                             round=r.get("round", 0), command=r.get("command", "")) for r in records])
+    return len(records)
+
+
 def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None] | None = None) -> RebuildReport:
     """Recreate the run's database from `paths` (see the module docstring); `progress(r)` after each round."""
     if not paths.config.exists() or not paths.targets.exists():
@@ -117,6 +129,7 @@ def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None
     env = read_json(env_file) if env_file.exists() else None  # runs launched before it was recorded have none
     run_id = insert_run(db, cfg, paths, text, targets, executor, created_at=paths.config.stat().st_mtime, env=env)
     h = RunHandle(cfg, paths, db, run_id)
+    _restore_amendments(h)
     jobs = _restore_jobs(h)
     done = 0
     for r in range(cfg.run.rounds):

@@ -3,7 +3,8 @@
 Covered: per run, the curves (cumulative solve rate against rounds and against generations,
 pass@8 and pass@1, the conjecture funnel per round, the Guide's score distributions of the recent
 rounds), the scaling-law fit with its random-half spread (ops/fit.py) and its figure (ops/plot.py),
-GPU/CPU-hours per round (the `cost/*` metrics, recorded on Slurm; "not recorded" otherwise), and
+GPU/CPU-hours per round (the `cost/*` metrics, recorded on Slurm; "not recorded" otherwise), the
+config changes made after launch (`resume --set`: every amendment, its kind and first round), and
 example conjectures of the recent rounds with their guide scores and whether the Solver proved
 them. Images are inline base64 PNGs; there is no script, no stylesheet link and no external URL,
 so the page opens offline. Every string that comes from a model or a config (conjectures,
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlmodel import col, select
 
+from sgsbatch.ops.amend import history
 from sgsbatch.ops.fit import NotEnoughPoints, fit_run
 from sgsbatch.ops.plot import draw_fit, hist_png, lines_png, png_bytes, stacked_png
 from sgsbatch.round import metrics as M
@@ -143,6 +145,24 @@ def _cost_table(metrics: dict[int, dict[str, float]]) -> str:
             f"<tr><th>total</th><th>{gpu:,.2f}</th><th>{cpu:,.2f}</th></tr></table>")
 
 
+def _amendments_table(records: list[dict[str, Any]]) -> str:
+    """The config changes made after launch (`resume --set`, ops/amend.py): every one, oldest first."""
+    if not records:
+        return '<p class="note">Config: as launched (no amendment).</p>'
+    method = sum(r["kind"] == "method" for r in records)
+    out = [f"<h3>Amendments after launch ({len(records)}, {method} change(s) of method)</h3>",
+           "<table><tr><th>when (UTC)</th><th>key</th><th>old</th><th>new</th><th>kind</th><th>in effect</th>"
+           "<th>command</th></tr>"]
+    for r in records:
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(r["at"]))
+        effect = (f"from round {r['from_round']}" if r["kind"] == "method"
+                  else f"jobs started after it (during round {r['round']})")
+        out.append(f"<tr><td>{when}</td><td>{esc(r['key'])}</td><td>{esc(repr(r['old']))}</td>"
+                   f"<td>{esc(repr(r['new']))}</td><td>{esc(r['kind'])}</td><td>{effect}</td>"
+                   f"<td><code>{esc(r['command'])}</code></td></tr>")
+    return "".join(out) + "</table>"
+
+
 def _fit_section(h: RunHandle) -> tuple[str, dict[str, Any] | None]:
     try:
         rep = fit_run(h)
@@ -192,6 +212,8 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
     done = [r for r, m in metrics.items() if M.CUMULATIVE_SOLVE_RATE in m]
     parts.append(f"<p>{len(done)} completed round(s) of {h.cfg.run.rounds}; executor {esc(h.cfg.run.executor)}; "
                  f"seed {h.cfg.run.seed}.</p>")
+    data["amendments"] = history(h)
+    parts.append(_amendments_table(data["amendments"]))
     figs = []
     if done:
         figs.append(_img(lines_png("Cumulative solve rate by round", "round", "solve rate",

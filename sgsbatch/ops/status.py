@@ -56,6 +56,8 @@ class RunStatus:
     disk: dict[str, Any] | None = None  # bytes used and projected to the planned rounds
     alerts: list[dict[str, Any]] = field(default_factory=list)  # raised alarms (metric names alerts/*)
     rehearsal: bool = False  # `launch --rehearse`: SIMULATED generation, verifier and trainer (run.rehearsal)
+    # config changes after launch (`resume --set`, ops/amend.py): {"count", "method", "last"}; None: none
+    amendments: dict[str, Any] | None = None
 
     @property
     def repairable(self) -> bool:
@@ -73,6 +75,7 @@ class RunStatus:
             "stall": self.stall.value if self.stall else None, "environment": self.environment,
             "progress": self.progress, "solve_rate_curve": self.solve_rate_curve,
             "sparkline": sparkline(self.solve_rate_curve, 0.0, 1.0), "disk": self.disk, "alerts": self.alerts,
+            "amendments": self.amendments,
         }
         if self.jobs is not None:
             out["jobs"] = self.jobs
@@ -81,6 +84,17 @@ class RunStatus:
         if self.driver_pid is not None:
             out["driver_pid"] = self.driver_pid
         return out
+
+
+def amendment_summary(h: RunHandle) -> dict[str, Any] | None:
+    """`status`'s view of the run's amendments: how many, how many change method, the last one."""
+    from sgsbatch.ops.amend import describe, history
+
+    records = history(h)
+    if not records:
+        return None
+    return {"count": len(records), "method": sum(r["kind"] == "method" for r in records), "last": records[-1],
+            "last_text": describe(records[-1])}
 
 
 def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatus:
@@ -106,14 +120,14 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
                    rounds=row.rounds, rounds_completed=completed, round=r, phase=phase, simulated=row.simulated,
                    smoke=row.smoke, targets=row.targets, run_dir=row.run_dir, metrics=metrics,
                    environment=launch_env, solve_rate_curve=curve, disk=disk_usage(h.cfg, h.paths, completed),
-                   rehearsal=h.cfg.run.rehearsal)
+                   rehearsal=h.cfg.run.rehearsal, amendments=amendment_summary(h))
     if row.state not in (RunState.completed, RunState.cancelled) and phase is not None:
         st.progress = phase_progress(h.cfg, h.paths, r, phase)
     st.alerts = alarms(h.cfg, h.paths, r, st.progress, st.disk) if row.state != RunState.completed else []
     if row.state in (RunState.completed, RunState.cancelled, RunState.failed):
         st.phase = None if row.state == RunState.completed else phase
         return st
-    reason = next(filter(None, (failed_reason(h.paths.phase_dir(r, p), h.cfg.shard_count(p))
+    reason = next(filter(None, (failed_reason(h.paths.phase_dir(r, p), h.at(r).shard_count(p))
                                 for p in h.cfg.phases_of_round(r))), None)
     if reason:
         st.state, st.stall = "stalled", StallReason.shard_out_of_retries

@@ -20,6 +20,7 @@ from typing import Any
 from sgsbatch.config.schema import Config
 from sgsbatch.round import metrics as M
 from sgsbatch.round.disk import disk_usage
+from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.progress import duration
 from sgsbatch.run.shards import phase_wall_s, shards
@@ -28,7 +29,7 @@ from sgsbatch.run.shards import phase_wall_s, shards
 def verify_error_alarm(cfg: Config, paths: RunPaths, r: int) -> dict[str, Any] | None:
     """Round r's verify timeouts + errors over its checked proofs (finished shards), if over the limit."""
     proofs = bad = 0
-    for s in shards(paths.phase_dir(r, "verify"), cfg.shard_count("verify")):
+    for s in shards(paths.phase_dir(r, "verify"), shards_at(cfg, paths, r, "verify")):
         if s.is_done():
             m = s.meta()
             proofs += int(m.get("proofs", 0))
@@ -43,7 +44,7 @@ def verify_error_alarm(cfg: Config, paths: RunPaths, r: int) -> dict[str, Any] |
 def slow_phase_alarm(cfg: Config, paths: RunPaths, r: int, phase: str, wall_s: float,
                      running: bool) -> dict[str, Any] | None:
     """Round r's `phase` (running for, or done in, `wall_s`) against its recent average, if slow."""
-    past = [w for w in (phase_wall_s(paths.phase_dir(q, phase), cfg.shard_count(phase))
+    past = [w for w in (phase_wall_s(paths.phase_dir(q, phase), shards_at(cfg, paths, q, phase))
                         for q in range(max(0, r - cfg.alerts.slow_phase_rounds), r)) if w]
     if not past:
         return None
@@ -62,7 +63,17 @@ def disk_alarm(cfg: Config, disk: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     return {"metric": M.alert("disk_over_budget"), "value": disk["projected_bytes"],
             "message": f"disk projected to {disk['projected_bytes'] / 1e9:.1f} GB by round {cfg.run.rounds}, "
-                       f"over alerts.disk_budget_gb {budget:g}; lower checkpoints.keep_every/keep_last"}
+                       f"over alerts.disk_budget_gb {budget:g}; {_fewer_checkpoints(cfg)}"}
+
+
+def _fewer_checkpoints(cfg: Config) -> str:
+    """The command that keeps fewer checkpoints from now on (or, when none can go, raises the budget)."""
+    ck, amend = cfg.checkpoints, f"sgsbatch resume {cfg.run.name} --set"
+    if ck.keep_every:
+        return f"keep every {2 * ck.keep_every}th round's weights with `{amend} checkpoints.keep_every={2 * ck.keep_every}`"
+    if ck.keep_last > 1:
+        return f"keep fewer rounds' weights with `{amend} checkpoints.keep_last={ck.keep_last - 1}`"
+    return f"raise the budget with `{amend} alerts.disk_budget_gb=N` (no checkpoint left to drop)"
 
 
 def alert_values(alarms: Iterable[Mapping[str, Any]], kinds: Iterable[str]) -> dict[str, float]:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from sgsbatch.config.schema import Config
+from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.paths import RunPaths, tree_bytes
 from sgsbatch.run.shards import Shard, atomic_write_text, read_phase, shards, unfinished
 from sgsbatch.verification.verdict import VERIFIED
@@ -91,14 +92,14 @@ def compact_round(cfg: Config, paths: RunPaths, r: int) -> int:
     training is finished: its unfinished shards are left as they are."""
     before = tree_bytes(paths.round_dir(r))
     verified: dict[str, list[bool]] | None = None  # per solve item, which samples keep their text
-    verify_dir, n_verify = paths.phase_dir(r, "verify"), cfg.shard_count("verify")
+    verify_dir, n_verify = paths.phase_dir(r, "verify"), shards_at(cfg, paths, r, "verify")
     if cfg.records.keep_text == "verified" and not unfinished(verify_dir, n_verify):
         verified = {v["key"]: [x["verdict"] == VERIFIED for x in v["verdicts"]]
                     for v in read_phase(verify_dir, n_verify)}
     for phase in cfg.phases_of_round(r):
         if phase == "train":
             continue  # its example files go one round later (`compact_after`)
-        for sh in shards(paths.phase_dir(r, phase), cfg.shard_count(phase)):
+        for sh in shards(paths.phase_dir(r, phase), shards_at(cfg, paths, r, phase)):
             if not sh.is_done():
                 continue
             if phase in GENERATING_PHASES or phase == "verify":

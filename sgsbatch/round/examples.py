@@ -23,6 +23,7 @@ from sgsbatch.config.schema import Config
 from sgsbatch.rewards import conjecturer_rewards, group_advantages, group_rewards, solver_weight
 from sgsbatch.round.compaction import token_count
 from sgsbatch.round.results import ProblemResult, conjecture_id, guide_reviews
+from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import read_phase
@@ -93,7 +94,7 @@ def _expert_iteration(cfg: Config, paths: RunPaths, stored: Iterable[tuple[int, 
     out = []
     for rnd, pid, sample in sorted(stored):
         if rnd not in items:
-            items[rnd] = {it["key"]: it for it in read_phase(paths.phase_dir(rnd, "solve"), cfg.shard_count("solve"))}
+            items[rnd] = {it["key"]: it for it in read_phase(paths.phase_dir(rnd, "solve"), shards_at(cfg, paths, rnd, "solve"))}
         it = items[rnd][pid]
         smp = it["samples"][sample]
         w = solver_weight(smp.get("proof") or "", True, True, token_count(smp), max_tokens=s.max_tokens,
@@ -119,7 +120,7 @@ def conjecturer_examples(cfg: Config, paths: RunPaths, r: int,
         return [], {}
     band = in_band_conjectures(cfg, results)
     reviews = guide_reviews(cfg, paths, r)
-    items = {it["key"]: it for it in read_phase(paths.phase_dir(r, "conjecture"), cfg.shard_count("conjecture"))}
+    items = {it["key"]: it for it in read_phase(paths.phase_dir(r, "conjecture"), shards_at(cfg, paths, r, "conjecture"))}
     source: dict[str, tuple[list[int], list[int]]] = {}
     for item in items.values():
         for smp in item["samples"]:

@@ -28,6 +28,7 @@ from sgsbatch.round.checkpoints import prune
 from sgsbatch.round.compaction import token_count
 from sgsbatch.round.examples import in_band_conjectures
 from sgsbatch.round.results import ProblemResult, guide_reviews, round_conjectures, round_results, run_targets
+from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard, atomic_write_json, phase_wall_s, shards, unfinished
@@ -116,7 +117,7 @@ def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemR
             m[M.guide_mean(key)] = sum(float(x[key]) for x in out.reviews) / len(out.reviews)
         m[M.GUIDE_FAILED_REVIEWS] = sum(1 for x in out.reviews if not x["parsed"])
     for phase in cfg.phases_of_round(r):
-        wall = phase_wall_s(paths.phase_dir(r, phase), cfg.shard_count(phase)) if phase != "train" else None
+        wall = phase_wall_s(paths.phase_dir(r, phase), shards_at(cfg, paths, r, phase)) if phase != "train" else None
         if wall is not None:
             m[M.wall_s(phase)] = wall
     m.update(generation_metrics(cfg, paths, r))
@@ -153,7 +154,7 @@ def generation_metrics(cfg: Config, paths: RunPaths, r: int) -> dict[str, float]
     for phase in GENERATING_PHASES:
         if phase not in cfg.phases_of_round(r):
             continue
-        metas = [s.meta() for s in shards(paths.phase_dir(r, phase), cfg.shard_count(phase)) if s.is_done()]
+        metas = [s.meta() for s in shards(paths.phase_dir(r, phase), shards_at(cfg, paths, r, phase)) if s.is_done()]
         metas = [x for x in metas if "generated_tokens" in x]
         if not metas:
             continue
@@ -217,7 +218,7 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
         elif s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == r + 1)).first() is None:
             s.add(Round(run_id=h.run_id, index=r + 1, state="pending", unsolved=run.targets - solved))
             for kind in h.cfg.phases_of_round(r + 1):
-                s.add(Phase(run_id=h.run_id, round=r + 1, kind=kind, shards=h.cfg.shard_count(kind)))
+                s.add(Phase(run_id=h.run_id, round=r + 1, kind=kind, shards=shards_at(h.cfg, h.paths, r + 1, kind)))
         run.updated_at = time.time()
         s.add(run)
         s.flush()
@@ -261,6 +262,6 @@ def first_unfinished_round(h: RunHandle) -> int:
 def current_phase(cfg: Config, paths: RunPaths, r: int) -> str:
     """Round r's first phase with unfinished shards ("train" when every shard is done)."""
     for phase in cfg.phases_of_round(r):
-        if unfinished(paths.phase_dir(r, phase), cfg.shard_count(phase)):
+        if unfinished(paths.phase_dir(r, phase), shards_at(cfg, paths, r, phase)):
             return phase
     return "train"

@@ -16,6 +16,7 @@ from typing import Any
 from sgsbatch.config.schema import Config
 from sgsbatch.review import Review, fill_failed
 from sgsbatch.round.compaction import token_count
+from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import atomic_write_text, jsonl_text, read_json, read_jsonl, read_phase
 from sgsbatch.selection import solve_rate
@@ -95,7 +96,7 @@ def round_conjectures(
     seen = {dedup_key(t.theorem, rule) for t in targets}
     problems: list[Problem] = []
     rows: list[dict[str, Any]] = []
-    for item in read_phase(paths.phase_dir(r, "conjecture"), cfg.shard_count("conjecture")):
+    for item in read_phase(paths.phase_dir(r, "conjecture"), shards_at(cfg, paths, r, "conjecture")):
         target = by_id[item["target_id"]]
         for k, s in enumerate(item["samples"]):
             funnel.generated += 1
@@ -144,7 +145,7 @@ def verify_rates(cfg: Config, paths: RunPaths, r: int) -> dict[str, float]:
     """Each problem's solve rate from the verify shards alone (the same rates as `round_results`,
     without reading the solve shards' samples and token ids)."""
     out = {}
-    for v in read_phase(paths.phase_dir(r, "verify"), cfg.shard_count("verify")):
+    for v in read_phase(paths.phase_dir(r, "verify"), shards_at(cfg, paths, r, "verify")):
         verdicts = v["verdicts"]
         verified = sum(1 for x in verdicts if x["verdict"] == VERIFIED)
         out[v["key"]] = solve_rate(verified, len(verdicts)) if verdicts else 0.0
@@ -154,9 +155,9 @@ def verify_rates(cfg: Config, paths: RunPaths, r: int) -> dict[str, float]:
 def round_results(cfg: Config, paths: RunPaths, r: int) -> dict[str, ProblemResult]:
     """Solve samples joined with their verdicts, with verified counts and solve rates."""
     problems = {p.problem_id: p for p in solve_problems(cfg, paths, r)}
-    verdicts = {v["key"]: v["verdicts"] for v in read_phase(paths.phase_dir(r, "verify"), cfg.shard_count("verify"))}
+    verdicts = {v["key"]: v["verdicts"] for v in read_phase(paths.phase_dir(r, "verify"), shards_at(cfg, paths, r, "verify"))}
     out: dict[str, ProblemResult] = {}
-    for item in read_phase(paths.phase_dir(r, "solve"), cfg.shard_count("solve")):
+    for item in read_phase(paths.phase_dir(r, "solve"), shards_at(cfg, paths, r, "solve")):
         samples = [{**s, **v} for s, v in zip(item["samples"], verdicts[item["key"]], strict=True)]
         verified = sum(1 for s in samples if s["verdict"] == VERIFIED)
         # a compacted round (round/compaction.py) has prompt and sample token counts, not ids
@@ -169,7 +170,7 @@ def guide_reviews(cfg: Config, paths: RunPaths, r: int) -> dict[str, dict[str, A
     """Guide rows by conjecture id, failed parses filled with the round's mean (score under 'score')."""
     if "guide" not in cfg.phases_of_round(r):
         return {}
-    rows = read_phase(paths.phase_dir(r, "guide"), cfg.shard_count("guide"))
+    rows = read_phase(paths.phase_dir(r, "guide"), shards_at(cfg, paths, r, "guide"))
     parsed = [Review(x["relevance"], x["redundant"], x["complexity"], x["ok"], x["reason"]) for x in rows]
     filled = fill_failed(parsed)
     return {x["conjecture_id"]: {**x, "score": f.score, "relevance": f.relevance, "redundant": f.redundant,

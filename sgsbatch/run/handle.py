@@ -24,6 +24,7 @@ from sgsbatch.config.schema import Config
 from sgsbatch.data import Target
 from sgsbatch.errors import ConfigError, RunError
 from sgsbatch.run import environment
+from sgsbatch.run.amendments import config_at, shards_at
 from sgsbatch.run.paths import RunPaths, command, run_paths
 from sgsbatch.run.shards import atomic_write_json, atomic_write_text
 from sgsbatch.state.db import Database, EmptyDatabase, open_db, sqlite_url
@@ -44,12 +45,26 @@ class RunHandle:
             s.expunge(run)
             return run
 
+    def at(self, r: int) -> Config:
+        """The config round r runs with: changes of method made for later rounds left out (run/amendments.py)."""
+        return config_at(self.cfg, self.paths, r)
+
+    def refreshed(self) -> RunHandle:
+        """This run with its config read again from config.toml: what `resume --set` changed since this
+        handle was opened (a long job submits the next round with the newest resources)."""
+        return RunHandle(current_config(self.paths), self.paths, self.db, self.run_id)
+
     def set_state(self, state: RunState, message: str = "") -> None:
         with self.db.write() as s:
             run = s.get(Run, self.run_id)
             assert run is not None
             run.state, run.message, run.updated_at = state, message, time.time()
             s.add(run)
+
+
+def current_config(paths: RunPaths) -> Config:
+    """The run's config.toml as it is now (the newest values; no drift check: jobs read it this way)."""
+    return from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config))
 
 
 def database_url(cfg: Config, paths: RunPaths) -> str:
@@ -112,7 +127,7 @@ def insert_run(db: Database, cfg: Config, paths: RunPaths, text: str, targets: l
             {"run_id": run_id, "problem_id": t.id, "header": t.header, "theorem": t.theorem} for t in targets])
         s.add(Round(run_id=run_id, index=0, state="pending", unsolved=len(targets)))
         for phase in cfg.phases_of_round(0):
-            s.add(Phase(run_id=run_id, round=0, kind=phase, shards=cfg.shard_count(phase)))
+            s.add(Phase(run_id=run_id, round=0, kind=phase, shards=shards_at(cfg, paths, 0, phase)))
     return run_id
 
 
@@ -193,8 +208,9 @@ def _refuse_drift(paths: RunPaths, cfg: Config, run: Run) -> None:
         return  # comments or layout only
     raise RunError(f"{paths.config} was edited after launch ({'; '.join(changes)}); a run keeps the config it was "
                    f"launched with: restore it with `{command('rebuild', paths, '--restore-config', '--force')}`, "
-                   f"then change what may change (run.rounds, run.max_task_retries, run.allow_env_drift, "
-                   f"run.poll_interval_s) with `{command('resume', paths, '--set', 'run.rounds=N')}`")
+                   f"then change what may change with `{command('resume', paths, '--set', 'KEY=VALUE')}` (e.g. "
+                   f"`--set run.rounds=N`, `--set slurm.solve.time_min=N`; a change of method such as shards.* "
+                   f"with `--method-change --from-round N`; README: Amending a live run)")
 
 
 def is_run_dir(path: Path) -> bool:

@@ -4,6 +4,7 @@
       config.toml                 the frozen, resolved config (never the jobs file)
       state.db                    SQLite state (unless run.database_url points elsewhere)
       targets.jsonl               the run's targets, as loaded at launch
+      amendments.jsonl            config changes after launch (`resume --set`; run/amendments.py)
       rounds/r0003/inputs.json    what round 3 starts from (unsolved targets), written before submission
       rounds/r0003/jobs.jsonl     every Slurm job submitted for round 3 (phase, job id, shards), appended
       rounds/r0003/<phase>/       shard outputs: shard_00007.jsonl (+ .done marker, written last),

@@ -63,6 +63,7 @@ def train_job(task: Task) -> None:
     trained = train_phase.run(task)  # one rank: trains here; more: every role is done, results are read
     if h is None:
         return
+    h = h.refreshed()  # `resume --set` may have changed resources or later rounds' method while it trained
     end_round(h, r, trained, continue_chain=True)
     task.shard.finish([{"key": role, "role": role, **res} for role, res in trained.items()])
     # the round's training can never run again now: compact what no later training reads (the next

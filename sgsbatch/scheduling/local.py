@@ -124,12 +124,13 @@ def stop_driver(paths: RunPaths, wait_s: float = STOP_WAIT_S) -> bool:
 
 
 def run_phase(h: RunHandle, r: int, phase: str) -> str:
-    todo = unfinished(h.paths.phase_dir(r, phase), h.cfg.shard_count(phase))
+    cfg = h.refreshed().at(r)  # amended since the driver started: the newest retries, round r's shards
+    todo = unfinished(h.paths.phase_dir(r, phase), cfg.shard_count(phase))
     if not todo:
         return DONE
-    with ThreadPoolExecutor(max_workers=min(h.cfg.run.local_workers, len(todo))) as pool:
+    with ThreadPoolExecutor(max_workers=min(cfg.run.local_workers, len(todo))) as pool:
         results = list(pool.map(lambda i: run_supervised(h.paths.root, r, phase, i,
-                                                         max_retries=h.cfg.run.max_task_retries,
+                                                         max_retries=cfg.run.max_task_retries,
                                                          stopping=_STOPPING.is_set), todo))
     if FAILED in results:
         return FAILED
@@ -157,7 +158,8 @@ def drive(run_dir: Path) -> int:
         h = open_run_dir(paths)
         atomic_write_text(pid_file(h.paths), str(os.getpid()))  # a reader never sees it empty
         signal.signal(signal.SIGTERM, _on_term)
-        for r in range(h.cfg.run.rounds):
+        r = -1
+        while (r := r + 1) < (h := h.refreshed()).cfg.run.rounds:  # `resume --set run.rounds` may extend it
             if round_completed(h, r):
                 continue
             prepare_round(h, r)

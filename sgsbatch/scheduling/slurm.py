@@ -9,7 +9,10 @@ idempotent per (round, phase): an active job already recorded is reused, so a re
 does not submit the next round twice. SLURM_* variables of the submitting job, a trainer's rank
 variables (MASTER_PORT, OMP_NUM_THREADS, ...) and its devices (CUDA_VISIBLE_DEVICES) are
 scrubbed so a round submitted from inside a job inherits none of that job's resources. A train
-job over several nodes runs one task per node (`--nodes N --ntasks-per-node 1`).
+job over several nodes runs one task per node (`--nodes N --ntasks-per-node 1`). Every
+submission reads config.toml afresh (`submission_config`): resources amended with `resume --set`
+apply to the next job submitted, a train job's submission of the next round included, and a
+round is submitted with its own shard counts (run/amendments.config_at).
 
 Slurm state comes from `squeue` (live jobs) and `sacct` (finished ones, restarts); when `sacct`
 is unavailable, status works from squeue and the shard files alone. Every submission is also
@@ -82,7 +85,8 @@ def _active_job(h: RunHandle, r: int, phase: str) -> SlurmJob | None:
 
 
 def _parameters(h: RunHandle, r: int, phase: str, n: int, dependency: str | None) -> dict[str, object]:
-    return _parameters_for(h.cfg, r, phase, n, dependency)
+    """The parameters round r's `phase` would be submitted with now (`submission_config`)."""
+    return _parameters_for(submission_config(h, r), r, phase, n, dependency)
 
 
 def _parameters_for(cfg: Config, r: int, phase: str, n: int, dependency: str | None) -> dict[str, object]:
@@ -120,20 +124,23 @@ def python_command(python: str = sys.executable) -> str:
     return f"/bin/sh -c 'trap \"\" USR2; exec \"$0\" \"$@\"' {shlex.quote(python)}"
 
 
-def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], dependency: str | None) -> str:
-    """Submit one phase (an array over `shards`); returns the Slurm (array) job id."""
+def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], dependency: str | None,
+                 cfg: Config | None = None) -> str:
+    """Submit one phase (an array over `shards`); returns the Slurm (array) job id. `cfg`: the
+    config to submit with (default: round r's, read now, `submission_config`)."""
     import submitit
 
     from sgsbatch.scheduling.supervisor import SlurmTask
 
+    cfg = cfg or submission_config(h, r)
     folder = h.paths.slurm / f"r{r:04d}" / phase / "%j"
     ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=python_command())
-    ex.update_parameters(**_parameters(h, r, phase, len(shards), dependency))
+    ex.update_parameters(**_parameters_for(cfg, r, phase, len(shards), dependency))
     k = len(shards)
     try:
         with _clean_env():
             jobs = ex.map_array(SlurmTask(), [str(h.paths.root)] * k, [r] * k, [phase] * k, list(shards),
-                                [h.cfg.run.max_task_retries] * k)
+                                [cfg.run.max_task_retries] * k)
     except Exception as e:  # submitit raises FailedJobError / CalledProcessError with sbatch's message
         raise SchedulerError(f"sbatch refused round {r} {phase}: {e}") from e
     job_id = jobs[0].job_id.split("_")[0]
@@ -156,12 +163,19 @@ def dependency(prev: tuple[str, str, bool], phase: str, todo: int, n: int, solve
     return f"{'aftercorr' if corr else 'afterok'}:{prev[0]}"
 
 
+def submission_config(h: RunHandle, r: int) -> Config:
+    """What round r's jobs are submitted with: config.toml as it is now (resources amended with
+    `resume --set` since `h` was opened count), with round r's own method (its shard counts)."""
+    return h.refreshed().at(r)
+
+
 def submit_round(h: RunHandle, r: int, only_unfinished: bool = False) -> list[str]:
     """Submit round r's phases chained by dependencies; phases already active or done are skipped."""
     ids = []
     prev: tuple[str, str, bool] | None = None  # (job id, phase, covers all shards)
-    for phase in h.cfg.phases_of_round(r):
-        n = h.cfg.shard_count(phase)
+    cfg = submission_config(h, r)
+    for phase in cfg.phases_of_round(r):
+        n = cfg.shard_count(phase)
         todo = unfinished(h.paths.phase_dir(r, phase), n) if only_unfinished else list(range(n))
         if not todo:
             prev = None
@@ -170,8 +184,8 @@ def submit_round(h: RunHandle, r: int, only_unfinished: bool = False) -> list[st
         if active is not None:
             prev = (active.job_id, phase, len(json.loads(active.shards)) == n)
             continue
-        dep = None if prev is None else dependency(prev, phase, len(todo), n, h.cfg.shard_count("solve"))
-        job_id = submit_phase(h, r, phase, todo, dep)
+        dep = None if prev is None else dependency(prev, phase, len(todo), n, cfg.shard_count("solve"))
+        job_id = submit_phase(h, r, phase, todo, dep, cfg)
         ids.append(job_id)
         prev = (job_id, phase, len(todo) == n)
     return ids

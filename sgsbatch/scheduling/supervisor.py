@@ -117,7 +117,7 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
             # Slurm's own kill at the time limit (the worker did not stop on the warning): count it
             # like a requeue at the limit, so `watch` does not resume a shard that can never finish.
             if on_slurm and first and at_time_limit(paths, phase, end):
-                _stop_at_time_limit(shard, r, phase)
+                _stop_at_time_limit(paths, shard, r, phase)
             raise SystemExit(143)
         if not first:
             return DONE if rc == 0 else INTERRUPTED  # task 0 decides (its ranks see ours end)
@@ -126,7 +126,7 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         if rc == REQUEUE_EXIT or stop["usr2"]:
             if not on_slurm:
                 return INTERRUPTED
-            if at_time_limit(paths, phase, end) and _stop_at_time_limit(shard, r, phase):
+            if at_time_limit(paths, phase, end) and _stop_at_time_limit(paths, shard, r, phase):
                 return FAILED
             requeue_self()
         if on_slurm and rc in (-signal.SIGTERM, -signal.SIGKILL):
@@ -142,15 +142,39 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
     return DONE
 
 
-def _stop_at_time_limit(shard: Shard, r: int, phase: str) -> bool:
+def _stop_at_time_limit(paths: RunPaths, shard: Shard, r: int, phase: str) -> bool:
     """Record a stop at the time limit; True (and the shard failed) the second time without progress."""
     if not shard.record_time_limit(shard.progress()):
         return False
     shard.mark_failed(
         f"round {r} {phase} shard {shard.index} reached its time limit twice without finishing a new item "
-        f"({shard.progress()['items']} items done, none since the last time limit): raise slurm.{phase}.time_min "
-        f"or use more shards (shards.{phase}), then `sgsbatch resume`")
+        f"({shard.progress()['items']} items done, none since the last time limit): {time_limit_advice(paths, r, phase)}")
     return True
+
+
+def time_limit_advice(paths: RunPaths, r: int, phase: str) -> str:
+    """The commands that repair a shard out of time: a longer limit for this round (`resume --set`
+    resubmits the shard with it), more shards for the rounds not yet started (a change of method)."""
+    from sgsbatch.config.loading import from_toml_text
+    from sgsbatch.run.amendments import config_at
+    from sgsbatch.run.paths import command
+
+    try:
+        cfg = config_at(from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config)), paths, r)
+    except (OSError, ValueError):
+        return (f"raise slurm.{phase}.time_min with `sgsbatch resume RUN --set slurm.{phase}.time_min=N` (this round), "
+                f"or use more shards (shards.{phase}) for later rounds")
+    limit = cfg.phase_resources(phase).time_min
+    out = (f"raise its time limit ({limit} min) with "
+           f"`{command('resume', paths, '--set', f'slurm.{phase}.time_min={2 * limit}')}`")
+    if phase in ("conjecture", "solve", "verify", "guide") and r + 1 < cfg.run.rounds:
+        n = cfg.shard_count(phase)
+        sets = ["--set", f"shards.{phase}={2 * n}"]
+        if phase == "solve" and cfg.shards.verify and cfg.shards.verify % (2 * n):
+            sets += ["--set", f"shards.verify={2 * cfg.shards.verify}"]  # verify stays a multiple of solve
+        out += (f"; for the rounds after this one, more shards (shards.{phase}, now {n}) also shorten each task: "
+                f"`{command('resume', paths, *sets, '--method-change', '--from-round', str(r + 1))}`")
+    return out
 
 
 def environment_refusal(paths: RunPaths, shard: Shard, r: int, phase: str) -> str | None:
@@ -158,6 +182,7 @@ def environment_refusal(paths: RunPaths, shard: Shard, r: int, phase: str) -> st
     that matters differs from the launch's (run/environment.py), unless `run.allow_env_drift`."""
     from sgsbatch.config.loading import from_toml_text
     from sgsbatch.run import environment
+    from sgsbatch.run.paths import command
 
     here = environment.capture()
     atomic_write_json(shard.dir / f"shard_{shard.index:05d}.env.json", here)
@@ -172,7 +197,7 @@ def environment_refusal(paths: RunPaths, shard: Shard, r: int, phase: str) -> st
         return None
     return (f"round {r} {phase} shard {shard.index} refuses to run in an environment that differs from the "
             f"launch's: {'; '.join(changes)}. Restore the launch's versions (see {launch_file}), or accept the "
-            f"change with `sgsbatch resume {cfg.run.name} --set run.allow_env_drift=true`")
+            f"change with `{command('resume', paths, '--set', 'run.allow_env_drift=true')}`")
 
 
 def job_end_time() -> float | None:

@@ -28,6 +28,7 @@ from types import FrameType
 from sgsbatch.config.loading import from_toml_text
 from sgsbatch.config.schema import PHASES
 from sgsbatch.phases.task import REQUEUE_EXIT, Interrupted, Task
+from sgsbatch.run.amendments import config_at
 from sgsbatch.run.lock import LockHeld, OwnerLock, describe
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard
@@ -88,7 +89,8 @@ def phase_runner(phase: str) -> Callable[[Task], None]:
 
 def run_shard(run_dir: Path, r: int, phase: str, index: int, rank: bool = False) -> None:
     paths = RunPaths(run_dir)
-    cfg = from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config))
+    # the config of round r: its resources the newest, a change of method only from its own round on
+    cfg = config_at(from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config)), paths, r)
     shard = Shard(paths.phase_dir(r, phase), index)
     task = Task(cfg, paths, r, phase, shard, lambda: _stop["requested"])
     if rank:

@@ -30,8 +30,12 @@ def _add_run_environments(conn: Connection) -> None:
     schema.RunEnvironment.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
 
 
+def _add_amendments(conn: Connection) -> None:
+    schema.Amendment.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
+
+
 # version -> upgrade from version-1. Version 1 is the first schema; add entries, never edit them.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _add_run_environments}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _add_run_environments, 3: _add_amendments}
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 BUSY_TIMEOUT_MS = 30_000
 

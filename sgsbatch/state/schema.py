@@ -67,6 +67,23 @@ class RunEnvironment(SQLModel, table=True):
     record: str  # the JSON of run/environment.capture()
 
 
+class Amendment(SQLModel, table=True):
+    """One config key changed after launch (`resume --set`, ops/amend.py); also in the run
+    directory's amendments.jsonl (run/amendments.py), from which `rebuild` restores these rows."""
+
+    __tablename__ = "amendments"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="runs.id", index=True)
+    at: float
+    key: str
+    old: str  # JSON of the value before
+    new: str  # JSON of the value after
+    kind: str  # operational | method
+    from_round: int | None = None  # method: in effect from this round on
+    round: int = 0  # the run's current round when it was made
+    command: str = ""
+
+
 class Round(SQLModel, table=True):
     __tablename__ = "rounds"
     __table_args__ = (UniqueConstraint("run_id", "index"),)
