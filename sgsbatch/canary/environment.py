@@ -31,6 +31,11 @@ def lock_pins(path: Path) -> dict[str, str]:
     return pins
 
 
+def public(version: str) -> str:
+    """A version without its local label: pip installs `torch==2.13.0` as 2.13.0+cpu or 2.13.0+cu130."""
+    return version.split("+", 1)[0]
+
+
 def driver_cuda() -> str | None:
     """The highest CUDA version the installed driver supports (`nvidia-smi`'s header), or None."""
     try:
@@ -59,7 +64,7 @@ def check_environment(gpus: int, key: str, env: dict[str, Any] | None = None) ->
         pins, lock = {}, Path("requirements")
     if pins:
         wrong = [f"{p} {packages.get(p) or 'absent'} (lock {pins[p]})" for p in environment.MATTERS
-                 if p in pins and packages.get(p) != pins[p]]
+                 if p in pins and public(packages.get(p) or "") != public(pins[p])]
         rows.append(Row(C, f"versions match {lock.name}", not wrong,
                         "; ".join(wrong) or ", ".join(f"{p} {packages[p]}" for p in environment.MATTERS
                                                        if p in pins and p in packages),

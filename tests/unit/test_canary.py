@@ -107,12 +107,12 @@ def test_launch_on_slurm_needs_a_canary_for_research_configs_only(tmp_path: Path
 def test_environment_rows_against_the_lock() -> None:
     pins = lock_pins(REPO / "requirements" / "gpu.txt")
     assert pins["torch"] and pins["vllm"] and pins["deepspeed"]
-    env = {"packages": {"torch": pins["torch"], "transformers": "0.0.1", "deepspeed": pins["deepspeed"],
+    env = {"packages": {"torch": pins["torch"] + "+cu130", "transformers": "0.0.1", "deepspeed": pins["deepspeed"],
                         "vllm": pins["vllm"], "sgsbatch": "0.1.0"},
            "cuda": "13.0", "gpus": {"models": ["NVIDIA H200"] * 4, "driver": "580.1"}}
     rows = {r.check: r for r in check_environment(8, "slurm.train.gpus", env)}
     versions = rows["versions match gpu.txt"]
-    assert not versions.ok and f"transformers 0.0.1 (lock {pins['transformers']})" in versions.figure
+    assert not versions.ok and versions.figure == f"transformers 0.0.1 (lock {pins['transformers']})"  # +cu130 is torch
     assert not rows["GPUs visible"].ok and rows["GPUs visible"].figure == "4 seen, 8 asked for (slurm.train.gpus)"
     assert "driver runs the wheels' CUDA" in rows  # no nvidia-smi here: the driver's CUDA is unknown -> not ok
     assert not rows["driver runs the wheels' CUDA"].ok
