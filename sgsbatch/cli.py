@@ -125,9 +125,11 @@ def _status_or_error(run_dir: Path) -> dict[str, Any]:
 @click.option("--rehearse", is_flag=True,
               help="Run this config as written with SIMULATED generation, verifier and trainer (name: -rehearsal).")
 @click.option("--strict", is_flag=True, help="Refuse data with malformed rows instead of skipping them (data.strict).")
+@click.option("--skip-canary", is_flag=True,
+              help="Launch a research config on Slurm without a passed `sgsbatch canary` (recorded in the run).")
 @_clean_errors
 def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool, smoke: bool, rehearse: bool,
-           strict: bool) -> None:
+           strict: bool, skip_canary: bool) -> None:
     """Validate CONFIG, record the run and submit its first round.
 
     \b
@@ -147,9 +149,14 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
         from sgsbatch.ops.progress import projection_text
 
         click.echo(projection_text(p.cfg))
+        from sgsbatch.canary.record import clearance, needs_canary
+
+        if p.executor == "slurm" and needs_canary(p.cfg):
+            ok, why = clearance(p.cfg)
+            click.echo(f"canary: {why}" + ("" if ok else " (launch will refuse: run `sgsbatch canary` first)"))
         click.echo("dry run: nothing created, nothing submitted")
         return
-    h = control.launch(config, overrides, smoke, rehearse)
+    h = control.launch(config, overrides, smoke, rehearse, skip_canary=skip_canary)
     st_row = h.row()
     click.echo(f"launched {st_row.name} ({st_row.executor}) in {h.paths.root}"
                + (" [REHEARSAL: SIMULATED generation, verifier and trainer]" if h.cfg.run.rehearsal
@@ -490,6 +497,50 @@ def preflight(config: Path, overrides: tuple[str, ...]) -> None:
     if not rep.ok:
         raise PreflightError(rep)
     click.echo(rep.text())
+
+
+@main.command()
+@click.argument("config", type=click.Path(path_type=Path))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a config key (dotted TOML path); repeatable.")
+@click.option("--local", is_flag=True, help="Run the checks here, one job shape after another, not as Slurm jobs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the kept result as JSON instead of the table.")
+@_clean_errors
+def canary(config: Path, overrides: tuple[str, ...], local: bool, as_json: bool) -> None:
+    """Prove every real component of CONFIG where its jobs run, in minutes; exit 2 on any failure.
+
+    One short Slurm job per job shape (partition, account, QOS, GPUs, CPUs, nodes) runs the
+    configured models on the configured engine with real prompts, the Guide's replies through the
+    parser, the Lean verifier on honest proofs, cheats and a loop, two training steps with a
+    stop checkpoint, and the environment against the lock. One table ends it; each failure names
+    the key or site setting to change. `launch` on Slurm asks for a passed canary of the same
+    config and environment (research configs; --skip-canary to override).
+
+    \b
+    Examples:
+        sgsbatch canary jobs/sgs.toml
+        sgsbatch canary jobs/sgs.toml --set slurm.solve.partition=gpu-debug
+        sgsbatch canary jobs/tiny-vllm.toml --local
+    """
+    import json
+
+    from sgsbatch.canary.rows import Row, table
+    from sgsbatch.canary.submit import run_canary
+    from sgsbatch.config.loading import load_config
+    from sgsbatch.errors import SchedulerError
+    from sgsbatch.scheduling import slurm
+
+    cfg = load_config(config, overrides)
+    if not local and not slurm.available():
+        raise SchedulerError("no Slurm controller answers `sinfo`: run the canary where jobs are submitted, or "
+                             "pass --local to run its checks on this machine")
+    result = run_canary(cfg, local=local, echo=lambda s: click.echo(s, err=as_json))
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+    else:
+        click.echo(table([Row.from_dict(r) for r in result["rows"]]))
+        click.echo(f"kept as fingerprint {result['fingerprint']} in {Path(cfg.run.runs_dir) / '.canary'}")
+    sys.exit(0 if result["passed"] else 2)
 
 
 # --- issue 14: watching a run (logs) ---

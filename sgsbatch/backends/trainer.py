@@ -61,7 +61,12 @@ STEP_SLEEP_ENV = "SGSBATCH_TRAIN_STEP_SLEEP_S"  # test aid: seconds to wait afte
 
 
 class TrainingInterrupted(Exception):
-    """Raised after a resumable checkpoint was saved because `should_stop()` returned true."""
+    """Raised after a resumable checkpoint was saved because `should_stop()` returned true;
+    `checkpoint_s` is how long that save took (the canary compares it with signal_delay_s)."""
+
+    def __init__(self, message: str, checkpoint_s: float = 0.0) -> None:
+        super().__init__(message)
+        self.checkpoint_s = checkpoint_s
 
 
 def _completion_logits(model: Any, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> tuple[Any, Any]:
@@ -267,8 +272,9 @@ def train(
             if finished < len(steps) and _agree_stop(should_stop(), engine.device):
                 t0 = time.monotonic()
                 _save_progress(engine, state_dir, fp, finished, loss_sum, stats, rank)
-                log.info("checkpoint of step %d saved in %.1f s", finished, time.monotonic() - t0)
-                raise TrainingInterrupted(f"stopped after optimizer step {finished}/{len(steps)}")
+                save_s = time.monotonic() - t0
+                log.info("checkpoint of step %d saved in %.1f s", finished, save_s)
+                raise TrainingInterrupted(f"stopped after optimizer step {finished}/{len(steps)}", save_s)
 
         tokens = int(stats[0])
         result = TrainResult(len(steps), len(examples), target_tokens, mean_loss=loss_sum / len(steps), tokens=tokens,

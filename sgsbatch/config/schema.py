@@ -358,6 +358,19 @@ class SlurmConfig:
 
 
 @dataclass(frozen=True)
+class CanaryConfig:
+    """`sgsbatch canary`: one short Slurm job per job shape running each real component (canary/)."""
+
+    targets: int = 4  # run targets whose real prompts each generation check renders and samples
+    max_tokens: int = 256  # tokens per canary sample (the Guide check uses guide.max_tokens: a reply must be whole)
+    min_guide_parse_rate: float = 0.9  # the published Guide fine-tune parses >99% of its replies, the base model ~55%
+    loop_timeout_s: float = 20.0  # the per-proof timeout the looping canary proof must run into
+    checkpoint_share: float = 0.5  # a stop checkpoint may take at most this share of slurm.train.signal_delay_s
+    time_min: int = 30  # each canary job's time limit (never more than its phase's slurm.<phase>.time_min)
+    max_age_days: float = 14.0  # launch accepts a passed canary this recent (same config fingerprint, environment)
+
+
+@dataclass(frozen=True)
 class Config:
     run: RunConfig = field(default_factory=RunConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -377,6 +390,7 @@ class Config:
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+    canary: CanaryConfig = field(default_factory=CanaryConfig)
 
     @property
     def simulated(self) -> bool:
@@ -525,6 +539,15 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
         check(val >= 0, f"report.{key}", f"must be >= 0, got {val}")
     check(rp.score_bins >= 1, "report.score_bins", f"must be >= 1, got {rp.score_bins}")
     check(rp.max_statement_chars >= 20, "report.max_statement_chars", f"must be >= 20, got {rp.max_statement_chars}")
+    ca = cfg.canary
+    check(1 <= ca.targets <= 64, "canary.targets", f"must be >= 1 and <= 64, got {ca.targets}")
+    check(ca.max_tokens >= 1, "canary.max_tokens", f"must be >= 1, got {ca.max_tokens}")
+    check(0.0 <= ca.min_guide_parse_rate <= 1.0, "canary.min_guide_parse_rate",
+          f"must be within [0, 1], got {ca.min_guide_parse_rate}")
+    check(ca.loop_timeout_s > 0, "canary.loop_timeout_s", f"must be > 0 seconds, got {ca.loop_timeout_s}")
+    check(0.0 < ca.checkpoint_share <= 1.0, "canary.checkpoint_share", f"must be within (0, 1], got {ca.checkpoint_share}")
+    check(ca.time_min >= 1, "canary.time_min", f"must be >= 1 minute, got {ca.time_min}")
+    check(ca.max_age_days > 0, "canary.max_age_days", f"must be > 0 days, got {ca.max_age_days}")
     for phase in PHASES:
         r = cfg.phase_resources(phase)
         for key, val, low, high in (("gpus", r.gpus, 0, MAX_GPUS), ("cpus", r.cpus, 1, MAX_CPUS),

@@ -34,6 +34,7 @@ from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.state.schema import RunState
 
 ENDED = ("completed", "failed", "cancelled")
+CANARY_FILE = "canary.json"  # what cleared a Slurm launch of a research config (or that it was skipped)
 
 
 @dataclass
@@ -126,9 +127,35 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
     return Plan(cfg, executor, len(targets), rejected), targets
 
 
-def launch(config_path: Path, overrides: Sequence[str], smoke: bool = False, rehearse: bool = False) -> RunHandle:
+def canary_clearance(cfg: Config, executor: str, skip: bool) -> dict[str, Any] | None:
+    """What the run records about its canary (canary/record.py), or a RunError when a research
+    config on Slurm has no passed canary of its fingerprint and environment and `skip` is false.
+    None when no canary is asked for (local executor, tiny, smoke, rehearsal, SIMULATED parts)."""
+    from sgsbatch.canary.record import clearance, fingerprint, latest, needs_canary
+
+    if executor != "slurm" or not needs_canary(cfg):
+        return None
+    if skip:
+        return {"skipped": True, "fingerprint": fingerprint(cfg), "time": time.time()}
+    ok, why = clearance(cfg)
+    if not ok:
+        raise RunError(f"{why}; run `sgsbatch canary CONFIG` with the same --set options first (it checks every real "
+                       "component where the jobs run, in minutes), or pass --skip-canary to launch anyway")
+    res = latest(cfg.run.runs_dir, cfg)
+    assert res is not None
+    return {"skipped": False, "fingerprint": res["fingerprint"], "canary_time": res["time"], "site": res["site"],
+            "jobs": res["jobs"], "reason": why}
+
+
+def launch(config_path: Path, overrides: Sequence[str], smoke: bool = False, rehearse: bool = False,
+           skip_canary: bool = False) -> RunHandle:
     p, targets = plan(config_path, overrides, smoke, load_remote=True, rehearse=rehearse)
+    cleared = canary_clearance(p.cfg, p.executor, skip_canary)
     h = create_run(p.cfg, targets, p.executor)
+    if cleared is not None:
+        from sgsbatch.run.shards import atomic_write_json
+
+        atomic_write_json(h.paths.root / CANARY_FILE, cleared)
     prepare_round(h, 0)
     start(h)
     h.set_state(RunState.running)

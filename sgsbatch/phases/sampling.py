@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sgsbatch.backends.generation import Generation, Generator, Request, Sample, derive_seed, make_generator
+from sgsbatch.config.schema import Config
 from sgsbatch.extraction import Extraction
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import weights_for
@@ -65,9 +66,15 @@ def generator_for(task: Task, role: str) -> Generator:
                                   rehearsal=cfg.run.rehearsal)
     weights = local_weights(Path(weights_for(cfg, task.paths, role, task.round)),
                             cfg.phase_resources(task.phase).scratch)
+    return engine_for(cfg, weights, task.threads())
+
+
+def engine_for(cfg: Config, weights: Path, threads: int) -> Generator:
+    """The configured engine (generation.*) over `weights`: what every generating task and the
+    canary (canary/generation.py) build. `threads`: the transformers backend's CPU threads."""
     g = cfg.generation
     if g.backend == "transformers":
-        return make_generator("transformers", weights, threads=task.threads(), max_model_len=g.max_model_len,
+        return make_generator("transformers", weights, threads=threads, max_model_len=g.max_model_len,
                               logprobs=g.logprobs)
     return make_generator("vllm", weights, tensor_parallel_size=g.tensor_parallel_size,
                           gpu_memory_utilization=g.gpu_memory_utilization, seed=cfg.run.seed,

@@ -25,6 +25,7 @@ from typing import Any
 from sgsbatch.backends.batches import Example, TrainSettings, load_examples, save_examples
 from sgsbatch.backends.trainer import TrainingInterrupted, train
 from sgsbatch.backends.weights import stored_result
+from sgsbatch.config.schema import Config
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import weights_for
 from sgsbatch.round.examples import conjecturer_examples, solver_examples
@@ -37,9 +38,13 @@ REWARDS = "conjecturer_rewards.json"
 
 
 def settings_for(task: Task, role: str) -> TrainSettings:
-    cfg = task.cfg
+    return train_settings(task.cfg, role, task.round)
+
+
+def train_settings(cfg: Config, role: str, r: int) -> TrainSettings:
+    """How round r trains `role` (the train phase and the canary's training check)."""
     sec = cfg.solver if role == "solver" else cfg.conjecturer
-    seed = int(hashlib.sha256(f"{cfg.run.seed}:{task.round}:train:{role}".encode()).hexdigest()[:8], 16)
+    seed = int(hashlib.sha256(f"{cfg.run.seed}:{r}:train:{role}".encode()).hexdigest()[:8], 16)
     objective = "cispo" if role == "solver" and cfg.solver.objective == "cispo" else "reinforce"
     processed = cfg.generation.logprobs == "processed"
     return TrainSettings(lr=sec.lr, betas=cfg.train.betas, weight_decay=cfg.train.weight_decay,

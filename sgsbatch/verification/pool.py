@@ -47,7 +47,7 @@ from pathlib import Path
 
 from sgsbatch.verification.checks import declared_name
 from sgsbatch.verification.limits import Limits, cpu_seconds
-from sgsbatch.verification.recheck import SYSTEM_REASONS, KernelChecker
+from sgsbatch.verification.recheck import SYSTEM_REASONS, KernelChecker, RecheckResult
 from sgsbatch.verification.repl import START, ReplProcess, ReplSystemError, ReplTimeout
 from sgsbatch.verification.rules import (
     AUDIT_TEMPLATE,
@@ -373,8 +373,35 @@ class ReplPool:
         private.write_bytes(data)
         return private
 
-    def _recheck(self, slot: _Slot, job: ProofJob, name: str, env: int, verdict: Verdict) -> Verdict:
-        """The kernel re-check of a proof the REPL called verified (recheck.py): its verdict is final."""
+    def checker_probe(self, job: ProofJob, other_theorem: str) -> tuple[bool, str]:
+        """Ask the kernel checker about `job`'s proof environment against `other_theorem` (same
+        name, another meaning): (accepted, reason or detail). A checker that accepts is broken
+        (the canary, canary/lean.py). `job` must elaborate without errors; needs kernel_recheck."""
+        assert self.settings.kernel_recheck, "the checker probe needs verification.kernel_recheck"
+        name = declared_name(job.header, job.theorem)
+        assert name is not None, f"{job.key}: not a named theorem"
+        slot = _Slot()
+        try:
+            bad = self._start(slot, job.header)
+            if bad is not None:
+                return False, f"header: {bad.reason}"
+            assert slot.repl is not None and slot.header_env is not None
+            reply = slot.repl.command(job.theorem + job.proof, slot.header_env, self.settings.timeout_s)
+            failure = proof_failure(reply, self.settings.failed_warning_fails)
+            if failure is not None:
+                return False, f"the honest proof itself failed in the REPL: {failure}"
+            slot.repl.settle(self.settings.settle_s)
+            result = self._checker_result(slot, job.header, other_theorem, name, int(reply["env"]))
+            return result.ok, result.reason or "accepted"
+        finally:
+            if slot.repl is not None:
+                slot.repl.close()
+            if slot.checker is not None:
+                slot.checker.close()
+            slot.reset()
+
+    def _checker_result(self, slot: _Slot, header: str, theorem: str, name: str, env: int) -> RecheckResult:
+        """The slot's checker's answer about env `env` of its REPL against `header` + `theorem`."""
         s, repl = self.settings, slot.repl
         assert repl is not None
         if slot.scratch is None:
@@ -388,10 +415,13 @@ class ReplPool:
                                           writable=False)
                 slot.checker = KernelChecker(argv, s.project_dir, limits=self._limits)
                 slot.checker_pids.append(slot.checker.pid)
-            result = slot.checker.check(header=job.header, theorem=job.theorem, name=name, pickle=pickle,
-                                        timeout_s=s.timeout_s)
+            return slot.checker.check(header=header, theorem=theorem, name=name, pickle=pickle, timeout_s=s.timeout_s)
         finally:
             pickle.unlink(missing_ok=True)
+
+    def _recheck(self, slot: _Slot, job: ProofJob, name: str, env: int, verdict: Verdict) -> Verdict:
+        """The kernel re-check of a proof the REPL called verified (recheck.py): its verdict is final."""
+        result = self._checker_result(slot, job.header, job.theorem, name, env)
         if result.ok:
             return Verdict(VERIFIED, None, [*verdict.messages,
                                             "kernel re-check: ok, axioms " + ", ".join(result.axioms or ["none"])])

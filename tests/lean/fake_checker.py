@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 from fake_repl import constants_of, log, read_command, write
@@ -117,10 +118,16 @@ def answer(req: dict) -> dict:
 
 def main() -> None:
     log(f"checker-start {os.getpid()}")
+    broken = sys.argv[1] if len(sys.argv) > 1 else ""  # --accept-all / --refuse-all: a broken checker (the canary's tests)
     while (raw := read_command()) is not None:
         req = json.loads(raw)
         log(f"check {os.getpid()} {req.get('name')}")
-        write(json.dumps(answer(req)) + "\n\n")
+        reply = answer(req)
+        if broken == "--accept-all":
+            reply = {**reply, "ok": True, "reason": "", "axioms": ["propext"]}
+        elif broken == "--refuse-all":
+            reply = {**reply, "ok": False, "reason": "kernel_rejected", "detail": "(kernel) refused (broken stand-in)"}
+        write(json.dumps(reply) + "\n\n")
 
 
 if __name__ == "__main__":

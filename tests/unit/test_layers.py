@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("round",),  # what happens between phases
     ("phases",),  # one module per phase
     ("scheduling",),  # worker, supervisor, executors, the chain
+    ("canary",),  # the site canary: every real component, in jobs of the run's own shapes
     ("ops",),  # operator commands
     ("cli",),
 )
