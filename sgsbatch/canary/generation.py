@@ -40,21 +40,17 @@ def role_messages(cfg: Config, role: str, targets: Sequence[Target]) -> list[lis
 
 
 def memory_in_use() -> str:
-    """GPU memory in use on this node (nvidia-smi), else this process tree's resident memory."""
+    """GPU memory in use on this node (nvidia-smi), else this process's peak resident memory."""
     if shutil.which("nvidia-smi"):
         out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used,memory.total", "--format=csv,noheader,nounits"],
                              capture_output=True, text=True, timeout=30, check=False).stdout
         rows = [[float(x) for x in line.split(",")] for line in out.splitlines() if line.count(",") == 1]
         if rows:
             return " + ".join(f"{u / 1024:.1f}/{t / 1024:.0f} GiB" for u, t in rows) + " GPU"
-    try:
-        import psutil
+    import resource
 
-        me = psutil.Process()
-        rss = me.memory_info().rss + sum(c.memory_info().rss for c in me.children(recursive=True))
-        return f"{rss / 2**30:.1f} GiB resident (CPU)"
-    except Exception:  # psutil missing or a child gone meanwhile: the figure is only informative
-        return "unknown"
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return f"{peak_kib / 2**20:.1f} GiB peak resident (CPU; this process + its finished children)"
 
 
 def check_role(cfg: Config, role: str, targets: Sequence[Target], threads: int) -> tuple[list[Row], list[str]]:
