@@ -9,13 +9,16 @@ phase of a round, `check(cfg)`:
 2. compares it with the site's limits: `scontrol show config` (MaxArraySize, MaxJobCount), the
    partition (exists, is UP, MaxTime, the GPUs its nodes have as gres), and where accounting
    exists (`sacctmgr`) the QOS and the user's association (MaxSubmitJobs, MaxJobs): a round is
-   submitted at once, so every task of a round counts against MaxSubmitJobs.
+   submitted at once, so every task of a round counts against MaxSubmitJobs;
+3. checks this machine for what the jobs will load (local_checks.py): vLLM in the jobs' Python,
+   the Lean project built with its REPL and checker, each model's weights in the Hugging Face
+   cache or at its path.
 
-Every problem is reported at once with the key to change; `launch` (Slurm executor) and
-`launch --dry-run` run it before anything is created or submitted, `sgsbatch preflight` on its
-own. Not covered: limits Slurm checks only at run time (GrpTRES usage of other users, fair-share,
-reservations), MaxTRESPerJob beyond GPUs, and node features in `extra.constraint` beyond what
-`--test-only` says.
+Every problem is reported at once with the key to change; `launch` and `launch --dry-run` run it
+before anything is created or submitted (on the local executor, step 3 only), `sgsbatch preflight`
+on its own. Not covered: limits Slurm checks only at run time (GrpTRES usage of other users,
+fair-share, reservations), MaxTRESPerJob beyond GPUs, and node features in `extra.constraint`
+beyond what `--test-only` says.
 """
 
 from __future__ import annotations
@@ -109,13 +112,23 @@ def round_phases(cfg: Config) -> list[str]:
     return out
 
 
-def check(cfg: Config) -> Report:
-    """The pre-flight report for `cfg` on the Slurm that answers here."""
+def check(cfg: Config, site: bool = True) -> Report:
+    """The pre-flight report for `cfg`: the Slurm that answers here (with `site`), then this machine's
+    local checks (local_checks.py: vLLM in the jobs' Python, the Lean project built, the weights cached)."""
+    from sgsbatch.scheduling.local_checks import check_local
+
+    rep = Report()
+    if site:
+        _check_site(cfg, rep)
+    check_local(cfg, rep)
+    return rep
+
+
+def _check_site(cfg: Config, rep: Report) -> None:
     from submitit.slurm.slurm import _make_sbatch_string
 
     from sgsbatch.scheduling.slurm import _parameters_for
 
-    rep = Report()
     phases = round_phases(cfg)
     sizes = {p: cfg.shard_count(p) for p in phases}
     conf = _run(["scontrol", "show", "config"])
@@ -182,7 +195,6 @@ def check(cfg: Config) -> Report:
     if max_array:
         rep.checked.append(f"arrays within MaxArraySize {max_array}; a round's {per_round} tasks within "
                            f"MaxJobCount {max_jobs or 'unlimited'}")
-    return rep
 
 
 def _check_accounting(cfg: Config, phases: list[str], per_round: int, rep: Report) -> None:
@@ -218,9 +230,9 @@ def _check_accounting(cfg: Config, phases: list[str], per_round: int, rep: Repor
     rep.checked.append(f"accounting: association of {user} and QOS {', '.join(qos_names) or '(default)'}")
 
 
-def require(cfg: Config) -> Report:
-    """`check(cfg)`, raising PreflightError when it found a problem."""
-    rep = check(cfg)
+def require(cfg: Config, site: bool = True) -> Report:
+    """`check(cfg, site)`, raising PreflightError when it found a problem."""
+    rep = check(cfg, site)
     if not rep.ok:
         raise PreflightError(rep)
     return rep
