@@ -18,7 +18,7 @@ Seconds here instead of a failed round 0 (issue 27 item 4). For the phases the c
   weights). A near miss among the cached ids is suggested.
 
 Every problem names the key to change and what to do; `preflight.check` puts them in the same
-report as the site's limits. Run by `launch` and `launch --dry-run` on either executor and by
+report as the site's limits (findings.py). Run by `launch` and `launch --dry-run` on either executor and by
 `sgsbatch preflight`. Not covered: that the found packages import and work (CUDA, drivers), that
 Lean accepts a proof, that the cached weights load: the canary's job.
 """
@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 
 from sgsbatch.config.schema import TINY_RANDOM, Config
-from sgsbatch.scheduling.preflight import Problem, Report, round_phases
+from sgsbatch.scheduling.findings import Problem, Report, round_phases
 
 ROLES = {"solver": "solve", "conjecturer": "conjecture", "guide": "guide"}  # role -> the phase that generates with it
 VLLM_MODULES = ("vllm", "torch")  # what `generation.backend = "vllm"` needs importable in the jobs' Python

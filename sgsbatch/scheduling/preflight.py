@@ -28,36 +28,11 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgsbatch.config.schema import Config
 from sgsbatch.errors import SgsError
-
-
-@dataclass(frozen=True)
-class Problem:
-    key: str  # the config key to change (or "site" for what only the site can change)
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.key}: {self.message}"
-
-
-@dataclass
-class Report:
-    checked: list[str] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def text(self) -> str:
-        if self.ok:
-            return "pre-flight passed:\n" + "\n".join(f"  ok  {c}" for c in self.checked)
-        return (f"pre-flight found {len(self.problems)} problem(s); nothing was submitted:\n"
-                + "\n".join(f"  {p}" for p in self.problems))
+from sgsbatch.scheduling.findings import Problem, Report, round_phases
 
 
 class PreflightError(SgsError):
@@ -102,14 +77,6 @@ def _gpus_of(gres: str) -> int:
         if m:
             total += int(m.group(1))
     return total
-
-
-def round_phases(cfg: Config) -> list[str]:
-    """Every phase a round can have (round 0 and the later ones), in order."""
-    out: list[str] = []
-    for r in (0, 1):
-        out += [p for p in cfg.phases_of_round(r) if p not in out]
-    return out
 
 
 def check(cfg: Config, site: bool = True) -> Report:
