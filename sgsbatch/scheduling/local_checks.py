@@ -82,11 +82,11 @@ def _check_vllm(rep: Report) -> None:
     python = job_python()
     try:
         out = subprocess.run([python, "-c", _FIND, *VLLM_MODULES], capture_output=True, text=True, timeout=60)
-        found = json.loads(out.stdout) if out.returncode == 0 else None
+        found = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else None  # its last line
         why = " ".join((out.stderr or out.stdout).split())[-300:]
-    except (OSError, subprocess.TimeoutExpired, ValueError) as e:
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
         found, why = None, str(e)
-    if found is None:
+    if not isinstance(found, dict):
         rep.problems.append(Problem("generation.backend", f"could not ask the jobs' Python ({python}) whether vLLM is "
                                                           f"installed: {why}"))
         return
