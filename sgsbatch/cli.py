@@ -119,9 +119,14 @@ def _status_or_error(run_dir: Path) -> dict[str, Any]:
 @click.argument("config", type=click.Path(path_type=Path))
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a config key (dotted TOML path); repeatable. Values parse as TOML, else as strings.")
-@click.option("--dry-run", is_flag=True, help="Validate and print the plan; create and submit nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Validate, run the pre-flight (site limits on Slurm; vLLM, Lean and the weights on either "
+                   "executor) and print the plan; create and submit nothing.")
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the run to end; exit 0 only if it completed.")
-@click.option("--smoke", is_flag=True, help="Run this config's algorithm at tiny scale on CPU (tiny-random models).")
+@click.option("--smoke", is_flag=True,
+              help="Run this config's algorithm at tiny scale on CPU (tiny-random models). Its verifier stays the "
+                   "config's: a Lean config without `lake` here is refused; add --set verification.backend=simulated "
+                   "to smoke-test with the SIMULATED verifier instead.")
 @click.option("--rehearse", is_flag=True,
               help="Run this config as written with SIMULATED generation, verifier and trainer (name: -rehearsal).")
 @click.option("--strict", is_flag=True, help="Refuse data with malformed rows instead of skipping them (data.strict).")
@@ -132,12 +137,18 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
            strict: bool, skip_canary: bool) -> None:
     """Validate CONFIG, record the run and submit its first round.
 
+    Before anything is created, the pre-flight checks what the jobs will need: on Slurm the site's
+    limits, and on either executor that vLLM is installed (generation.backend = "vllm"), that the
+    Lean project is built with its REPL and checker (verification.backend = "lean") and that each
+    model is in the Hugging Face cache or at its path; every problem names the key to change.
+
     \b
     Examples:
         sgsbatch launch jobs/tiny.toml --wait
         sgsbatch launch jobs/sgs.toml --dry-run
         sgsbatch launch jobs/sgs.toml --set run.name=r2 --set run.rounds=3
         sgsbatch launch jobs/sgs.toml --rehearse --set run.rounds=2
+        sgsbatch launch jobs/sgs.toml --smoke --set verification.backend=simulated   # no Lean here
     """
     from sgsbatch.ops import control
 
@@ -479,11 +490,14 @@ def report(runs: tuple[str, ...], runs_dir: str, out_path: Path, examples: int |
               help="Override a config key (dotted TOML path); repeatable.")
 @_clean_errors
 def preflight(config: Path, overrides: tuple[str, ...]) -> None:
-    """Check that this site's Slurm accepts every job CONFIG would submit; exit 2 if not.
+    """Check that this site's Slurm accepts every job CONFIG would submit, and this machine has what they load.
 
     `sbatch --test-only` of each phase's job with the exact options sgsbatch uses, and the site's
     limits: MaxArraySize, MaxJobCount, partitions (state, MaxTime, GPU gres), QOS and association
-    limits (sacctmgr). `launch` on Slurm runs it too, before anything is created or submitted.
+    limits (sacctmgr). Then this machine: vLLM importable by the jobs' Python, the Lean project
+    built with its REPL and kernel checker (and bwrap), each model's weights in the Hugging Face
+    cache or at its path. `launch` and `launch --dry-run` run it too, before anything is created
+    or submitted (the local executor: the second part only).
 
     \b
     Examples:

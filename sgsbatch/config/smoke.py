@@ -3,14 +3,15 @@
 Keeps every algorithm key of the config (objective, bands, samples, conditioning, guide on or
 off, ...) and replaces only scale and hardware: `tiny-random` models, the transformers backend,
 a handful of targets, 2 rounds and the local executor unless `--set` says otherwise, one CPU per
-task, short generations, and the real Lean verifier where `lake` is installed, else the
-SIMULATED one (said loudly in the log, status and TensorBoard). The run name gets `-smoke`.
+task, short generations. The verifier stays the config's: a Lean config where the REPL's launcher
+(`lake`) is not on PATH is refused, never switched to the SIMULATED stand-in on its own; say so
+to smoke-test without Lean (`--smoke --set verification.backend=simulated`: the SIMULATED
+verifier, said loudly in the log, status and TensorBoard). The run name gets `-smoke`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,8 +19,8 @@ from pathlib import Path
 from sgsbatch.checkout import embedded_tiny_targets
 from sgsbatch.config.loading import is_path_like, parse_override
 from sgsbatch.config.schema import TINY_RANDOM, Config, SlurmConfig, SlurmPhaseConfig
+from sgsbatch.errors import ConfigError
 
-log = logging.getLogger(__name__)
 SMOKE_TARGETS = 8
 SMOKE_MAX_TOKENS = 96
 
@@ -32,9 +33,13 @@ def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Co
     if not (is_path_like(source) and Path(source).exists()):
         source = str(embedded_tiny_targets())  # a hub dataset cannot be assumed reachable from a smoke test
     verifier = cfg.verification.backend
-    if verifier == "lean" and shutil.which("lake") is None:
-        log.warning("smoke: no `lake` on PATH, using the SIMULATED verifier (not Lean)")
-        verifier = "simulated"
+    program = cfg.verification.repl_command[0] if cfg.verification.repl_command else ""
+    if verifier == "lean" and program and "/" not in program and shutil.which(program) is None:
+        raise ConfigError("--smoke", "verification.backend",
+                          f"is \"lean\", but `{program}` (verification.repl_command) is not on PATH, so this smoke "
+                          "run cannot verify with Lean, and it does not switch to a stand-in on its own: install "
+                          "Lean (`./setup.sh --lean`), or smoke-test with the SIMULATED verifier by saying so: "
+                          "--smoke --set verification.backend=simulated")
     phase = SlurmPhaseConfig(cpus=1, mem="3G", time_min=30)
     return r(
         cfg,

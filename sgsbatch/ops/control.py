@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ class Plan:
     executor: str
     targets: int
     rejected: list[str]
+    checked: list[str] = field(default_factory=list)  # what the pre-flight checked and found in order
 
     def describe(self) -> str:
         c = self.cfg
@@ -64,6 +65,9 @@ class Plan:
             lines.append(f"  {phase:<10} shards={c.shard_count(phase):<4} gpus={r.gpus} cpus={r.cpus} mem={r.mem} "
                          f"time={r.time_min}min parallel={r.array_parallelism} {where}"
                          + (f" extra={r.extra}" if r.extra else ""))
+        if self.checked:
+            lines.append("pre-flight passed:")
+            lines += [f"  ok  {c}" for c in self.checked]
         return "\n".join(lines)
 
 
@@ -117,14 +121,15 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
         cfg = smoke_config(cfg, config_path, overrides)
     new_run_paths(cfg)  # the name is free (a dry run refuses what the launch would)
     executor = resolve_executor(cfg)
-    if executor == "slurm":  # the site's limits, before anything is created or submitted
-        from sgsbatch.scheduling.preflight import require
+    # before anything is created or submitted: the site's limits (Slurm), and on either executor what
+    # the jobs will load (vLLM, the Lean project, the weights: scheduling/local_checks.py)
+    from sgsbatch.scheduling.preflight import require
 
-        require(cfg)
+    checked = require(cfg, site=executor == "slurm").checked
     if not (load_remote or is_path_like(cfg.data.source)):
-        return Plan(cfg, executor, -1, []), []
+        return Plan(cfg, executor, -1, [], checked), []
     targets, rejected = _load_targets(cfg, config_path)
-    return Plan(cfg, executor, len(targets), rejected), targets
+    return Plan(cfg, executor, len(targets), rejected, checked), targets
 
 
 def canary_clearance(cfg: Config, executor: str, skip: bool) -> dict[str, Any] | None:

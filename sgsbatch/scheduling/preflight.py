@@ -9,13 +9,16 @@ phase of a round, `check(cfg)`:
 2. compares it with the site's limits: `scontrol show config` (MaxArraySize, MaxJobCount), the
    partition (exists, is UP, MaxTime, the GPUs its nodes have as gres), and where accounting
    exists (`sacctmgr`) the QOS and the user's association (MaxSubmitJobs, MaxJobs): a round is
-   submitted at once, so every task of a round counts against MaxSubmitJobs.
+   submitted at once, so every task of a round counts against MaxSubmitJobs;
+3. checks this machine for what the jobs will load (local_checks.py): vLLM in the jobs' Python,
+   the Lean project built with its REPL and checker, each model's weights in the Hugging Face
+   cache or at its path.
 
-Every problem is reported at once with the key to change; `launch` (Slurm executor) and
-`launch --dry-run` run it before anything is created or submitted, `sgsbatch preflight` on its
-own. Not covered: limits Slurm checks only at run time (GrpTRES usage of other users, fair-share,
-reservations), MaxTRESPerJob beyond GPUs, and node features in `extra.constraint` beyond what
-`--test-only` says.
+Every problem is reported at once with the key to change; `launch` and `launch --dry-run` run it
+before anything is created or submitted (on the local executor, step 3 only), `sgsbatch preflight`
+on its own. Not covered: limits Slurm checks only at run time (GrpTRES usage of other users,
+fair-share, reservations), MaxTRESPerJob beyond GPUs, and node features in `extra.constraint`
+beyond what `--test-only` says.
 """
 
 from __future__ import annotations
@@ -25,36 +28,11 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgsbatch.config.schema import Config
 from sgsbatch.errors import SgsError
-
-
-@dataclass(frozen=True)
-class Problem:
-    key: str  # the config key to change (or "site" for what only the site can change)
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.key}: {self.message}"
-
-
-@dataclass
-class Report:
-    checked: list[str] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def text(self) -> str:
-        if self.ok:
-            return "pre-flight passed:\n" + "\n".join(f"  ok  {c}" for c in self.checked)
-        return (f"pre-flight found {len(self.problems)} problem(s); nothing was submitted:\n"
-                + "\n".join(f"  {p}" for p in self.problems))
+from sgsbatch.scheduling.findings import Problem, Report, round_phases
 
 
 class PreflightError(SgsError):
@@ -101,21 +79,23 @@ def _gpus_of(gres: str) -> int:
     return total
 
 
-def round_phases(cfg: Config) -> list[str]:
-    """Every phase a round can have (round 0 and the later ones), in order."""
-    out: list[str] = []
-    for r in (0, 1):
-        out += [p for p in cfg.phases_of_round(r) if p not in out]
-    return out
+def check(cfg: Config, site: bool = True) -> Report:
+    """The pre-flight report for `cfg`: the Slurm that answers here (with `site`), then this machine's
+    local checks (local_checks.py: vLLM in the jobs' Python, the Lean project built, the weights cached)."""
+    from sgsbatch.scheduling.local_checks import check_local
+
+    rep = Report()
+    if site:
+        _check_site(cfg, rep)
+    check_local(cfg, rep)
+    return rep
 
 
-def check(cfg: Config) -> Report:
-    """The pre-flight report for `cfg` on the Slurm that answers here."""
+def _check_site(cfg: Config, rep: Report) -> None:
     from submitit.slurm.slurm import _make_sbatch_string
 
     from sgsbatch.scheduling.slurm import _parameters_for
 
-    rep = Report()
     phases = round_phases(cfg)
     sizes = {p: cfg.shard_count(p) for p in phases}
     conf = _run(["scontrol", "show", "config"])
@@ -182,7 +162,6 @@ def check(cfg: Config) -> Report:
     if max_array:
         rep.checked.append(f"arrays within MaxArraySize {max_array}; a round's {per_round} tasks within "
                            f"MaxJobCount {max_jobs or 'unlimited'}")
-    return rep
 
 
 def _check_accounting(cfg: Config, phases: list[str], per_round: int, rep: Report) -> None:
@@ -218,9 +197,9 @@ def _check_accounting(cfg: Config, phases: list[str], per_round: int, rep: Repor
     rep.checked.append(f"accounting: association of {user} and QOS {', '.join(qos_names) or '(default)'}")
 
 
-def require(cfg: Config) -> Report:
-    """`check(cfg)`, raising PreflightError when it found a problem."""
-    rep = check(cfg)
+def require(cfg: Config, site: bool = True) -> Report:
+    """`check(cfg, site)`, raising PreflightError when it found a problem."""
+    rep = check(cfg, site)
     if not rep.ok:
         raise PreflightError(rep)
     return rep

@@ -61,11 +61,15 @@ def test_experiment_differs_from_sgs_only_in_its_keys(name: str) -> None:
 
 
 @pytest.mark.parametrize("path", sorted(JOBS.glob("*.toml")), ids=lambda p: p.stem)
-def test_every_jobs_file_passes_dry_run(path: Path, tmp_path: Path) -> None:
+def test_every_jobs_file_passes_dry_run(path: Path, tmp_path: Path, ready_machine: Any) -> None:
     # the local executor: with a Slurm up here, the site pre-flight would (rightly) refuse GPU jobs on
-    # a cluster without GPUs; the config itself is what this checks
-    proc = subprocess.run([sys.executable, "-m", "sgsbatch.cli", "launch", str(path), "--dry-run", "--set",
-                           f"run.runs_dir={tmp_path}", "--set", "run.executor=local"], capture_output=True, text=True)
+    # a cluster without GPUs; the config itself is what this checks, on a machine where Lean is
+    # built, the models are cached and vLLM is installed (the local pre-flight's part)
+    runs = tmp_path / "runs"
+    sets = [f"run.runs_dir={runs}", "run.executor=local", *ready_machine.sets]
+    proc = subprocess.run([sys.executable, "-m", "sgsbatch.cli", "launch", str(path), "--dry-run",
+                           *(a for s in sets for a in ("--set", s))], capture_output=True, text=True,
+                          env=ready_machine.env())
     assert proc.returncode == 0, proc.stderr
     assert "nothing created, nothing submitted" in proc.stdout
-    assert not any(tmp_path.iterdir())
+    assert not runs.exists() or not any(runs.iterdir())
