@@ -548,6 +548,9 @@ def canary(config: Path, overrides: tuple[str, ...], local: bool, as_json: bool)
     if not local and not slurm.available():
         raise SchedulerError("no Slurm controller answers `sinfo`: run the canary where jobs are submitted, or "
                              "pass --local to run its checks on this machine")
+    from sgsbatch.scheduling.preflight import require
+
+    require(cfg, site=not local)  # the site's limits and the cheap local checks first: a bad config submits nothing
     result = run_canary(cfg, local=local, echo=lambda s: click.echo(s, err=as_json))
     if as_json:
         click.echo(json.dumps(result, indent=1))

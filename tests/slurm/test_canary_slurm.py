@@ -29,6 +29,7 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _args(model: Path, tmp_path: Path, *more: str) -> list[str]:
+    (tmp_path / "lakefile.toml").write_text('name = "canary_test"\n')  # a Lean project without Mathlib (local checks)
     sets = [f"run.runs_dir={tmp_path / 'runs'}", "run.name=canary-test",
             *(f"models.{r}={model}" for r in ("solver", "conjecturer", "guide")),
             "verification.backend=lean", f"verification.repl_command={json.dumps([sys.executable, str(FAKE)])}",
