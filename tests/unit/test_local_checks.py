@@ -28,7 +28,7 @@ from sgsbatch.scheduling import local_checks as L
 from sgsbatch.scheduling.preflight import PreflightError, Report, check, require
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import ReadyMachine, cache_model, lean_project  # noqa: E402
+from machinelib import ReadyMachine, cache_model, lean_project  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SGS, TINY, TINY_VLLM = (REPO / "jobs" / f"{n}.toml" for n in ("sgs", "tiny", "tiny-vllm"))
