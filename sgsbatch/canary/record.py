@@ -26,6 +26,7 @@ from sgsbatch.run.shards import atomic_write_json
 
 DIR = ".canary"
 HISTORY = "history.jsonl"
+RUN_FILE = "canary.json"  # in a run directory: what cleared its launch (or that it was skipped)
 NOT_FINGERPRINTED = ("run", "canary", "alerts", "report", "scaling", "records", "checkpoints")
 
 
@@ -103,3 +104,16 @@ def clearance(cfg: Config, env: dict[str, Any] | None = None, now: float | None 
         return False, (f"the canary of this config passed {age_days:.1f} days ago, more than canary.max_age_days "
                        f"= {cfg.canary.max_age_days}")
     return True, f"canary of fingerprint {fp} passed {age_days:.1f} days ago on {res.get('site') or 'this site'}"
+
+
+def write_run_record(run_dir: Path, record: dict[str, Any]) -> None:
+    atomic_write_json(run_dir / RUN_FILE, record)
+
+
+def read_run_record(run_dir: Path) -> dict[str, Any] | None:
+    """What cleared the run's launch (`launch` wrote it), or None (no canary was asked for)."""
+    path = run_dir / RUN_FILE
+    if not path.is_file():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data

@@ -34,7 +34,6 @@ from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.state.schema import RunState
 
 ENDED = ("completed", "failed", "cancelled")
-CANARY_FILE = "canary.json"  # what cleared a Slurm launch of a research config (or that it was skipped)
 
 
 @dataclass
@@ -158,9 +157,9 @@ def launch(config_path: Path, overrides: Sequence[str], smoke: bool = False, reh
     cleared = canary_clearance(p.cfg, p.executor, skip_canary)
     h = create_run(p.cfg, targets, p.executor)
     if cleared is not None:
-        from sgsbatch.run.shards import atomic_write_json
+        from sgsbatch.canary.record import write_run_record
 
-        atomic_write_json(h.paths.root / CANARY_FILE, cleared)
+        write_run_record(h.paths.root, cleared)
     prepare_round(h, 0)
     start(h)
     h.set_state(RunState.running)

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlmodel import select
 
+from sgsbatch.canary.record import read_run_record
 from sgsbatch.ops.progress import alarms, phase_progress, sparkline
 from sgsbatch.round.disk import disk_usage
 from sgsbatch.round.lifecycle import current_phase
@@ -58,6 +59,7 @@ class RunStatus:
     rehearsal: bool = False  # `launch --rehearse`: SIMULATED generation, verifier and trainer (run.rehearsal)
     # config changes after launch (`resume --set`, ops/amend.py): {"count", "method", "last"}; None: none
     amendments: dict[str, Any] | None = None
+    canary: dict[str, Any] | None = None  # what cleared the launch (canary/record.py); None: none was asked for
 
     @property
     def repairable(self) -> bool:
@@ -75,7 +77,7 @@ class RunStatus:
             "stall": self.stall.value if self.stall else None, "environment": self.environment,
             "progress": self.progress, "solve_rate_curve": self.solve_rate_curve,
             "sparkline": sparkline(self.solve_rate_curve, 0.0, 1.0), "disk": self.disk, "alerts": self.alerts,
-            "amendments": self.amendments,
+            "amendments": self.amendments, "canary": self.canary,
         }
         if self.jobs is not None:
             out["jobs"] = self.jobs
@@ -120,7 +122,8 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
                    rounds=row.rounds, rounds_completed=completed, round=r, phase=phase, simulated=row.simulated,
                    smoke=row.smoke, targets=row.targets, run_dir=row.run_dir, metrics=metrics,
                    environment=launch_env, solve_rate_curve=curve, disk=disk_usage(h.cfg, h.paths, completed),
-                   rehearsal=h.cfg.run.rehearsal, amendments=amendment_summary(h))
+                   rehearsal=h.cfg.run.rehearsal, amendments=amendment_summary(h),
+                   canary=read_run_record(h.paths.root))
     if row.state not in (RunState.completed, RunState.cancelled) and phase is not None:
         st.progress = phase_progress(h.cfg, h.paths, r, phase)
     st.alerts = alarms(h.cfg, h.paths, r, st.progress, st.disk) if row.state != RunState.completed else []
