@@ -21,7 +21,7 @@ from sgsbatch.config.loading import is_path_like, parse_override
 from sgsbatch.config.schema import TINY_RANDOM, Config, SlurmConfig, SlurmPhaseConfig
 from sgsbatch.errors import ConfigError
 
-SMOKE_TARGETS = 8
+SMOKE_TARGETS = 12  # the embedded set whole: smoke runs share tiny.toml's tiny-random models (init cache key)
 SMOKE_MAX_TOKENS = 96
 
 

@@ -131,7 +131,7 @@ def test_prompts_longer_than_a_prefill_chunk_join_a_decoding_batch(fp32: Any) ->
     """The phases' stream adds prompts while others decode, so a step can hold more prompt tokens
     than its budget. vLLM 0.32's CPU build then crashed when it prefilled a seeded prompt in chunks
     beside decoding requests ("CPU Generator does not use offset"): the tiny run's Guide phase
-    (~2k-token prompts, tests/vllm/test_vllm_run.py) failed every attempt that way, and passes since
+    (~2k-token prompts, the tiny-vllm run) failed every attempt that way, and passes since
     generation.py prefills whole prompts on CPU. This engine-level case did not reproduce the crash
     with the fix removed (the scheduler's exact interleaving matters); it checks that long prompts
     joining a decoding batch all complete, whole-prompt prefill included."""
