@@ -66,7 +66,9 @@ def test_round_end_writes_alarm_scalars(tmp_path: Path, cli_env: dict[str, str])
     args = ["launch", str(REPO / "jobs" / "sgs.toml"), "--rehearse"]
     for o in (f"run.runs_dir={tmp_path}", "run.executor=local", "run.rounds=2", f"data.source={D3K}",
               "data.limit=24", "run.poll_interval_s=1", "alerts.disk_budget_gb=0.000001",
-              "alerts.slow_phase_factor=0", "alerts.max_error_rate=0"):
+              "alerts.slow_phase_factor=0", "alerts.max_error_rate=0",
+              # a small shape: the alarms do not depend on it, and 150 tasks a round cost minutes of CI
+              "shards.conjecture=2", "shards.solve=2", "shards.guide=1", "shards.verify=0"):
         args += ["--set", o]
     proc = sgsbatch(*args, "--wait", env=cli_env)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,6 +1,6 @@
 """Old rounds compacted in a whole run (round/compaction.py): the same results, flat disk, rebuildable.
 
-Covered: two 2-round local rehearsals of jobs/sgs.toml (24 targets of D_3k), one with the default
+Covered: two 2-round local rehearsals of jobs/sgs.toml (24 targets of D_3k, 2 solve shards), one with the default
 (`records.keep_sample_tokens = false`) and one keeping everything, end with identical databases
 (attempts, verdicts, store, conjectures, reviews, trained steps and every metric but wall times
 and engine rates); in the compacted run every round (the last one too, once its train job's
@@ -37,7 +37,9 @@ TIMING = ("wall_s/", "tokens_per_s", "startup_s")
 def _launch(runs: Path, name: str, env: dict[str, str], *extra: str) -> Path:
     args = ["launch", str(SGS), "--rehearse", "--wait"]
     for o in (f"run.runs_dir={runs}", f"run.name={name}", "run.executor=local", "run.rounds=2",
-              f"data.source={D3K}", "data.limit=24", "run.poll_interval_s=1", *extra):
+              f"data.source={D3K}", "data.limit=24", "run.poll_interval_s=1",
+              # a small shape (3 runs of 150 tasks a round cost minutes of CI): compaction is per round
+              "shards.conjecture=2", "shards.solve=2", "shards.guide=1", "shards.verify=0", *extra):
         args += ["--set", o]
     proc = sgsbatch(*args, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
