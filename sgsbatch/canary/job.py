@@ -1,8 +1,9 @@
 """One canary job: the checks of one job shape's components, run where that shape's phases run.
 
 `run_job` is what `sgsbatch canary` submits (through submitit, with the phases' own Slurm
-options) or, with `--local`, calls here. A check that raises becomes one failed row naming the
-component; the others still run. On the second and later nodes of a multi-node train shape only
+options) or, with `--local`, calls here. Each generating role's check runs in a process of its
+own (its engine's memory and processes end with it, as in a run). A check that raises, or whose
+process dies, becomes one failed row naming the component; the others still run. On the second and later nodes of a multi-node train shape only
 the training ranks start (they join the first node's rendezvous); the first node reports.
 """
 
@@ -34,6 +35,23 @@ def _targets(cfg: Config) -> list[Any]:
     if not loaded.targets:
         raise ValueError(f"{cfg.data.source} holds no usable targets")
     return list(loaded.targets)
+
+
+def _isolated(config_toml: str, job: ShapeJob, name: str, workdir: str, targets: list[Any]) -> list[Row]:
+    """`_component` in a fresh process: an engine's GPU memory and processes go with it (a run
+    loads each role in a process of its own too), and a crash is one failed row, not the job."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        rows: list[Row] = pool.submit(_component_from_text, config_toml, job, name, workdir, targets).result()
+    return rows
+
+
+def _component_from_text(config_toml: str, job: ShapeJob, name: str, workdir: str, targets: list[Any]) -> list[Row]:
+    from sgsbatch.config.loading import from_toml_text
+
+    return _component(from_toml_text(config_toml, "canary"), job, name, Path(workdir), targets)
 
 
 def _component(cfg: Config, job: ShapeJob, name: str, workdir: Path, targets: list[Any]) -> list[Row]:
@@ -83,7 +101,10 @@ def run_job(config_toml: str, job: ShapeJob, workdir: str) -> list[dict[str, Any
             continue
         t0 = time.perf_counter()
         try:
-            got = _component(cfg, job, name, work, targets)
+            if name.startswith("generation:") or name == "guide":  # engines: one process each
+                got = _isolated(config_toml, job, name, workdir, targets)
+            else:
+                got = _component(cfg, job, name, work, targets)
         except Exception as e:  # one broken component must not hide the others' results
             got = [failed(name, "runs", e, FIXES.get(name, name))]
         print(f"canary {job.name}: {name} done in {time.perf_counter() - t0:.1f} s", flush=True)
