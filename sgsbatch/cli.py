@@ -364,7 +364,7 @@ def rebuild(run: str, runs_dir: str, force: bool, restore_config: bool) -> None:
 
 
 @main.command()
-@click.argument("input_path", metavar="INPUT.jsonl", type=click.Path(path_type=Path))
+@click.argument("input_path", metavar="INPUT.jsonl", type=click.Path(path_type=Path, allow_dash=True))
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Verdicts JSONL (appended to; ids already there are skipped).")
 @click.option("--config", "config", type=click.Path(path_type=Path), default=None,
@@ -377,15 +377,18 @@ def rebuild(run: str, runs_dir: str, force: bool, restore_config: bool) -> None:
 @_clean_errors
 def verify(input_path: Path, out_path: Path, config: Path | None, overrides: tuple[str, ...], processes: int,
            quiet: bool) -> None:
-    """Check INPUT.jsonl ({id, header, theorem, proof} or {id, code} rows) and write one verdict per row.
+    """Check INPUT.jsonl ({id, header, theorem, proof} or {id, code} rows; `-`: stdin) and write one verdict per row.
 
     Verdict rows: {id, verdict, reason, messages, time_s}; verdict is verified, failed, timeout
     or error. The same verifier as the verify phase: static checks, then a pool of Lean REPLs.
+    A malformed row gets an error verdict; an input of which no row can be read is refused.
+    `statement` reads as `theorem`, so `sgsbatch proofs RUN --json` rows are input rows.
 
     \b
     Example:
         sgsbatch verify proofs.jsonl --out verdicts.jsonl --processes 8
         sgsbatch verify proofs.jsonl --out v.jsonl --config jobs/sgs.toml --set verification.timeout_s=60
+        sgsbatch proofs sgs --json | sgsbatch verify - --out recheck.jsonl   # re-check a run's proofs
     """
     from sgsbatch.config.loading import apply_overrides, build, load_config
     from sgsbatch.config.schema import Config, semantic_errors
