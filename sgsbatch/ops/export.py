@@ -22,7 +22,6 @@ Not covered: the failed attempts (they stay in the state database).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -99,9 +98,9 @@ def front_matter(name: str, sizes: dict[str, tuple[int, int, int]]) -> str:
         infos.append({"config_name": config, "features": [{"name": k, "dtype": t} for k, t in FEATURES[config].items()],
                       "splits": [{"name": SPLIT, "num_bytes": nbytes, "num_examples": rows}],
                       "download_size": parquet, "dataset_size": nbytes})
+    extra: dict[str, Any] = {"configs": configs, "dataset_info": infos} if configs else {}
     data = DatasetCardData(pretty_name=f"sgsbatch run {name}: proofs and conjectures",
-                           tags=["sgsbatch", "lean4", "theorem-proving"],
-                           **({"configs": configs, "dataset_info": infos} if configs else {}))
+                           tags=["sgsbatch", "lean4", "theorem-proving"], **extra)
     return f"---\n{data.to_yaml()}\n---\n"
 
 
@@ -117,7 +116,7 @@ def dataset_card(h: RunHandle, rows: dict[str, list[dict[str, Any]]]) -> str:
                   "proofs were not checked by Lean.", ""]
     lines += [
         "Self-Guided Self-Play (arXiv 2604.20209) run by sgsbatch. Configs (one `train` split each; "
-        f"`datasets.load_dataset(REPO, \"proofs\")`):", "",
+        "`datasets.load_dataset(REPO, \"proofs\")`):", "",
         f"- `proofs`: {len(rows['proofs'])} stored proofs of "
         f"{len({p['problem_id'] for p in rows['proofs']})} problems (targets and conjectures); each row "
         "(`id`, `header`, `statement`, `proof`) is an input row of `sgsbatch verify`",
@@ -209,7 +208,7 @@ def push_to_hub(out: Path, repo: str) -> None:
     for config in declared:
         with tempfile.TemporaryDirectory(prefix="sgsbatch-export-") as cache:  # no copy left in the HF cache
             ds = Dataset.from_parquet(str(out / data_file(config)), cache_dir=cache)
-            ds.push_to_hub(repo, config_name=config, split=SPLIT, data_dir=config, token=token)  # type: ignore[union-attr]
+            ds.push_to_hub(repo, config_name=config, split=SPLIT, data_dir=config, token=token)
     from huggingface_hub import HfApi
 
     # last: push_to_hub writes a card of its own; ours declares the same configs and data files

@@ -92,8 +92,7 @@ def parse_row(line: str | bytes, number: int) -> tuple[str, ProofJob | str]:
         except ValueError as e:
             return rid, str(e)
         return rid, ProofJob(rid, header, theorem, proof)
-    theorem = row.get("theorem", row.get("statement"))
-    fields = [row.get("header"), theorem, row.get("proof")]
+    fields = [row.get("header"), row.get("theorem", row.get("statement")), row.get("proof")]
     if not all(isinstance(f, str) for f in fields):
         return rid, "needs string fields `header`, `theorem` (or `statement`), `proof` (or one string `code`)"
     header, theorem, proof = (str(f) for f in fields)
