@@ -104,6 +104,9 @@ def test_conjecture_lineage_is_one_query_away(runs: Path) -> None:
             assert sum(weights) / len(weights) == pytest.approx(prepared["conjecturer"]["reward_mean"])
     one = rows[0]["target_id"]
     assert {x["target_id"] for x in _cli(runs, "--conjectures", "--target", one)} == {one}
+    failed = [x for x in rows if x["guide"] is not None and not x["guide"]["parsed"]]
+    text = sgsbatch("proofs", NAME, "--runs-dir", str(runs), "--conjectures").stdout
+    assert failed and f"guide review failed to parse ({failed[0]['guide']['reason']}): stand-in score" in text
 
 
 def _weights_by_round(rows: list[dict[str, Any]]) -> dict[int, dict[str, float]]:
