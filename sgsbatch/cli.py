@@ -364,7 +364,7 @@ def rebuild(run: str, runs_dir: str, force: bool, restore_config: bool) -> None:
 
 
 @main.command()
-@click.argument("input_path", metavar="INPUT.jsonl", type=click.Path(path_type=Path))
+@click.argument("input_path", metavar="INPUT.jsonl", type=click.Path(path_type=Path, allow_dash=True))
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Verdicts JSONL (appended to; ids already there are skipped).")
 @click.option("--config", "config", type=click.Path(path_type=Path), default=None,
@@ -377,15 +377,18 @@ def rebuild(run: str, runs_dir: str, force: bool, restore_config: bool) -> None:
 @_clean_errors
 def verify(input_path: Path, out_path: Path, config: Path | None, overrides: tuple[str, ...], processes: int,
            quiet: bool) -> None:
-    """Check INPUT.jsonl ({id, header, theorem, proof} or {id, code} rows) and write one verdict per row.
+    """Check INPUT.jsonl ({id, header, theorem, proof} or {id, code} rows; `-`: stdin) and write one verdict per row.
 
     Verdict rows: {id, verdict, reason, messages, time_s}; verdict is verified, failed, timeout
     or error. The same verifier as the verify phase: static checks, then a pool of Lean REPLs.
+    A malformed row gets an error verdict; an input of which no row can be read is refused.
+    `statement` reads as `theorem`, so `sgsbatch proofs RUN --json` rows are input rows.
 
     \b
     Example:
         sgsbatch verify proofs.jsonl --out verdicts.jsonl --processes 8
         sgsbatch verify proofs.jsonl --out v.jsonl --config jobs/sgs.toml --set verification.timeout_s=60
+        sgsbatch proofs sgs --json | sgsbatch verify - --out recheck.jsonl   # re-check a run's proofs
     """
     from sgsbatch.config.loading import apply_overrides, build, load_config
     from sgsbatch.config.schema import Config, semantic_errors
@@ -617,7 +620,9 @@ def logs(run: str, runs_dir: str, round_: int | None, phase: str | None, shard: 
 @click.option("--conjectures", is_flag=True,
               help="List conjectures with their lineage instead: target, round, Guide sub-scores, solve rate, "
                    "first proof, Conjecturer training weight.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON lines, one object per proof or conjecture.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON lines, one object per proof or conjecture; a proof's row is an input row of "
+                   "`sgsbatch verify` (id, header, statement, proof).")
 @_clean_errors
 def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conjectures: bool, as_json: bool) -> None:
     """Print RUN's found proofs (the solved store) with their statements, or its conjectures' lineage.
@@ -627,6 +632,7 @@ def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conj
         sgsbatch proofs sgs --target mathd_algebra_10
         sgsbatch proofs sgs --round 3 --json
         sgsbatch proofs sgs --conjectures --target mathd_algebra_10   # its conjectures: scores, rate, weight
+        sgsbatch proofs sgs --json | sgsbatch verify - --out recheck.jsonl   # re-check every stored proof
     """
     from sgsbatch.ops.proofs import conjecture_lineage, found_proofs
     from sgsbatch.run.handle import open_run
@@ -646,6 +652,8 @@ def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conj
         if conjectures:
             g = row["guide"]
             scores = ("guide: not reviewed" if g is None else
+                      f"guide review failed to parse ({g['reason']}): stand-in score {g['score']:.3f}"
+                      if not g["parsed"] else
                       f"guide {g['score']:.3f} (relevance {g['relevance']:.2f}, redundant {g['redundant']:.2f}, "
                       f"complexity {g['complexity']:.2f})")
             rate = "not attempted" if row["solve_rate"] is None else f"{row['verified']}/{row['attempts']} verified"
@@ -666,25 +674,29 @@ def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conj
 @click.argument("run")
 @runs_dir_option
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Directory for the dataset (datasets.save_to_disk) and its card, README.md.")
+              help="Directory for the dataset (one Parquet file per config) and its card, README.md.")
 @click.option("--force", is_flag=True, help="Replace a non-empty --out.")
 @click.option("--push-to-hub", "repo", default=None, metavar="REPO",
-              help="Also upload it to this Hugging Face dataset repo (needs HF_TOKEN or `huggingface-cli login`).")
+              help="Also upload it to this Hugging Face dataset repo, config by config, then the card "
+                   "(needs HF_TOKEN or `huggingface-cli login`).")
 @_clean_errors
 def export(run: str, runs_dir: str, out_dir: Path, force: bool, repo: str | None) -> None:
     """Write RUN's solved store and every unique conjecture (lineage, proof) as a Hugging Face dataset.
+
+    Two configs, `proofs` and `conjectures` (one `train` split each), in the layout of a Hub
+    dataset repository, with a card (README.md) whose YAML front matter declares them.
 
     \b
     Examples:
         sgsbatch export sgs --out sgs-proofs
         sgsbatch export sgs --out sgs-proofs --push-to-hub me/sgs-proofs
-        python -c "import datasets; print(datasets.load_from_disk('sgs-proofs'))"
+        python -c "import datasets; print(datasets.load_dataset('sgs-proofs', 'conjectures'))"
     """
     from sgsbatch.ops.export import export_run, push_to_hub
     from sgsbatch.run.handle import open_run
 
     counts = export_run(open_run(runs_dir, run, readonly=True), out_dir, force=force)
-    click.echo(f"wrote {out_dir}: " + ", ".join(f"{n} {split}" for split, n in counts.items()))
+    click.echo(f"wrote {out_dir}: " + ", ".join(f"{n} {config}" for config, n in counts.items()))
     if repo is not None:
         push_to_hub(out_dir, repo)
         click.echo(f"pushed to https://huggingface.co/datasets/{repo}")

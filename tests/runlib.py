@@ -15,10 +15,10 @@ TINY = REPO / "jobs" / "tiny.toml"
 
 
 def sgsbatch(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-             timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+             timeout: float = 1800, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     full_env = dict(os.environ if env is None else env)
     return subprocess.run([sys.executable, "-m", "sgsbatch.cli", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd, timeout=timeout)
+                          env=full_env, cwd=cwd, timeout=timeout, input=stdin)
 
 
 def launch_args(runs_dir: Path, name: str, *overrides: str) -> list[str]:

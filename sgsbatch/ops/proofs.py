@@ -1,8 +1,11 @@
 """Found proofs and conjecture lineage, read from a run's state database (read-only).
 
 `found_proofs`: the solved store (every stored proof: target or conjecture, round, sample, slot)
-with the problem's statement. `conjecture_lineage`: every well-formed, unique conjecture with its
-target, round, statement, Guide sub-scores, the Solver's verified/attempted count and solve rate,
+with the problem's header and statement, each row also a `sgsbatch verify` input row (id, header,
+statement, proof). `conjecture_lineage`: every well-formed, unique conjecture with its target,
+round, statement, Guide review (whether its reply parsed, the failure's reason code, the
+sub-scores and combined score: a failed review's are the stand-ins review.py's `fill_failed` gave
+it), the Solver's verified/attempted count and solve rate,
 its first verified proof, and its Conjecturer training weight that round (the reward the train job
 gave it, read from the `conjecturer_rewards.json` its `prepare` wrote; for runs prepared before
 that file existed, recomputed from the round's shard files with round/examples.py, the one place it
@@ -23,13 +26,19 @@ from sgsbatch.run.handle import RunHandle
 from sgsbatch.state.schema import Attempt, Conjecture, ProblemRow, ReviewRow, StoredProof
 
 
-def _statements(h: RunHandle, ids: set[str]) -> dict[str, str]:
+def _problems(h: RunHandle, ids: set[str]) -> dict[str, tuple[str, str]]:
+    """(header, theorem) of each problem id the run recorded."""
     if not ids:
         return {}
     with h.db.read() as s:
-        rows = s.exec(select(ProblemRow.problem_id, ProblemRow.theorem).where(
+        rows = s.exec(select(ProblemRow.problem_id, ProblemRow.header, ProblemRow.theorem).where(
             ProblemRow.run_id == h.run_id, ProblemRow.problem_id.in_(sorted(ids)))).all()  # type: ignore[attr-defined]
-    return {pid: thm for pid, thm in rows}
+    return {pid: (header, thm) for pid, header, thm in rows}
+
+
+def proof_id(problem_id: str, slot: int) -> str:
+    """A stored proof's id in `proofs --json`, the export and `sgsbatch verify`'s input: unique per run."""
+    return f"{problem_id}#{slot}"
 
 
 def _check_round(h: RunHandle, round_: int | None) -> None:
@@ -38,7 +47,10 @@ def _check_round(h: RunHandle, round_: int | None) -> None:
 
 
 def found_proofs(h: RunHandle, target: str | None = None, round_: int | None = None) -> list[dict[str, Any]]:
-    """The stored proofs, oldest round first; `target` (a problem id, target or conjecture) and `round_` filter."""
+    """The stored proofs, oldest round first; `target` (a problem id, target or conjecture) and `round_` filter.
+
+    Each row is also a row `sgsbatch verify` reads: `id` (`proof_id`), `header`, `statement` (read
+    as its `theorem`) and `proof`; header and statement are None where the problem was not recorded."""
     _check_round(h, round_)
     with h.db.read() as s:
         q = select(StoredProof).where(StoredProof.run_id == h.run_id)
@@ -47,11 +59,12 @@ def found_proofs(h: RunHandle, target: str | None = None, round_: int | None = N
         if round_ is not None:
             q = q.where(StoredProof.round == round_)
         rows = s.exec(q.order_by(StoredProof.round, StoredProof.problem_id, StoredProof.slot)).all()  # type: ignore[arg-type]
-        out: list[dict[str, Any]] = [{"problem_id": p.problem_id, "round": p.round, "sample": p.sample,
-                                      "slot": p.slot, "proof": p.proof} for p in rows]
-    statements = _statements(h, {str(r["problem_id"]) for r in out})
+        out: list[dict[str, Any]] = [{"id": proof_id(p.problem_id, p.slot), "problem_id": p.problem_id,
+                                      "round": p.round, "sample": p.sample, "slot": p.slot, "proof": p.proof}
+                                     for p in rows]
+    problems = _problems(h, {str(r["problem_id"]) for r in out})
     for r in out:
-        r["statement"] = statements.get(str(r["problem_id"]))
+        r["header"], r["statement"] = problems.get(str(r["problem_id"]), (None, None))
     return out
 
 
@@ -117,7 +130,7 @@ def conjecture_lineage(h: RunHandle, target: str | None = None, round_: int | No
         verified, attempts = counts.get(str(cid), [0, 0])
         out.append({
             "conjecture_id": cid, "target_id": tgt, "round": r, "statement": statement,
-            "guide": None if rv is None else {"parsed": rv.parsed, "relevance": rv.relevance,
+            "guide": None if rv is None else {"parsed": rv.parsed, "reason": rv.reason, "relevance": rv.relevance,
                                               "redundant": rv.redundant, "complexity": rv.complexity,
                                               "score": rv.score},
             "verified": verified, "attempts": attempts, "solve_rate": verified / attempts if attempts else None,

@@ -1,13 +1,18 @@
 """`sgsbatch verify`: check a JSONL of proofs with the configured verifier, write a JSONL of verdicts.
 
 Input rows: `{"id", "header", "theorem", "proof"}` (Lean sees header + theorem + proof, as in
-the verify phase) or `{"id", "code"}` (a whole file: leading `import`/`open`/`set_option`/comment
-lines are the header, the text up to the first `:= by` the statement, the rest the proof). A
-malformed row gets an `error` verdict with the reason `malformed_row` and never stops the file:
+the verify phase; `statement` is read as `theorem` where `theorem` is absent, so the rows of
+`sgsbatch proofs RUN --json` and of the export's `proofs` config are input rows as they are) or
+`{"id", "code"}` (a whole file: leading `import`/`open`/`set_option`/comment lines are the header,
+the text up to the first `:= by` the statement, the rest the proof). The input is a file or `-`,
+standard input. A malformed row gets an `error` verdict with the reason `malformed_row` and never
+stops the file:
 rows are split on `\n` only (a raw U+2028 inside a JSON string stays in its row), each line is
 decoded on its own (invalid UTF-8 makes that row `line-N` malformed, not the file unreadable), and
 a string holding a lone surrogate (`"\ud800"`, which no UTF-8 file can hold) makes its row
-malformed; its verdict row is written as `line-N`, so a resume skips it too.
+malformed; its verdict row is written as `line-N`, so a resume skips it too. An input with rows
+of which none could be read is refused before anything is written (ValueError naming the input
+and the first row's reason): it is the wrong file, not a file of bad proofs.
 Output rows: `{"id", "verdict", "reason", "messages", "time_s"}`, appended and flushed one by
 one, so an interrupted run resumes: ids already in the output are skipped, a torn last line is cut
 first, and a complete line that is not a verdict row (or `--out` naming the input) is refused
@@ -87,9 +92,9 @@ def parse_row(line: str | bytes, number: int) -> tuple[str, ProofJob | str]:
         except ValueError as e:
             return rid, str(e)
         return rid, ProofJob(rid, header, theorem, proof)
-    fields = [row.get(k) for k in ("header", "theorem", "proof")]
+    fields = [row.get("header"), row.get("theorem", row.get("statement")), row.get("proof")]
     if not all(isinstance(f, str) for f in fields):
-        return rid, "needs string fields `header`, `theorem`, `proof` (or one string `code`)"
+        return rid, "needs string fields `header`, `theorem` (or `statement`), `proof` (or one string `code`)"
     header, theorem, proof = (str(f) for f in fields)
     return rid, ProofJob(rid, header, theorem, proof)
 
@@ -123,21 +128,42 @@ def _write(out: IO[str], rid: str, verdict: Verdict, secs: float) -> None:
     out.flush()
 
 
-def verify_file(input_path: Path, out_path: Path, cfg: Config, progress: bool, processes: int = 1) -> dict[str, int]:
-    """Check every row of `input_path` not yet in `out_path`; returns counts per verdict."""
+STDIN = Path("-")
+
+
+def _read_input(input_path: Path, out_path: Path) -> bytes:
+    """The input's bytes: standard input for `-`; ValueError for a missing file or one that is `--out`."""
+    if input_path == STDIN:
+        return sys.stdin.buffer.read()
     if not input_path.is_file():
         raise ValueError(f"no such input file: {input_path}")
     if out_path.resolve() == input_path.resolve():
         raise ValueError(f"--out {out_path} is the input file; write the verdicts to another file")
+    try:
+        return input_path.read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read {input_path}: {e.strerror or e}") from None
+
+
+def verify_file(input_path: Path, out_path: Path, cfg: Config, progress: bool, processes: int = 1) -> dict[str, int]:
+    """Check every row of `input_path` (`-`: standard input) not yet in `out_path`; returns counts per verdict."""
+    data = _read_input(input_path, out_path)
     done, keep = done_ids(out_path)
     jobs: list[ProofJob] = []
     bad: list[tuple[str, str]] = []
     seen: set[str] = set()
-    for number, line in enumerate(input_path.read_bytes().split(b"\n"), start=1):
+    rows = readable = 0
+    first_reason = ""
+    for number, line in enumerate(data.split(b"\n"), start=1):
         line = line.removesuffix(b"\r")
         if not line.strip():
             continue
         rid, parsed = parse_row(line, number)
+        rows += 1
+        if isinstance(parsed, str):
+            first_reason = first_reason or f"line {number}: {parsed}"
+        else:
+            readable += 1
         if rid in done:
             continue
         if rid in seen:
@@ -148,6 +174,12 @@ def verify_file(input_path: Path, out_path: Path, cfg: Config, progress: bool, p
             bad.append((rid, parsed))
         else:
             jobs.append(parsed)
+    if rows and not readable:
+        name = "standard input" if input_path == STDIN else str(input_path)
+        lines = f"{rows} non-empty line" + ("s" if rows != 1 else "")
+        raise ValueError(f"{name}: no row could be read ({lines}; {first_reason}); each row must be a JSON "
+                         "object {id, header, theorem, proof} (`statement` for `theorem` also reads, as "
+                         "`sgsbatch proofs RUN --json` writes it) or {id, code}; nothing was written")
     counts: dict[str, int] = {}
     total, finished, t0 = len(jobs) + len(bad), 0, time.monotonic()
     verifier = make_verifier(cfg, processes=processes) if jobs else None  # a missing REPL: nothing written

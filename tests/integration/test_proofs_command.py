@@ -1,13 +1,16 @@
 """`sgsbatch proofs`: found proofs and conjecture lineage equal what the run recorded.
 
 The run: a 2-round local rehearsal of jobs/sgs.toml (SIMULATED generation, verifier and trainer,
-24 D_3k targets), so that proofs, conjectures, Guide reviews and Conjecturer training exist.
-Compared against the database read with sqlite3 and the train job's own `prepared.json`.
+24 D_3k targets), so that proofs, conjectures, Guide reviews (half of the replies malformed, so
+that failed reviews exist) and Conjecturer training exist.
+Compared against the database read with sqlite3 and the train job's own `prepared.json`; the
+export loaded back with `datasets.load_dataset` per config, and `proofs --json` piped to `verify -`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -33,7 +36,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # prepared before conjecturer_rewards.json existed, has shard files to read; the test compacts a round itself
     for o in (f"run.runs_dir={runs}", "run.executor=local", "run.rounds=2", f"data.source={D3K}", "data.limit=24",
               "run.poll_interval_s=1", "records.keep_sample_tokens=true",
-              "shards.conjecture=2", "shards.solve=2", "shards.guide=1", "shards.verify=0"):  # a small shape: proofs and lineage do not depend on it
+              "generation.simulated_malformed_guide=0.5",  # failed Guide reviews for the export to flag
+              "shards.conjecture=2", "shards.solve=2", "shards.guide=1", "shards.verify=0"):  # proofs and lineage do not depend on the shape
         args += ["--set", o]
     proc = sgsbatch(*args, "--wait")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -62,6 +66,9 @@ def test_found_proofs_are_the_solved_store_with_statements(runs: Path) -> None:
     assert stored, "the rehearsal stored no proof"
     assert sorted((r["problem_id"], r["round"], r["sample"], r["slot"], r["proof"], r["statement"]) for r in rows) \
         == sorted(stored)
+    headers = dict(_db(runs, "select problem_id, header from problems"))
+    assert all(r["header"] == headers[r["problem_id"]] and r["id"] == f"{r['problem_id']}#{r['slot']}" for r in rows)
+    assert len({r["id"] for r in rows}) == len(rows)
     one = rows[0]["problem_id"]
     assert {r["problem_id"] for r in _cli(runs, "--target", one)} == {one}
     assert all(r["round"] == 1 for r in _cli(runs, "--round", "1"))
@@ -76,8 +83,8 @@ def test_conjecture_lineage_is_one_query_away(runs: Path) -> None:
     conj = {cid: (tgt, r, st) for cid, tgt, r, st in _db(
         runs, "select conjecture_id, target_id, round, statement from conjectures where status = 'ok'")}
     assert rows and {r["conjecture_id"] for r in rows} == set(conj)
-    reviews = {cid: (rel, red, cx, sc) for cid, rel, red, cx, sc in _db(
-        runs, "select conjecture_id, relevance, redundant, complexity, score from reviews")}
+    reviews = {cid: (bool(ok), why, rel, red, cx, sc) for cid, ok, why, rel, red, cx, sc in _db(
+        runs, "select conjecture_id, parsed, reason, relevance, redundant, complexity, score from reviews")}
     counts = {pid: (v, n) for pid, v, n in _db(
         runs, "select problem_id, sum(verdict = 'verified'), count(*) from attempts group by problem_id")}
     for row in rows:
@@ -85,7 +92,7 @@ def test_conjecture_lineage_is_one_query_away(runs: Path) -> None:
         assert (row["target_id"], row["round"], row["statement"]) == conj[cid]
         if cid in reviews:
             g = row["guide"]
-            assert (g["relevance"], g["redundant"], g["complexity"], g["score"]) == reviews[cid]
+            assert (g["parsed"], g["reason"], g["relevance"], g["redundant"], g["complexity"], g["score"]) == reviews[cid]
         else:
             assert row["guide"] is None
         assert (row["verified"], row["attempts"]) == counts.get(cid, (0, 0))
@@ -98,6 +105,9 @@ def test_conjecture_lineage_is_one_query_away(runs: Path) -> None:
             assert sum(weights) / len(weights) == pytest.approx(prepared["conjecturer"]["reward_mean"])
     one = rows[0]["target_id"]
     assert {x["target_id"] for x in _cli(runs, "--conjectures", "--target", one)} == {one}
+    failed = [x for x in rows if x["guide"] is not None and not x["guide"]["parsed"]]
+    text = sgsbatch("proofs", NAME, "--runs-dir", str(runs), "--conjectures").stdout
+    assert failed and f"guide review failed to parse ({failed[0]['guide']['reason']}): stand-in score" in text
 
 
 def _weights_by_round(rows: list[dict[str, Any]]) -> dict[int, dict[str, float]]:
@@ -159,33 +169,48 @@ def test_bad_input_is_a_clean_message(runs: Path) -> None:
     assert proc.returncode == 0 and "no proofs for no_such_problem" in proc.stderr
 
 
-def test_export_round_trips_through_load_from_disk(runs: Path, tmp_path: Path) -> None:
+def test_export_loads_each_config_with_load_dataset(runs: Path, tmp_path: Path) -> None:
+    """The export is a Hub dataset repository on disk: `load_dataset(DIR, config)` loads each config
+    (offline), with the rows `proofs --json` prints and a failed Guide review flagged with its reason."""
     import datasets
 
-    out = tmp_path / "ds"
-    proc = sgsbatch("export", NAME, "--runs-dir", str(runs), "--out", str(out))
+    out, cache = tmp_path / "ds", str(tmp_path / "cache")
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    proc = sgsbatch("export", NAME, "--runs-dir", str(runs), "--out", str(out), env=env)
     assert proc.returncode == 0, proc.stderr
-    dd = datasets.load_from_disk(str(out))
-    assert isinstance(dd, datasets.DatasetDict)
     proofs, conj = _cli(runs), _cli(runs, "--conjectures")
-    got = sorted((r["problem_id"], r["round"], r["sample"], r["slot"], r["proof"], r["statement"]) for r in dd["proofs"])
-    assert got == sorted((r["problem_id"], r["round"], r["sample"], r["slot"], r["proof"], r["statement"] or "")
-                         for r in proofs)
+    assert f"{len(proofs)} proofs, {len(conj)} conjectures" in proc.stdout
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\n") and "- config_name: proofs" in card and "- config_name: conjectures" in card
+    got = datasets.load_dataset(str(out), "proofs", cache_dir=cache)["train"]
+    cols = ("id", "problem_id", "round", "sample", "slot", "header", "proof", "statement")
+    assert sorted(tuple(r[k] for k in cols) for r in got) == sorted(tuple(p[k] or "" if k in ("header", "statement")
+                                                                          else p[k] for k in cols) for p in proofs)
     conj_ids = {c["conjecture_id"] for c in conj}
-    assert all(r["is_conjecture"] == (r["problem_id"] in conj_ids) for r in dd["proofs"])
+    assert all(r["is_conjecture"] == (r["problem_id"] in conj_ids) for r in got)
     by_id = {c["conjecture_id"]: c for c in conj}
-    assert {r["conjecture_id"] for r in dd["conjectures"]} == set(by_id)
-    for r in dd["conjectures"]:
+    got = datasets.load_dataset(str(out), "conjectures", cache_dir=cache)["train"]
+    assert sorted(r["conjecture_id"] for r in got) == sorted(by_id)
+    failed = 0
+    for r in got:
         c = by_id[r["conjecture_id"]]
+        g = c["guide"]
         assert (r["target_id"], r["round"], r["verified"], r["attempts"]) == (c["target_id"], c["round"],
                                                                               c["verified"], c["attempts"])
-        if c["guide"] is not None:
-            assert r["guide_score"] == c["guide"]["score"]
+        assert r["reviewed"] == (g is not None) and r["guide_parsed"] == (g is not None and g["parsed"])
+        if g is not None:
+            assert r["guide_score"] == g["score"]
+            if g["parsed"]:
+                assert (r["guide_relevance"], r["guide_failure"]) == (g["relevance"], "")
+            else:  # not a silent 0.0: flagged, with the parse failure's reason; sub-scores NaN
+                failed += 1
+                assert r["guide_failure"] == g["reason"] and r["guide_failure"]
+                assert r["guide_relevance"] != r["guide_relevance"]
         assert (r["training_weight"] == c["training_weight"]) or (c["training_weight"] is None
                                                                    and r["training_weight"] != r["training_weight"])
-    card = (out / "README.md").read_text()
+    assert failed and failed == len(_db(runs, "select 1 from reviews where not parsed"))
     assert "SIMULATED" in card and f"{len(proofs)} stored proofs" in card and "Cumulative solve rate" in card
-    assert "[run]" in card  # the frozen config
+    assert f"{failed} Guide reviews failed to parse" in card and "[run]" in card  # the frozen config
     again = sgsbatch("export", NAME, "--runs-dir", str(runs), "--out", str(out))
     assert again.returncode != 0 and "--force" in again.stderr and "Traceback" not in again.stderr
     forced = sgsbatch("export", NAME, "--runs-dir", str(runs), "--out", str(out), "--force")
@@ -198,9 +223,26 @@ def test_export_round_trips_through_load_from_disk(runs: Path, tmp_path: Path) -
     assert (other / "precious.txt").read_text() == "x"  # --force never deletes a directory that is not an export
 
 
-def test_push_to_hub_without_a_token_is_refused_after_the_local_copy(runs: Path, tmp_path: Path) -> None:
-    import os
+def test_proofs_json_piped_to_verify_rechecks_every_proof(runs: Path, tmp_path: Path) -> None:
+    """`sgsbatch proofs RUN --json | sgsbatch verify - --out OUT`: every stored proof is re-checked
+    under its id (here by the simulated verifier the rehearsal used: no Lean in this tier)."""
+    rows = _cli(runs)
+    out = tmp_path / "recheck.jsonl"
+    proc = sgsbatch("verify", "-", "--out", str(out), "--set", "verification.backend=simulated", "--quiet",
+                    stdin="".join(json.dumps(r) + "\n" for r in rows))
+    assert proc.returncode == 0, proc.stderr
+    verdicts = {v["id"]: v for v in map(json.loads, out.read_text().splitlines())}
+    assert set(verdicts) == {r["id"] for r in rows}
+    assert {v["verdict"] for v in verdicts.values()} == {"verified"}, [v for v in verdicts.values()
+                                                                        if v["verdict"] != "verified"][:3]
+    conj = [dict(c, id=c["conjecture_id"]) for c in _cli(runs, "--conjectures")]  # lineage rows have no header
+    bad = sgsbatch("verify", "-", "--out", str(tmp_path / "bad.jsonl"), "--set", "verification.backend=simulated",
+                   stdin="".join(json.dumps(c) + "\n" for c in conj))
+    assert bad.returncode == 2 and "standard input: no row could be read" in bad.stderr
+    assert not (tmp_path / "bad.jsonl").exists()
 
+
+def test_push_to_hub_without_a_token_is_refused_after_the_local_copy(runs: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
     env["HF_HOME"] = str(tmp_path / "hf")  # no stored login
     out = tmp_path / "ds"

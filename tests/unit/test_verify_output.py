@@ -74,3 +74,37 @@ def test_watch_intervals_below_zero_are_refused(tmp_path: Path) -> None:
     for args in (["status", "--watch", "--interval", "-1"], ["watch", "x", "--interval", "-1"]):
         res = CliRunner().invoke(main, [*args, "--runs-dir", str(tmp_path)])
         assert res.exit_code == 2 and "--interval" in res.stderr
+
+
+def test_an_input_of_no_readable_row_is_refused_naming_it(tmp_path: Path) -> None:
+    inp, out = tmp_path / "bad.jsonl", tmp_path / "out.jsonl"
+    inp.write_text('not json\n{"id": "a", "proof": "x"}\n\n')
+    res = _verify(str(inp), "--out", str(out), *SIM)
+    assert res.exit_code == 2 and f"{inp}: no row could be read (2 non-empty lines; line 1: not JSON" in res.stderr
+    assert not out.exists()  # nothing written
+
+
+def test_malformed_rows_beside_good_ones_are_recorded(tmp_path: Path) -> None:
+    inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    inp.write_text(json.dumps(ROWS[0]) + "\nnot json\n" + json.dumps({"id": "c", "header": ""}) + "\n")
+    res = _verify(str(inp), "--out", str(out), *SIM)
+    assert res.exit_code == 0, res.output
+    rows = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert set(rows) == {"a", "line-2", "c"}
+    assert rows["line-2"]["reason"] == rows["c"]["reason"] == "malformed_row"
+
+
+def test_stdin_and_proofs_json_rows(tmp_path: Path) -> None:
+    """`-` reads standard input; a row of `sgsbatch proofs --json` (`statement` for `theorem`, extra
+    fields) is an input row."""
+    out = tmp_path / "out.jsonl"
+    row = {"id": "t0#0", "problem_id": "t0", "round": 0, "sample": 1, "slot": 0, "header": "",
+           "statement": "theorem t0 : True := by", "proof": "trivial"}
+    res = CliRunner().invoke(main, ["verify", "-", "--out", str(out), *SIM],
+                             input=json.dumps(row) + "\n" + json.dumps(ROWS[1]) + "\n")
+    assert res.exit_code == 0, res.output
+    assert [r["id"] for r in map(json.loads, out.read_text().splitlines())] == ["t0#0", "b"]
+    res = CliRunner().invoke(main, ["verify", "-", "--out", str(tmp_path / "o2.jsonl"), *SIM], input="garbage\n")
+    assert res.exit_code == 2 and "standard input: no row could be read" in res.stderr
+    res = CliRunner().invoke(main, ["verify", "-", "--out", str(tmp_path / "o3.jsonl"), *SIM], input="")
+    assert res.exit_code == 0 and "nothing to check" in res.output
