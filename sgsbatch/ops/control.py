@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.config.loading import load_config
+from sgsbatch.config.loading import Origins, load_config, origin_of, runs_dir_layer
 from sgsbatch.config.schema import Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
 from sgsbatch.ops.status import RunStatus, run_status
@@ -29,6 +29,7 @@ from sgsbatch.round.lifecycle import first_unfinished_round, prepare_round
 from sgsbatch.round.metrics import ALERT_KINDS, alert, write_live_alerts
 from sgsbatch.run.handle import RunHandle, create_run, new_run_paths
 from sgsbatch.run.lock import LockHeld, OwnerLock, describe
+from sgsbatch.run.paths import run_paths
 from sgsbatch.run.shards import Shard, unfinished
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.state.schema import RunState
@@ -43,10 +44,13 @@ class Plan:
     targets: int
     rejected: list[str]
     checked: list[str] = field(default_factory=list)  # what the pre-flight checked and found in order
+    runs_dir_from: str = ""  # where run.runs_dir came from (a file, --runs-dir, $SGSBATCH_RUNS_DIR, ...)
 
     def describe(self) -> str:
         c = self.cfg
         lines = [f"run {c.run.name}: {c.run.rounds} rounds, executor {self.executor}, seed {c.run.seed}",
+                 f"run directory: {run_paths(c.run.runs_dir, c.run.name).root} (runs_dir from "
+                 f"{self.runs_dir_from or 'the default, ./runs'})",
                  f"targets: {self.targets if self.targets >= 0 else 'loaded at launch'} from {c.data.source}"]
         if self.rejected:
             lines.append(f"rejected data rows: {len(self.rejected)} (" + "; ".join(self.rejected[:5]) + ")")
@@ -98,15 +102,28 @@ def _load_targets(cfg: Config, config_path: Path) -> tuple[list[Any], list[str]]
     return list(loaded.targets), [f"{x.id_or_line}: {x.reason}" for x in loaded.rejected]
 
 
+def load_for_command(config_path: Path, overrides: Sequence[str], site: Path | None = None,
+                     runs_dir: str | None = None, origins: Origins | None = None) -> Config:
+    """The config a command that reads a jobs file (launch, canary, preflight) works with: the jobs
+    file, the site file, --set, and the runs directory by the rule of every command (`runs_dir_layer`:
+    --runs-dir > $SGSBATCH_RUNS_DIR > run.runs_dir > ./runs)."""
+    return load_config(config_path, overrides, site=site, runs_dir=runs_dir_layer(runs_dir, overrides),
+                       origins=origins)
+
+
 def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
-         load_remote: bool = False, rehearse: bool = False) -> tuple[Plan, list[Any]]:
-    """Validate a launch. Targets from a hub id are loaded only with `load_remote` (not in a dry run)."""
+         load_remote: bool = False, rehearse: bool = False, site: Path | None = None,
+         runs_dir: str | None = None) -> tuple[Plan, list[Any]]:
+    """Validate a launch. Targets from a hub id are loaded only with `load_remote` (not in a dry run).
+    `site`: the site file; `runs_dir`: --runs-dir (`load_for_command`)."""
     from sgsbatch.config.loading import is_path_like
 
     if smoke and rehearse:
         raise ConfigError("--rehearse", "", "cannot be combined with --smoke: a rehearsal keeps the config's "
                                             "scale and only simulates compute; choose one")
-    cfg = load_config(config_path, overrides)
+    origins: Origins = {}
+    cfg = load_for_command(config_path, overrides, site, runs_dir, origins)
+    runs_dir_from = origin_of(origins, "run.runs_dir", "")
     if cfg.run.rehearsal and not rehearse:
         raise ConfigError(str(config_path), "run.rehearsal", "is set only by `launch --rehearse`; remove it "
                                                             "from the config and pass --rehearse instead")
@@ -126,9 +143,9 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
 
     checked = require(cfg, site=executor == "slurm").checked
     if not (load_remote or is_path_like(cfg.data.source)):
-        return Plan(cfg, executor, -1, [], checked), []
+        return Plan(cfg, executor, -1, [], checked, runs_dir_from), []
     targets, rejected = _load_targets(cfg, config_path)
-    return Plan(cfg, executor, len(targets), rejected, checked), targets
+    return Plan(cfg, executor, len(targets), rejected, checked, runs_dir_from), targets
 
 
 def canary_clearance(cfg: Config, executor: str, skip: bool) -> dict[str, Any] | None:
@@ -152,8 +169,9 @@ def canary_clearance(cfg: Config, executor: str, skip: bool) -> dict[str, Any] |
 
 
 def launch(config_path: Path, overrides: Sequence[str], smoke: bool = False, rehearse: bool = False,
-           skip_canary: bool = False) -> RunHandle:
-    p, targets = plan(config_path, overrides, smoke, load_remote=True, rehearse=rehearse)
+           skip_canary: bool = False, site: Path | None = None, runs_dir: str | None = None) -> RunHandle:
+    p, targets = plan(config_path, overrides, smoke, load_remote=True, rehearse=rehearse, site=site,
+                      runs_dir=runs_dir)
     cleared = canary_clearance(p.cfg, p.executor, skip_canary)
     h = create_run(p.cfg, targets, p.executor)
     if cleared is not None:
