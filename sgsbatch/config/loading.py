@@ -304,8 +304,18 @@ REMOVED_KEYS = {
 }
 
 
-def build(cls: type, raw: dict[str, Any], source: str, prefix: str = "") -> Any:
-    """A frozen dataclass from a raw table; unknown keys and wrong types raise ConfigError."""
+def _field_default(cls: type, name: str) -> Any:
+    """The default of field `name` of `cls` when it is a dataclass instance (e.g. SlurmConfig.train,
+    whose built-in values differ from SlurmPhaseConfig's), else None."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    return value if dataclasses.is_dataclass(value) else None
+
+
+def build(cls: type, raw: dict[str, Any], source: str, prefix: str = "", base: Any = None) -> Any:
+    """A frozen dataclass from a raw table; unknown keys and wrong types raise ConfigError. A key the
+    table leaves out keeps `base`'s value (default: the field's default), so a partial
+    `[slurm.train]` keeps the train job's built-in values for the keys it does not set."""
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     for k in raw:
@@ -314,8 +324,15 @@ def build(cls: type, raw: dict[str, Any], source: str, prefix: str = "") -> Any:
             if where in REMOVED_KEYS:
                 raise ConfigError(source, where, f"unknown key ({REMOVED_KEYS[where]})")
             raise ConfigError(source, where, "unknown key; valid keys here: " + ", ".join(names))
-    kwargs = {k: _convert(v, hints[k], source, f"{prefix}.{k}" if prefix else k) for k, v in raw.items()}
-    return cls(**kwargs)
+    kwargs: dict[str, Any] = {}
+    for k, v in raw.items():
+        key = f"{prefix}.{k}" if prefix else k
+        inner = getattr(base, k) if base is not None else _field_default(cls, k)
+        if inner is not None and isinstance(v, dict) and dataclasses.is_dataclass(hints[k]):
+            kwargs[k] = build(hints[k], v, source, key, inner)
+        else:
+            kwargs[k] = _convert(v, hints[k], source, key)
+    return dataclasses.replace(base, **kwargs) if base is not None else cls(**kwargs)
 
 
 def _check_models(cfg: Config, source: str) -> None:

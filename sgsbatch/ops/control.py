@@ -45,6 +45,7 @@ class Plan:
     rejected: list[str]
     checked: list[str] = field(default_factory=list)  # what the pre-flight checked and found in order
     runs_dir_from: str = ""  # where run.runs_dir came from (a file, --runs-dir, $SGSBATCH_RUNS_DIR, ...)
+    site: Path | None = None  # the site file laid over the jobs file
 
     def describe(self) -> str:
         c = self.cfg
@@ -52,6 +53,8 @@ class Plan:
                  f"run directory: {run_paths(c.run.runs_dir, c.run.name).root} (runs_dir from "
                  f"{self.runs_dir_from or 'the default, ./runs'})",
                  f"targets: {self.targets if self.targets >= 0 else 'loaded at launch'} from {c.data.source}"]
+        if self.site is not None:
+            lines.append(f"site file: {self.site}")
         if self.rejected:
             lines.append(f"rejected data rows: {len(self.rejected)} (" + "; ".join(self.rejected[:5]) + ")")
         if c.simulated:
@@ -68,6 +71,12 @@ class Plan:
             lines.append(f"  {phase:<10} shards={c.shard_count(phase):<4} gpus={r.gpus} cpus={r.cpus} mem={r.mem} "
                          f"time={r.time_min}min parallel={r.array_parallelism} {where}"
                          + (f" extra={r.extra}" if r.extra else ""))
+        setups: dict[tuple[str, ...], list[str]] = {}
+        for phase in c.phases_of_round(0):
+            if c.phase_resources(phase).setup:
+                setups.setdefault(c.phase_resources(phase).setup, []).append(phase)
+        for setup, phases in setups.items():
+            lines.append(f"job script setup ({', '.join(phases)}): " + "; ".join(setup))
         if self.checked:
             lines.append("pre-flight passed:")
             lines += [f"  ok  {c}" for c in self.checked]
@@ -143,9 +152,9 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
 
     checked = require(cfg, site=executor == "slurm").checked
     if not (load_remote or is_path_like(cfg.data.source)):
-        return Plan(cfg, executor, -1, [], checked, runs_dir_from), []
+        return Plan(cfg, executor, -1, [], checked, runs_dir_from, site), []
     targets, rejected = _load_targets(cfg, config_path)
-    return Plan(cfg, executor, len(targets), rejected, checked, runs_dir_from), targets
+    return Plan(cfg, executor, len(targets), rejected, checked, runs_dir_from, site), targets
 
 
 def canary_clearance(cfg: Config, executor: str, skip: bool) -> dict[str, Any] | None:
