@@ -285,3 +285,12 @@ def test_run_may_be_a_path_to_its_run_directory(tmp_path: Path, monkeypatch: pyt
     assert res.exit_code == 1 and "no run named 'pathy'" in res.output
     res = CliRunner().invoke(main, ["logs", "runs/nope"])
     assert res.exit_code == 1 and "is not a run directory" in res.output
+
+
+def test_a_smoke_run_keeps_the_sites_account_qos_and_setup(tmp_path: Path) -> None:
+    from sgsbatch.config.smoke import smoke_config
+
+    cfg = smoke_config(load_config(JOBS / "tiny.toml", site=_site(tmp_path)), JOBS / "tiny.toml", [])
+    for p in PHASES:
+        r = cfg.phase_resources(p)
+        assert (r.account, r.qos, r.setup, r.cpus, r.gpus) == ("lab", "normal", tuple(SETUP), 1, 0)
