@@ -9,7 +9,7 @@ meaning of keys (config/schema.py) and where a run lives on disk (run/paths.py).
 
 Layers, each over the one before (`load_config`): the jobs file with what it inherits, the site
 file (`--site FILE` or $SGSBATCH_SITE: facts of the cluster only, `SITE_KEYS`), the `--set`
-overrides, then the runs directory the command line or the environment chose (`runs_dir_layer`).
+overrides, then the runs directory the command line or the environment chose (ops/control.py).
 Then `[slurm.defaults]` (from any layer) is merged into each of the six phases: a key that a
 phase's own table sets (in any layer) wins over the defaults; a key only the defaults set applies
 to every phase, over the built-in per-phase default (e.g. slurm.train.gpus = 8); keys neither
@@ -428,32 +428,12 @@ def _check_database_url(cfg: Config, source: str) -> None:
                           f"({e}); install it or leave run.database_url empty") from None
 
 
-def runs_dir_layer(option: str | None, overrides: typing.Sequence[str],
-                   environ: typing.Mapping[str, str] = os.environ) -> tuple[str, str] | None:
-    """(directory, where it came from) when the command line or the environment chooses where runs
-    live, else None (the config's run.runs_dir, by default ./runs). The rule of every command:
-    --runs-dir (or `--set run.runs_dir=...`, the same choice) > $SGSBATCH_RUNS_DIR > run.runs_dir of the
-    jobs or site file > ./runs."""
-    from sgsbatch.run.paths import RUNS_DIR_ENV
-
-    sets = [v for k, v in map(parse_override, overrides) if k == "run.runs_dir"]
-    if option:
-        if sets and str(sets[-1]) != option:
-            raise ConfigError("--runs-dir", "run.runs_dir", f"{option!r} contradicts --set run.runs_dir={sets[-1]}; "
-                                                            "give one of them")
-        return option, "--runs-dir"
-    if sets:
-        return None  # the --set is applied as any other
-    env = environ.get(RUNS_DIR_ENV)
-    return (env, f"${RUNS_DIR_ENV}") if env else None
-
-
 def load_config(path: Path, overrides: typing.Sequence[str] = (), cwd: Path | None = None, *,
                 site: Path | None = None, runs_dir: tuple[str, str] | None = None,
                 origins: Origins | None = None) -> Config:
     """Load, merge, override and validate a jobs file: the jobs file, then the site file `site`, then
-    `overrides`, then `runs_dir` (directory, where it came from: `runs_dir_layer`). `origins`, when
-    given, gets where each key set came from. Raises ConfigError; has no side effects."""
+    `overrides`, then `runs_dir` (directory, where it came from: ops/control.runs_dir_layer).
+    `origins`, when given, gets where each key set came from. Raises ConfigError; no side effects."""
     origins = {} if origins is None else origins
     raw = load_raw(path, origins=origins)
     if site is not None:

@@ -13,14 +13,15 @@ to TensorBoard (`status` itself is read-only).
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.config.loading import Origins, load_config, origin_of, runs_dir_layer
+from sgsbatch.config.loading import Origins, load_config, origin_of, parse_override
 from sgsbatch.config.schema import Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
 from sgsbatch.ops.status import RunStatus, run_status
@@ -29,7 +30,7 @@ from sgsbatch.round.lifecycle import first_unfinished_round, prepare_round
 from sgsbatch.round.metrics import ALERT_KINDS, alert, write_live_alerts
 from sgsbatch.run.handle import RunHandle, create_run, new_run_paths
 from sgsbatch.run.lock import LockHeld, OwnerLock, describe
-from sgsbatch.run.paths import run_paths
+from sgsbatch.run.paths import RUNS_DIR_ENV, run_paths
 from sgsbatch.run.shards import Shard, unfinished
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.state.schema import RunState
@@ -109,6 +110,24 @@ def _load_targets(cfg: Config, config_path: Path) -> tuple[list[Any], list[str]]
     if not loaded.targets:
         raise ConfigError(str(config_path), "data.source", f"{c.source} holds no usable targets")
     return list(loaded.targets), [f"{x.id_or_line}: {x.reason}" for x in loaded.rejected]
+
+
+def runs_dir_layer(option: str | None, overrides: Sequence[str],
+                   environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
+    """(directory, where it came from) when the command line or the environment chooses where runs
+    live, else None (the config's run.runs_dir, by default ./runs). The rule of every command:
+    --runs-dir (or `--set run.runs_dir=...`, the same choice) > $SGSBATCH_RUNS_DIR > run.runs_dir of the
+    jobs or site file > ./runs."""
+    sets = [v for k, v in map(parse_override, overrides) if k == "run.runs_dir"]
+    if option:
+        if sets and str(sets[-1]) != option:
+            raise ConfigError("--runs-dir", "run.runs_dir", f"{option!r} contradicts --set run.runs_dir={sets[-1]}; "
+                                                            "give one of them")
+        return option, "--runs-dir"
+    if sets:
+        return None  # the --set is applied as any other
+    env = environ.get(RUNS_DIR_ENV)
+    return (env, f"${RUNS_DIR_ENV}") if env else None
 
 
 def load_for_command(config_path: Path, overrides: Sequence[str], site: Path | None = None,

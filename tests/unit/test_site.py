@@ -20,11 +20,12 @@ from click.testing import CliRunner
 from sgsbatch.canary.shapes import shape_jobs
 from sgsbatch.canary.submit import slurm_parameters
 from sgsbatch.cli import main
-from sgsbatch.config.loading import load_config, runs_dir_layer
+from sgsbatch.config.loading import load_config
 from sgsbatch.config.schema import PHASES, SlurmConfig
 from sgsbatch.errors import ConfigError
 from sgsbatch.ops import control
 from sgsbatch.ops.amend import amend
+from sgsbatch.ops.control import runs_dir_layer
 from sgsbatch.run.handle import open_run
 from sgsbatch.scheduling import preflight as P
 from sgsbatch.scheduling.slurm import _parameters_for
