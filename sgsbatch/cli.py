@@ -46,7 +46,17 @@ def _clean_errors(fn: F) -> F:
 
 runs_dir_option = click.option("--runs-dir", default=default_runs_dir, show_default="$SGSBATCH_RUNS_DIR or runs",
                                type=click.Path(file_okay=False),
-                               help="Directory holding the run directories.")
+                               help="Directory holding the run directories. RUN may also be a path to a run "
+                                    "directory (it has a /: runs/sgs, ./sgs, /scratch/runs/sgs).")
+# launch, canary, preflight: where runs go, by the rule of every command (config/loading.runs_dir_layer)
+new_runs_dir_option = click.option("--runs-dir", default=None, type=click.Path(file_okay=False),
+                                   help="Directory the run directory goes in [default: $SGSBATCH_RUNS_DIR, else "
+                                        "the config's run.runs_dir, else runs].")
+site_option = click.option("--site", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                           envvar="SGSBATCH_SITE", show_envvar=True,
+                           help="Site file laid over CONFIG (before --set): this cluster's [slurm] settings "
+                                "([slurm.defaults] for every phase), run.runs_dir and the like; see "
+                                "jobs/site.example.toml.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -132,9 +142,11 @@ def _status_or_error(run_dir: Path) -> dict[str, Any]:
 @click.option("--strict", is_flag=True, help="Refuse data with malformed rows instead of skipping them (data.strict).")
 @click.option("--skip-canary", is_flag=True,
               help="Launch a research config on Slurm without a passed `sgsbatch canary` (recorded in the run).")
+@site_option
+@new_runs_dir_option
 @_clean_errors
 def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool, smoke: bool, rehearse: bool,
-           strict: bool, skip_canary: bool) -> None:
+           strict: bool, skip_canary: bool, site: Path | None, runs_dir: str | None) -> None:
     """Validate CONFIG, record the run and submit its first round.
 
     Before anything is created, the pre-flight checks what the jobs will need: on Slurm the site's
@@ -149,13 +161,17 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
         sgsbatch launch jobs/sgs.toml --set run.name=r2 --set run.rounds=3
         sgsbatch launch jobs/sgs.toml --rehearse --set run.rounds=2
         sgsbatch launch jobs/sgs.toml --smoke --set verification.backend=simulated   # no Lean here
+        sgsbatch launch jobs/sgs.toml --site site.toml --runs-dir /scratch/$USER/runs
+
+    The run directory is RUNS_DIR/<run.name>, RUNS_DIR by the rule of every command: --runs-dir,
+    else $SGSBATCH_RUNS_DIR, else run.runs_dir of the jobs or site file (or --set), else ./runs.
     """
     from sgsbatch.ops import control
 
     if strict:
         overrides = (*overrides, "data.strict=true")
     if dry_run:
-        p, _ = control.plan(config, overrides, smoke, rehearse=rehearse)
+        p, _ = control.plan(config, overrides, smoke, rehearse=rehearse, site=site, runs_dir=runs_dir)
         click.echo(p.describe())
         from sgsbatch.ops.progress import projection_text
 
@@ -167,7 +183,7 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
             click.echo(f"canary: {why}" + ("" if ok else " (launch will refuse: run `sgsbatch canary` first)"))
         click.echo("dry run: nothing created, nothing submitted")
         return
-    h = control.launch(config, overrides, smoke, rehearse, skip_canary=skip_canary)
+    h = control.launch(config, overrides, smoke, rehearse, skip_canary=skip_canary, site=site, runs_dir=runs_dir)
     st_row = h.row()
     click.echo(f"launched {st_row.name} ({st_row.executor}) in {h.paths.root}"
                + (" [REHEARSAL: SIMULATED generation, verifier and trainer]" if h.cfg.run.rehearsal
@@ -196,6 +212,7 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
         sgsbatch status
         sgsbatch status tiny --json
         sgsbatch status tiny --watch
+        sgsbatch status runs/tiny            # RUN as a path to its run directory
     """
     from sgsbatch.ops.status import run_status
     from sgsbatch.run.handle import list_runs, open_run
@@ -238,7 +255,7 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the run to end; exit 0 only if it completed.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Amend the run's config first (repeatable): resources (slurm.<phase>.partition, account, qos, "
-                   "time_min, mem, cpus, array_parallelism, extra, signal_delay_s, scratch), alerts.*, run.rounds "
+                   "time_min, mem, cpus, array_parallelism, extra, signal_delay_s, scratch, setup), alerts.*, run.rounds "
                    "(extend), run.max_task_retries, run.allow_env_drift, run.poll_interval_s, checkpoints "
                    "retention; with --method-change: verification.timeout_s, shards.*, prompts.*.")
 @click.option("--method-change", is_flag=True,
@@ -374,9 +391,10 @@ def rebuild(run: str, runs_dir: str, force: bool, restore_config: bool) -> None:
 @click.option("--processes", default=1, show_default=True, type=click.IntRange(min=1),
               help="REPL processes (one per core).")
 @click.option("--quiet", is_flag=True, help="No progress counter on stderr.")
+@site_option
 @_clean_errors
 def verify(input_path: Path, out_path: Path, config: Path | None, overrides: tuple[str, ...], processes: int,
-           quiet: bool) -> None:
+           quiet: bool, site: Path | None) -> None:
     """Check INPUT.jsonl ({id, header, theorem, proof} or {id, code} rows; `-`: stdin) and write one verdict per row.
 
     Verdict rows: {id, verdict, reason, messages, time_s}; verdict is verified, failed, timeout
@@ -390,15 +408,16 @@ def verify(input_path: Path, out_path: Path, config: Path | None, overrides: tup
         sgsbatch verify proofs.jsonl --out v.jsonl --config jobs/sgs.toml --set verification.timeout_s=60
         sgsbatch proofs sgs --json | sgsbatch verify - --out recheck.jsonl   # re-check a run's proofs
     """
-    from sgsbatch.config.loading import apply_overrides, build, load_config
+    from sgsbatch.config.loading import apply_overrides, build, load_config, load_site
     from sgsbatch.config.schema import Config, semantic_errors
     from sgsbatch.errors import ConfigError
     from sgsbatch.verification.command import verify_file
 
     if config is not None:
-        cfg = load_config(config, overrides)
-    else:
-        raw = apply_overrides({}, overrides, Path.cwd())
+        cfg = load_config(config, overrides, site=site)
+    else:  # the package defaults, the site file's [verification] paths, then --set
+        base = {"verification": load_site(site).get("verification", {})} if site is not None else {}
+        raw = apply_overrides(base, overrides, Path.cwd())
         cfg = build(Config, raw, "--set")
         errs = semantic_errors(cfg)
         if errs:
@@ -491,8 +510,10 @@ def report(runs: tuple[str, ...], runs_dir: str, out_path: Path, examples: int |
 @click.argument("config", type=click.Path(path_type=Path))
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a config key (dotted TOML path); repeatable.")
+@site_option
+@new_runs_dir_option
 @_clean_errors
-def preflight(config: Path, overrides: tuple[str, ...]) -> None:
+def preflight(config: Path, overrides: tuple[str, ...], site: Path | None, runs_dir: str | None) -> None:
     """Check that this site's Slurm accepts every job CONFIG would submit, and this machine has what they load.
 
     `sbatch --test-only` of each phase's job with the exact options sgsbatch uses, and the site's
@@ -506,11 +527,12 @@ def preflight(config: Path, overrides: tuple[str, ...]) -> None:
     Examples:
         sgsbatch preflight jobs/sgs.toml
         sgsbatch preflight jobs/sgs.toml --set slurm.solve.partition=gpu
+        sgsbatch preflight jobs/sgs.toml --site site.toml
     """
-    from sgsbatch.config.loading import load_config
+    from sgsbatch.ops.control import load_for_command
     from sgsbatch.scheduling.preflight import PreflightError, check
 
-    rep = check(load_config(config, overrides))
+    rep = check(load_for_command(config, overrides, site, runs_dir))
     if not rep.ok:
         raise PreflightError(rep)
     click.echo(rep.text())
@@ -522,8 +544,11 @@ def preflight(config: Path, overrides: tuple[str, ...]) -> None:
               help="Override a config key (dotted TOML path); repeatable.")
 @click.option("--local", is_flag=True, help="Run the checks here, one job shape after another, not as Slurm jobs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the kept result as JSON instead of the table.")
+@site_option
+@new_runs_dir_option
 @_clean_errors
-def canary(config: Path, overrides: tuple[str, ...], local: bool, as_json: bool) -> None:
+def canary(config: Path, overrides: tuple[str, ...], local: bool, as_json: bool, site: Path | None,
+           runs_dir: str | None) -> None:
     """Prove every real component of CONFIG where its jobs run, in minutes; exit 2 on any failure.
 
     One short Slurm job per job shape (partition, account, QOS, GPUs, CPUs, nodes) runs the
@@ -538,16 +563,20 @@ def canary(config: Path, overrides: tuple[str, ...], local: bool, as_json: bool)
         sgsbatch canary jobs/sgs.toml
         sgsbatch canary jobs/sgs.toml --set slurm.solve.partition=gpu-debug
         sgsbatch canary jobs/tiny-vllm.toml --local
+        sgsbatch canary jobs/sgs.toml --site site.toml   # or: export SGSBATCH_SITE=site.toml
+
+    The result is kept in RUNS_DIR/.canary, RUNS_DIR found as `launch` finds it, where `launch`
+    looks for it.
     """
     import json
 
     from sgsbatch.canary.rows import Row, table
     from sgsbatch.canary.submit import run_canary
-    from sgsbatch.config.loading import load_config
     from sgsbatch.errors import SchedulerError
+    from sgsbatch.ops.control import load_for_command
     from sgsbatch.scheduling import slurm
 
-    cfg = load_config(config, overrides)
+    cfg = load_for_command(config, overrides, site, runs_dir)
     if not local and not slurm.available():
         raise SchedulerError("no Slurm controller answers `sinfo`: run the canary where jobs are submitted, or "
                              "pass --local to run its checks on this machine")

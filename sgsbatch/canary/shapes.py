@@ -1,9 +1,9 @@
 """The distinct job shapes of a config: where and with what its phases run (pure logic).
 
-A shape is what Slurm sees of a phase's job: partition, account, QOS, GPUs, CPUs, memory, nodes
-and extra sbatch options. Phases of one shape share one canary job, which runs the checks of all
-their components (`COMPONENTS`); every job also checks its environment. The job's time limit is
-`canary.time_min`, never more than the smallest time limit of its phases.
+A shape is what Slurm sees of a phase's job: partition, account, QOS, GPUs, CPUs, memory, nodes,
+extra sbatch options and the job script's setup lines. Phases of one shape share one canary job,
+which runs the checks of all their components (`COMPONENTS`); every job also checks its
+environment. The job's time limit is `canary.time_min`, never more than the smallest time limit of its phases.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class JobShape:
     mem: str
     nodes: int
     extra: tuple[tuple[str, str], ...]
+    setup: tuple[str, ...] = ()  # the job script's setup lines (slurm.<phase>.setup)
 
     @property
     def label(self) -> str:
@@ -65,7 +66,8 @@ class ShapeJob:
 
 def shape_of(cfg: Config, phase: str) -> JobShape:
     r = cfg.phase_resources(phase)
-    return JobShape(r.partition, r.account, r.qos, r.gpus, r.cpus, r.mem, r.nodes, tuple(sorted(r.extra.items())))
+    return JobShape(r.partition, r.account, r.qos, r.gpus, r.cpus, r.mem, r.nodes, tuple(sorted(r.extra.items())),
+                    r.setup)
 
 
 def shape_jobs(cfg: Config) -> list[ShapeJob]:

@@ -6,6 +6,14 @@ that start with `.`, `/` or `~` are paths, resolved relative to the file that se
 the working directory for `--set`); anything else there is a Hugging Face id or `tiny-random`.
 Every problem is a `ConfigError` naming the file and the dotted key. Not covered here: the
 meaning of keys (config/schema.py) and where a run lives on disk (run/paths.py).
+
+Layers, each over the one before (`load_config`): the jobs file with what it inherits, the site
+file (`--site FILE` or $SGSBATCH_SITE: facts of the cluster only, `SITE_KEYS`), the `--set`
+overrides, then the runs directory the command line or the environment chose (ops/control.py).
+Then `[slurm.defaults]` (from any layer) is merged into each of the six phases: a key that a
+phase's own table sets (in any layer) wins over the defaults; a key only the defaults set applies
+to every phase, over the built-in per-phase default (e.g. slurm.train.gpus = 8); keys neither
+sets keep the built-in defaults. `extra` merges option by option; `setup` is replaced whole.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from typing import Any
 
 import tomli_w
 
-from sgsbatch.config.schema import TINY_RANDOM, Config, semantic_errors
+from sgsbatch.config.schema import PHASES, TINY_RANDOM, Config, SlurmPhaseConfig, semantic_errors
 from sgsbatch.errors import ConfigError
 from sgsbatch.prompts import PromptError, read_guide_tags, read_template
 
@@ -38,6 +46,12 @@ REQUIRED_KEYS = {
     "data.source": 'source = "LukeBailey181Pub/D_3k" (or a path) under [data]',
     "models.solver": 'solver = "deepseek-ai/DeepSeek-Prover-V2-7B" (or a path, or "tiny-random") under [models]',
 }
+
+SITE_ENV = "SGSBATCH_SITE"
+# What a site file may set: where things are on this cluster and how its jobs are submitted. Not the
+# experiment (models, data, the algorithm): a site file lies over every experiment, tiny ones included.
+SITE_KEYS = ("slurm", "run.runs_dir", "run.database_url", "run.submit_from_jobs", "verification.project_dir",
+             "verification.scratch_dir", "verification.repl_command", "verification.checker_command")
 
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -144,6 +158,54 @@ def load_raw(path: Path, _seen: tuple[Path, ...] = (), origins: Origins | None =
     return merged
 
 
+def load_site(path: Path, origins: Origins | None = None) -> dict[str, Any]:
+    """The raw table of a site file (it may `inherit` too), paths resolved against it; a key outside
+    `SITE_KEYS` is a ConfigError naming the file and the key."""
+    if not path.is_file():
+        raise ConfigError(str(path), "", f"no such site file (--site or ${SITE_ENV}); see jobs/site.example.toml")
+    site_origins: Origins = {}
+    raw = load_raw(path, origins=site_origins)
+    for key in _leaves(raw):
+        if not any(key == k or key.startswith(k + ".") for k in SITE_KEYS) and _get(raw, key) != {}:
+            raise ConfigError(origin_of(site_origins, key, str(path)), key,
+                              "a site file sets only facts of the cluster, for every experiment: [slurm] "
+                              "(with [slurm.defaults]), run.runs_dir, run.database_url, run.submit_from_jobs, "
+                              "verification.project_dir, .scratch_dir, .repl_command, .checker_command; set "
+                              f"{key} in the jobs file or with --set {key}=...")
+    if origins is not None:
+        for key, where in site_origins.items():
+            _set_origin(origins, key, where)
+    return raw
+
+
+def apply_slurm_defaults(raw: dict[str, Any], source: str, origins: Origins | None = None) -> dict[str, Any]:
+    """`raw` with `[slurm.defaults]` merged under each phase's table (a key the phase's table sets
+    wins; `extra` merges option by option) and itself removed; checked as a phase table first, so
+    an error names slurm.defaults.<key>."""
+    slurm = raw.get("slurm")
+    if not isinstance(slurm, dict) or "defaults" not in slurm:
+        return raw
+    raw = dict(raw)
+    slurm = raw["slurm"] = dict(slurm)
+    defaults = slurm.pop("defaults")
+    if not isinstance(defaults, dict):
+        raise ConfigError(source, "slurm.defaults", f"must be a table ([slurm.defaults]), got {defaults!r}")
+    if "nodes" in defaults:
+        raise ConfigError(source, "slurm.defaults.nodes", "not a default: only the train job spans nodes; set "
+                                                          "slurm.train.nodes instead")
+    build(SlurmPhaseConfig, defaults, source, "slurm.defaults")  # unknown keys and wrong types
+    for phase in PHASES:
+        own = slurm.get(phase, {})
+        if not isinstance(own, dict):
+            continue  # `build` says what is wrong with it
+        slurm[phase] = _merge(defaults, own)
+        if origins is not None:
+            for key in _leaves(defaults):
+                if _get(own, key) is None:
+                    origins[f"slurm.{phase}.{key}"] = origin_of(origins, f"slurm.defaults.{key}", source)
+    return raw
+
+
 def parse_override(text: str) -> tuple[str, Any]:
     """`run.rounds=3` -> ("run.rounds", 3); a value that is not TOML is taken as a plain string."""
     if "=" not in text:
@@ -242,8 +304,18 @@ REMOVED_KEYS = {
 }
 
 
-def build(cls: type, raw: dict[str, Any], source: str, prefix: str = "") -> Any:
-    """A frozen dataclass from a raw table; unknown keys and wrong types raise ConfigError."""
+def _field_default(cls: type, name: str) -> Any:
+    """The default of field `name` of `cls` when it is a dataclass instance (e.g. SlurmConfig.train,
+    whose built-in values differ from SlurmPhaseConfig's), else None."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    return value if dataclasses.is_dataclass(value) else None
+
+
+def build(cls: type, raw: dict[str, Any], source: str, prefix: str = "", base: Any = None) -> Any:
+    """A frozen dataclass from a raw table; unknown keys and wrong types raise ConfigError. A key the
+    table leaves out keeps `base`'s value (default: the field's default), so a partial
+    `[slurm.train]` keeps the train job's built-in values for the keys it does not set."""
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     for k in raw:
@@ -252,8 +324,15 @@ def build(cls: type, raw: dict[str, Any], source: str, prefix: str = "") -> Any:
             if where in REMOVED_KEYS:
                 raise ConfigError(source, where, f"unknown key ({REMOVED_KEYS[where]})")
             raise ConfigError(source, where, "unknown key; valid keys here: " + ", ".join(names))
-    kwargs = {k: _convert(v, hints[k], source, f"{prefix}.{k}" if prefix else k) for k, v in raw.items()}
-    return cls(**kwargs)
+    kwargs: dict[str, Any] = {}
+    for k, v in raw.items():
+        key = f"{prefix}.{k}" if prefix else k
+        inner = getattr(base, k) if base is not None else _field_default(cls, k)
+        if inner is not None and isinstance(v, dict) and dataclasses.is_dataclass(hints[k]):
+            kwargs[k] = build(hints[k], v, source, key, inner)
+        else:
+            kwargs[k] = _convert(v, hints[k], source, key)
+    return dataclasses.replace(base, **kwargs) if base is not None else cls(**kwargs)
 
 
 def _check_models(cfg: Config, source: str) -> None:
@@ -288,7 +367,7 @@ def validate(raw: dict[str, Any], source: str, origins: Origins | None = None) -
     """The checked config; an error names the key and where its value came from (`origins`;
     `source` for a key left at its default or a missing one)."""
     try:
-        return _validate(raw, source)
+        return _validate(apply_slurm_defaults(raw, source, origins), source)
     except ConfigError as e:
         if origins is None or e.source != source:
             raise
@@ -349,10 +428,20 @@ def _check_database_url(cfg: Config, source: str) -> None:
                           f"({e}); install it or leave run.database_url empty") from None
 
 
-def load_config(path: Path, overrides: typing.Sequence[str] = (), cwd: Path | None = None) -> Config:
-    """Load, merge, override and validate a jobs file. Raises ConfigError; has no side effects."""
-    origins: Origins = {}
-    raw = apply_overrides(load_raw(path, origins=origins), overrides, cwd or Path.cwd(), origins)
+def load_config(path: Path, overrides: typing.Sequence[str] = (), cwd: Path | None = None, *,
+                site: Path | None = None, runs_dir: tuple[str, str] | None = None,
+                origins: Origins | None = None) -> Config:
+    """Load, merge, override and validate a jobs file: the jobs file, then the site file `site`, then
+    `overrides`, then `runs_dir` (directory, where it came from: ops/control.runs_dir_layer).
+    `origins`, when given, gets where each key set came from. Raises ConfigError; no side effects."""
+    origins = {} if origins is None else origins
+    raw = load_raw(path, origins=origins)
+    if site is not None:
+        raw = _merge(raw, load_site(site, origins))
+    raw = apply_overrides(raw, overrides, cwd or Path.cwd(), origins)
+    if runs_dir is not None:
+        _set(raw, "run.runs_dir", runs_dir[0], runs_dir[1])
+        _set_origin(origins, "run.runs_dir", runs_dir[1])
     return validate(raw, str(path), origins)
 
 

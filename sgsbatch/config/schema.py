@@ -313,6 +313,9 @@ class SlurmPhaseConfig:
     extra: dict[str, str] = field(default_factory=dict)  # more sbatch options, e.g. {constraint = "h200"}
     # node-local directory to copy a model's weights into before loading (e.g. "$TMPDIR"; "" = load in place)
     scratch: str = ""
+    # shell lines run at the top of the job script, before the task starts (e.g. "module load cuda/12",
+    # "export HF_HOME=/shared/hf"); one line per item. Usually set once for all phases in [slurm.defaults].
+    setup: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -344,6 +347,10 @@ def _gpu(gpus: int, cpus: int, mem: str, time_min: int) -> SlurmPhaseConfig:
 
 @dataclass(frozen=True)
 class SlurmConfig:
+    """Each phase's Slurm job. A jobs file (or site file) may also hold `[slurm.defaults]`: keys of
+    a phase table that apply to every phase whose own table does not set them (config/loading.py
+    merges it into the six phases; it is not kept in the run's frozen config)."""
+
     init: SlurmPhaseConfig = field(default_factory=lambda: SlurmPhaseConfig(cpus=4, mem="32G", time_min=60))
     conjecture: SlurmPhaseConfig = field(default_factory=lambda: _gpu(1, 8, "64G", 240))
     solve: SlurmPhaseConfig = field(default_factory=lambda: _gpu(1, 8, "64G", 480))
@@ -557,6 +564,9 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
             check(low <= val <= high, f"slurm.{phase}.{key}", f"must be >= {low} and <= {high}, got {val}")
         check(SLURM_MEM.fullmatch(r.mem) is not None, f"slurm.{phase}.mem",
               f"must be a Slurm memory size such as \"64G\" (a number with an optional K, M, G or T), got {r.mem!r}")
+        for i, line in enumerate(r.setup):
+            check("\n" not in line and "\r" not in line, f"slurm.{phase}.setup[{i}]",
+                  f"must be one shell line (no line breaks; one array item per line), got {_short(line)}")
         check(r.nodes == 1 or (phase == "train" and 1 <= r.nodes <= 1024), f"slurm.{phase}.nodes",
               "must be 1 (only the train job spans nodes)" if phase != "train" else f"must be >= 1 and <= 1024, got {r.nodes}")
     return errs

@@ -3,7 +3,7 @@
 Keeps every algorithm key of the config (objective, bands, samples, conditioning, guide on or
 off, ...) and replaces only scale and hardware: `tiny-random` models, the transformers backend,
 a handful of targets, 2 rounds and the local executor unless `--set` says otherwise, one CPU per
-task, short generations. The verifier stays the config's: a Lean config where the REPL's launcher
+task (each phase keeps its Slurm account, QOS and setup lines: the site's), short generations. The verifier stays the config's: a Lean config where the REPL's launcher
 (`lake`) is not on PATH is refused, never switched to the SIMULATED stand-in on its own; say so
 to smoke-test without Lean (`--smoke --set verification.backend=simulated`: the SIMULATED
 verifier, said loudly in the log, status and TensorBoard). The run name gets `-smoke`.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sgsbatch.checkout import embedded_tiny_targets
 from sgsbatch.config.loading import is_path_like, parse_override
-from sgsbatch.config.schema import TINY_RANDOM, Config, SlurmConfig, SlurmPhaseConfig
+from sgsbatch.config.schema import PHASES, TINY_RANDOM, Config, SlurmConfig, SlurmPhaseConfig
 from sgsbatch.errors import ConfigError
 
 SMOKE_TARGETS = 12  # the embedded set whole: smoke runs share tiny.toml's tiny-random models (init cache key)
@@ -40,7 +40,10 @@ def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Co
                           "run cannot verify with Lean, and it does not switch to a stand-in on its own: install "
                           "Lean (`./setup.sh --lean`), or smoke-test with the SIMULATED verifier by saying so: "
                           "--smoke --set verification.backend=simulated")
-    phase = SlurmPhaseConfig(cpus=1, mem="3G", time_min=30)
+    def phase(name: str) -> SlurmPhaseConfig:  # small, but with the site's account, QOS and job-script setup
+        own = cfg.phase_resources(name)
+        return SlurmPhaseConfig(cpus=1, mem="3G", time_min=30, account=own.account, qos=own.qos, setup=own.setup)
+
     return r(
         cfg,
         run=r(cfg.run, name=cfg.run.name if "run.name" in explicit else cfg.run.name + "-smoke",
@@ -55,5 +58,5 @@ def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Co
         train=r(cfg.train, bf16=False, gradient_checkpointing=False, zero_stage=0),
         verification=r(cfg.verification, backend=verifier),
         shards=r(cfg.shards, conjecture=2, solve=2, guide=1, verify=0),
-        slurm=SlurmConfig(init=phase, conjecture=phase, solve=phase, verify=phase, guide=phase, train=phase),
+        slurm=SlurmConfig(**{p: phase(p) for p in PHASES}),
     )

@@ -6,10 +6,11 @@ spent, a slower filesystem); what may change, and how, depends on what the key d
 - Operational keys (`--set` alone; effective for every job that starts after it, jobs already
   running keep what they started with, jobs already queued on Slurm keep their resources until
   `resume --force` resubmits them): each phase's Slurm resources `slurm.<phase>.{partition,
-  account, qos, time_min, mem, cpus, array_parallelism, extra, signal_delay_s, scratch}`,
+  account, qos, time_min, mem, cpus, array_parallelism, extra, signal_delay_s, scratch, setup}`,
   `alerts.*`, `run.rounds` (never below its value: a run is extended, not cut),
   `run.max_task_retries`, `run.allow_env_drift`, `run.poll_interval_s`, `run.local_workers`,
-  `checkpoints.{keep_last, keep_every, estimate_gb_per_role}` (retention), `report.*`, `scaling.*`.
+  `checkpoints.{keep_last, keep_every, estimate_gb_per_role}` (retention), `report.*`, `scaling.*`;
+  `slurm.defaults.KEY` sets KEY in all six phases.
 - Changes of method (`--set` with `--method-change --from-round N`; the rounds before N keep the
   old value, see run/amendments.config_at): `verification.timeout_s`, `shards.*`, `prompts.*` (a
   shipped set's name or a template file's path). N must be a round not yet started (the first is
@@ -62,7 +63,7 @@ from sgsbatch.run.shards import atomic_write_text
 from sgsbatch.state.schema import Amendment, Phase, Round, Run, RunState, SlurmJob, StoredProof
 
 SLURM_KEYS = ("partition", "account", "qos", "time_min", "mem", "cpus", "array_parallelism", "extra",
-              "signal_delay_s", "scratch")
+              "signal_delay_s", "scratch", "setup")
 OPERATIONAL_KEYS = (
     *(f"slurm.{p}.{k}" for p in PHASES for k in SLURM_KEYS),
     "run.rounds", "run.max_task_retries", "run.allow_env_drift", "run.poll_interval_s", "run.local_workers",
@@ -167,6 +168,20 @@ def _check_from_round(h: RunHandle, cfg: Config, method: dict[str, tuple[Any, An
                         f"phase has not started")
 
 
+def _expand_slurm_defaults(overrides: Sequence[str]) -> list[str]:
+    """`slurm.defaults.KEY=V` as `slurm.<phase>.KEY=V` for all six phases: a frozen config has no
+    [slurm.defaults] (config/loading.py merged it into the phases at launch)."""
+    out: list[str] = []
+    for text in overrides:
+        key, _, value = text.partition("=")
+        prefix = "slurm.defaults."
+        if key.strip().startswith(prefix) and "=" in text:
+            out += [f"slurm.{p}.{key.strip()[len(prefix):]}={value}" for p in PHASES]
+        else:
+            out.append(text)
+    return out
+
+
 def amend(h: RunHandle, overrides: Sequence[str], *, method_change: bool = False,
           from_round: int | None = None) -> tuple[RunHandle, list[str]]:
     """The run with `overrides` applied to its frozen config, and the changes in words (see the module
@@ -174,6 +189,7 @@ def amend(h: RunHandle, overrides: Sequence[str], *, method_change: bool = False
     if from_round is not None and not method_change:
         raise ConfigError("--from-round", "--method-change", "--from-round goes with --method-change "
                                                              "(it names the first round of a change of method)")
+    given, overrides = overrides, _expand_slurm_defaults(overrides)
     for text in overrides:
         key, _ = parse_override(text)
         kind, why = classify(key)
@@ -198,7 +214,7 @@ def amend(h: RunHandle, overrides: Sequence[str], *, method_change: bool = False
             if not method_change:
                 first = first_unstarted_round(h)
                 raise ConfigError(where, key, f"changes what the run computes from the round it applies to; amend it "
-                                              f"as a change of method with `{_command(h, overrides, True, first)}` "
+                                              f"as a change of method with `{_command(h, given, True, first)}` "
                                               f"(N >= {first}, the first round not yet started)")
             method[key] = (old, new)
     if cfg.run.rounds < h.cfg.run.rounds:
@@ -213,7 +229,7 @@ def amend(h: RunHandle, overrides: Sequence[str], *, method_change: bool = False
         return h, []
     start, why = _check_from_round(h, cfg, method, from_round, origins) if method else (None, "")
     now, current = time.time(), _current_round(h)
-    cmd = _command(h, overrides, method_change, from_round)
+    cmd = _command(h, given, method_change, from_round)
     records: list[dict[str, Any]] = [
         {"at": now, "key": k, "old": old, "new": new, "kind": amendments.METHOD if k in method else amendments.OPERATIONAL,
          "from_round": start if k in method else None, "round": current, "command": cmd}

@@ -13,14 +13,15 @@ to TensorBoard (`status` itself is read-only).
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.config.loading import load_config
+from sgsbatch.config.loading import Origins, load_config, origin_of, parse_override
 from sgsbatch.config.schema import Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
 from sgsbatch.ops.status import RunStatus, run_status
@@ -29,6 +30,7 @@ from sgsbatch.round.lifecycle import first_unfinished_round, prepare_round
 from sgsbatch.round.metrics import ALERT_KINDS, alert, write_live_alerts
 from sgsbatch.run.handle import RunHandle, create_run, new_run_paths
 from sgsbatch.run.lock import LockHeld, OwnerLock, describe
+from sgsbatch.run.paths import RUNS_DIR_ENV, run_paths
 from sgsbatch.run.shards import Shard, unfinished
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.state.schema import RunState
@@ -43,11 +45,17 @@ class Plan:
     targets: int
     rejected: list[str]
     checked: list[str] = field(default_factory=list)  # what the pre-flight checked and found in order
+    runs_dir_from: str = ""  # where run.runs_dir came from (a file, --runs-dir, $SGSBATCH_RUNS_DIR, ...)
+    site: Path | None = None  # the site file laid over the jobs file
 
     def describe(self) -> str:
         c = self.cfg
         lines = [f"run {c.run.name}: {c.run.rounds} rounds, executor {self.executor}, seed {c.run.seed}",
+                 f"run directory: {run_paths(c.run.runs_dir, c.run.name).root} (runs_dir from "
+                 f"{self.runs_dir_from or 'the default, ./runs'})",
                  f"targets: {self.targets if self.targets >= 0 else 'loaded at launch'} from {c.data.source}"]
+        if self.site is not None:
+            lines.append(f"site file: {self.site}")
         if self.rejected:
             lines.append(f"rejected data rows: {len(self.rejected)} (" + "; ".join(self.rejected[:5]) + ")")
         if c.simulated:
@@ -64,6 +72,12 @@ class Plan:
             lines.append(f"  {phase:<10} shards={c.shard_count(phase):<4} gpus={r.gpus} cpus={r.cpus} mem={r.mem} "
                          f"time={r.time_min}min parallel={r.array_parallelism} {where}"
                          + (f" extra={r.extra}" if r.extra else ""))
+        setups: dict[tuple[str, ...], list[str]] = {}
+        for phase in c.phases_of_round(0):
+            if c.phase_resources(phase).setup:
+                setups.setdefault(c.phase_resources(phase).setup, []).append(phase)
+        for setup, phases in setups.items():
+            lines.append(f"job script setup ({', '.join(phases)}): " + "; ".join(setup))
         if self.checked:
             lines.append("pre-flight passed:")
             lines += [f"  ok  {c}" for c in self.checked]
@@ -98,15 +112,46 @@ def _load_targets(cfg: Config, config_path: Path) -> tuple[list[Any], list[str]]
     return list(loaded.targets), [f"{x.id_or_line}: {x.reason}" for x in loaded.rejected]
 
 
+def runs_dir_layer(option: str | None, overrides: Sequence[str],
+                   environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
+    """(directory, where it came from) when the command line or the environment chooses where runs
+    live, else None (the config's run.runs_dir, by default ./runs). The rule of every command:
+    --runs-dir (or `--set run.runs_dir=...`, the same choice) > $SGSBATCH_RUNS_DIR > run.runs_dir of the
+    jobs or site file > ./runs."""
+    sets = [v for k, v in map(parse_override, overrides) if k == "run.runs_dir"]
+    if option:
+        if sets and str(sets[-1]) != option:
+            raise ConfigError("--runs-dir", "run.runs_dir", f"{option!r} contradicts --set run.runs_dir={sets[-1]}; "
+                                                            "give one of them")
+        return option, "--runs-dir"
+    if sets:
+        return None  # the --set is applied as any other
+    env = environ.get(RUNS_DIR_ENV)
+    return (env, f"${RUNS_DIR_ENV}") if env else None
+
+
+def load_for_command(config_path: Path, overrides: Sequence[str], site: Path | None = None,
+                     runs_dir: str | None = None, origins: Origins | None = None) -> Config:
+    """The config a command that reads a jobs file (launch, canary, preflight) works with: the jobs
+    file, the site file, --set, and the runs directory by the rule of every command (`runs_dir_layer`:
+    --runs-dir > $SGSBATCH_RUNS_DIR > run.runs_dir > ./runs)."""
+    return load_config(config_path, overrides, site=site, runs_dir=runs_dir_layer(runs_dir, overrides),
+                       origins=origins)
+
+
 def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
-         load_remote: bool = False, rehearse: bool = False) -> tuple[Plan, list[Any]]:
-    """Validate a launch. Targets from a hub id are loaded only with `load_remote` (not in a dry run)."""
+         load_remote: bool = False, rehearse: bool = False, site: Path | None = None,
+         runs_dir: str | None = None) -> tuple[Plan, list[Any]]:
+    """Validate a launch. Targets from a hub id are loaded only with `load_remote` (not in a dry run).
+    `site`: the site file; `runs_dir`: --runs-dir (`load_for_command`)."""
     from sgsbatch.config.loading import is_path_like
 
     if smoke and rehearse:
         raise ConfigError("--rehearse", "", "cannot be combined with --smoke: a rehearsal keeps the config's "
                                             "scale and only simulates compute; choose one")
-    cfg = load_config(config_path, overrides)
+    origins: Origins = {}
+    cfg = load_for_command(config_path, overrides, site, runs_dir, origins)
+    runs_dir_from = origin_of(origins, "run.runs_dir", "")
     if cfg.run.rehearsal and not rehearse:
         raise ConfigError(str(config_path), "run.rehearsal", "is set only by `launch --rehearse`; remove it "
                                                             "from the config and pass --rehearse instead")
@@ -126,9 +171,9 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
 
     checked = require(cfg, site=executor == "slurm").checked
     if not (load_remote or is_path_like(cfg.data.source)):
-        return Plan(cfg, executor, -1, [], checked), []
+        return Plan(cfg, executor, -1, [], checked, runs_dir_from, site), []
     targets, rejected = _load_targets(cfg, config_path)
-    return Plan(cfg, executor, len(targets), rejected, checked), targets
+    return Plan(cfg, executor, len(targets), rejected, checked, runs_dir_from, site), targets
 
 
 def canary_clearance(cfg: Config, executor: str, skip: bool) -> dict[str, Any] | None:
@@ -152,8 +197,9 @@ def canary_clearance(cfg: Config, executor: str, skip: bool) -> dict[str, Any] |
 
 
 def launch(config_path: Path, overrides: Sequence[str], smoke: bool = False, rehearse: bool = False,
-           skip_canary: bool = False) -> RunHandle:
-    p, targets = plan(config_path, overrides, smoke, load_remote=True, rehearse=rehearse)
+           skip_canary: bool = False, site: Path | None = None, runs_dir: str | None = None) -> RunHandle:
+    p, targets = plan(config_path, overrides, smoke, load_remote=True, rehearse=rehearse, site=site,
+                      runs_dir=runs_dir)
     cleared = canary_clearance(p.cfg, p.executor, skip_canary)
     h = create_run(p.cfg, targets, p.executor)
     if cleared is not None:

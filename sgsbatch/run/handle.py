@@ -131,8 +131,21 @@ def insert_run(db: Database, cfg: Config, paths: RunPaths, text: str, targets: l
     return run_id
 
 
+def is_run_path(run: str) -> bool:
+    """A RUN argument that names a run directory rather than a run: it has a `/` (`runs/sgs`,
+    `./sgs`, an absolute path) or is `.` or `..`; a run's name never does."""
+    return "/" in run or run in (".", "..")
+
+
 def existing_run_paths(runs_dir: str | Path, name: str) -> RunPaths:
-    """The directory of run `name`; a RunError listing the runs there when it has none."""
+    """The directory of run `name` in `runs_dir`, or the run directory `name` is a path to
+    (`is_run_path`; `runs_dir` is then not used); a RunError listing the runs there when it has none."""
+    if is_run_path(name):
+        root = Path(name).expanduser().resolve()
+        if not is_run_dir(root):
+            raise RunError(f"{root} is not a run directory (it has neither config.toml nor state.db); a RUN "
+                           f"with a / is a path to a run directory, a RUN without one a run name in --runs-dir")
+        return RunPaths(root)
     paths = run_paths(runs_dir, name)
     if not is_run_dir(paths.root):
         known = sorted(p.name for p in list_runs(runs_dir))

@@ -19,8 +19,11 @@
       slurm/                      submitit folders (job pickles, logs)
       local/                      local-executor driver pid, lock (host, pid) and logs
 
-Commands find runs in `--runs-dir`, else $SGSBATCH_RUNS_DIR, else ./runs; `command` writes the
-complete next command a message tells the user to run.
+Commands find runs in `--runs-dir`, else $SGSBATCH_RUNS_DIR, else ./runs; `launch`, `canary` and
+`preflight` put them by the same rule, with the config's run.runs_dir before ./runs
+(config/loading.runs_dir_layer). A RUN with a `/` is the path of a run directory
+(run/handle.existing_run_paths). `command` writes the complete next command a message tells the
+user to run.
 """
 
 from __future__ import annotations

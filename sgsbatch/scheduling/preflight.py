@@ -5,7 +5,8 @@ phase of a round, `check(cfg)`:
 
 1. writes the batch script sgsbatch will submit (submitit's own script, with the options of
    `slurm._parameters_for`: array size, partition, account, QOS, GPUs, CPUs, memory, time,
-   signal, extra options) and asks `sbatch --test-only` whether it would be accepted;
+   signal, extra options, the setup lines) and asks `sbatch --test-only` whether it would be
+   accepted (it checks the options; the setup lines run only in the real job, and the canary's);
 2. compares it with the site's limits: `scontrol show config` (MaxArraySize, MaxJobCount), the
    partition (exists, is UP, MaxTime, the GPUs its nodes have as gres), and where accounting
    exists (`sacctmgr`) the QOS and the user's association (MaxSubmitJobs, MaxJobs): a round is

@@ -107,6 +107,8 @@ def _parameters_for(cfg: Config, r: int, phase: str, n: int, dependency: str | N
     for key in ("partition", "account", "qos"):
         if getattr(res, key):
             params[key] = getattr(res, key)
+    if res.setup:  # slurm.<phase>.setup: shell lines at the top of the job script, before the task starts
+        params["setup"] = list(res.setup)
     return params
 
 
