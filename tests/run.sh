@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 "$PY" -m ruff check sgsbatch tests bench
 "$PY" -m mypy sgsbatch
-exec "$PY" -m pytest -q -rs "$@"
+exec "$PY" -m pytest -q -rs --durations=25 "$@"  # the slowest tests in every log: what CI time is spent on
