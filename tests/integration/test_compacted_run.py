@@ -32,6 +32,7 @@ pytestmark = pytest.mark.slow
 SGS = REPO / "jobs" / "sgs.toml"
 D3K = REPO.parent / "shared" / "data" / "d3k" / "D_3k_small_prover_dataset.json"
 TIMING = ("wall_s/", "tokens_per_s", "startup_s")
+SHARDS = {"conjecture": 2, "solve": 2, "guide": 1, "verify": 2}  # a small shape; compaction is per round and shard
 
 
 def _launch(runs: Path, name: str, env: dict[str, str], *extra: str) -> Path:
@@ -39,7 +40,8 @@ def _launch(runs: Path, name: str, env: dict[str, str], *extra: str) -> Path:
     for o in (f"run.runs_dir={runs}", f"run.name={name}", "run.executor=local", "run.rounds=2",
               f"data.source={D3K}", "data.limit=24", "run.poll_interval_s=1",
               # a small shape (3 runs of 150 tasks a round cost minutes of CI): compaction is per round
-              "shards.conjecture=2", "shards.solve=2", "shards.guide=1", "shards.verify=0", *extra):
+              f"shards.conjecture={SHARDS['conjecture']}", f"shards.solve={SHARDS['solve']}",
+              f"shards.guide={SHARDS['guide']}", f"shards.verify={SHARDS['verify']}", *extra):
         args += ["--set", o]
     proc = sgsbatch(*args, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -76,8 +78,8 @@ def test_compacted_run_equals_a_whole_one_and_rebuilds(tmp_path: Path, cli_env: 
     lean = _launch(tmp_path, "v", cli_env, "records.keep_text=verified")
     assert outcome(compact) == outcome(whole) == outcome(lean)
     assert _metrics(compact) == _metrics(whole) == _metrics(lean)
-    solve0 = [x for sh in range(8) for x in Shard(lean / "rounds" / "r0000" / "solve", sh).read()]
-    verdicts = {x["key"]: x["verdicts"] for sh in range(64)
+    solve0 = [x for sh in range(SHARDS['solve']) for x in Shard(lean / "rounds" / "r0000" / "solve", sh).read()]
+    verdicts = {x["key"]: x["verdicts"] for sh in range(SHARDS['verify'])
                 for x in Shard(lean / "rounds" / "r0000" / "verify", sh).read()}
     kept = [("text" in smp, v["verdict"] == "verified") for x in solve0
             for smp, v in zip(x["samples"], verdicts[x["key"]], strict=True)]
@@ -89,7 +91,7 @@ def test_compacted_run_equals_a_whole_one_and_rebuilds(tmp_path: Path, cli_env: 
         assert (rd / "compacted").exists()
         phases = ("conjecture", "solve", "guide", "verify")
         outputs = [p for ph in phases for p in (rd / ph).glob("shard_*.jsonl.gz")]
-        assert len(outputs) == 2 + 8 + 1 + 64 and not [p for ph in phases for p in (rd / ph).glob("shard_*[0-9].jsonl")]
+        assert len(outputs) == sum(SHARDS.values()) and not [p for ph in phases for p in (rd / ph).glob("shard_*[0-9].jsonl")]
         assert not any(w in gzip.decompress(p.read_bytes()).decode() for p in outputs
                        for w in ('"token_ids"', '"logprobs"', '"prompt_ids"'))
         assert not list(rd.glob("*/shard_*.partial.jsonl"))
