@@ -16,13 +16,13 @@ import shutil
 import subprocess
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from sgsbatch.backends.generation import Generation, Generator, Request, chat_prompt_ids, derive_seed
 from sgsbatch.canary.rows import Row, failed
 from sgsbatch.config.schema import TINY_RANDOM, Config
 from sgsbatch.data import Target
 from sgsbatch.prompts import conjecturer_messages, guide_messages, load_prompts, solver_messages
+from sgsbatch.run.paths import tree_bytes
 
 PHASE_OF = {"solver": "solve", "conjecturer": "conjecture", "guide": "guide"}
 
@@ -75,7 +75,7 @@ def check_role(cfg: Config, role: str, targets: Sequence[Target], threads: int) 
     t0 = time.perf_counter()
     weights = local_weights(source, scratch)
     if weights != source:
-        size = sum(f.stat().st_size for f in Path(weights).rglob("*") if f.is_file())
+        size = tree_bytes(weights)
         rows.append(Row(comp, "node-local copy", True, f"{size / 1e9:.2f} GB to {weights} in "
                                                        f"{time.perf_counter() - t0:.1f} s"))
     from transformers import AutoTokenizer

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -32,11 +32,6 @@ def failed(component: str, check: str, error: BaseException | str, fix: str) -> 
     text = str(error).strip().splitlines()[-1:] if str(error).strip() else [type(error).__name__]
     name = f"{type(error).__name__}: " if isinstance(error, BaseException) else ""
     return Row(component, check, False, (name + text[0])[:400], fix)
-
-
-def passed(rows: Iterable[Row]) -> bool:
-    rows = list(rows)
-    return bool(rows) and all(r.ok for r in rows)
 
 
 def table(rows: Sequence[Row]) -> str:

@@ -31,13 +31,10 @@ from typing import Any
 
 from sgsbatch.canary.rows import Row, failed
 from sgsbatch.config.schema import TINY_RANDOM, Config
+from sgsbatch.run.paths import tree_bytes
 
 C = "training"
 STAGES = ("stop", "resume")
-
-
-def _dir_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
 
 
 def rank_main(spec_file: Path, stage: str) -> int:
@@ -62,7 +59,7 @@ def rank_main(spec_file: Path, stage: str) -> int:
         res = train(spec["weights"], out, examples, settings, state_dir=state, should_stop=lambda: stage == "stop")
         result.update(steps=res.steps, mean_loss=res.mean_loss, seconds=time.perf_counter() - t0)
     except TrainingInterrupted as e:
-        result.update(interrupted=str(e), checkpoint_s=e.checkpoint_s, checkpoint_bytes=_dir_bytes(state),
+        result.update(interrupted=str(e), checkpoint_s=e.checkpoint_s, checkpoint_bytes=tree_bytes(state),
                       seconds=time.perf_counter() - t0)
     if first:
         (work / f"{stage}.json").write_text(json.dumps(result) + "\n")
