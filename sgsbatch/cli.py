@@ -106,6 +106,10 @@ def _print_watch_details(st: dict[str, Any]) -> None:
     am = st.get("amendments")
     if am:
         click.echo(f"  amended after launch: {am['count']} change(s), {am['method']} of method; last: {am['last_text']}")
+    w = st.get("watcher")
+    if w:
+        click.echo(f"  watcher job {w['job_id']}: {(w['state'] or 'not in the queue').lower()}"
+                   + ("" if w["state"] else f" (again: sgsbatch watch {st['name']} --submit)"))
     for a in st.get("alerts", []):
         click.echo(f"  ALERT {a['metric']}: {a['message']}")
 
@@ -322,8 +326,11 @@ def cancel(run: str, runs_dir: str) -> None:
               help="Seconds between checks.")
 @click.option("--max-checks", type=click.IntRange(min=1), default=None,
               help="Stop after this many checks even if the run goes on (default: until it ends).")
+@click.option("--submit", is_flag=True,
+              help="Run the watcher as a Slurm job (slurm.watcher resources) that requeues itself before its "
+                   "time limit and after a preemption, until the run ends; prints its job id and returns.")
 @_clean_errors
-def watch(run: str, runs_dir: str, interval: float, max_checks: int | None) -> None:
+def watch(run: str, runs_dir: str, interval: float, max_checks: int | None, submit: bool) -> None:
     """Drive RUN's chain from outside the cluster's jobs (for sites where jobs may not submit jobs).
 
     Resumes the run whenever it is stalled for a reason `resume` repairs (a cancelled or failed
@@ -332,12 +339,29 @@ def watch(run: str, runs_dir: str, interval: float, max_checks: int | None) -> N
     RUN's tb/live_alerts/ whenever they change. Returns when the run completes, fails or is
     cancelled.
 
+    With --submit the watcher runs on the cluster as a small CPU job that outlives your login
+    session (ops/watcher.py): it requeues itself before its time limit, comes back after a
+    preemption and ends with the run. One watcher per run.
+
     \b
     Example:
         sgsbatch watch tiny --interval 120
+        sgsbatch watch sgs --submit --interval 300    # for a 200-round run: survives logouts
     """
     from sgsbatch.ops import control
     from sgsbatch.run.handle import open_run
+
+    if submit:
+        from sgsbatch.ops import watcher
+
+        if max_checks is not None:
+            raise click.UsageError("--max-checks is for a watcher in this terminal; a submitted watcher runs "
+                                   "until the run ends")
+        h = open_run(runs_dir, run)
+        job_id = watcher.submit(h, interval)
+        click.echo(f"watcher job {job_id} submitted for run {run} (every {interval:g} s); its log: "
+                   f"{watcher.log_path(h.paths, job_id)}; to stop it: scancel {job_id}")
+        return
 
     def report(st: Any, action: str | None) -> None:
         _print_status_line(st.to_json())

@@ -57,7 +57,7 @@ def _on_slurm(cfg: Config, jobs: list[ShapeJob], text: str, root: Path,
               echo: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[str]]:
     import submitit
 
-    from sgsbatch.scheduling.slurm import _clean_env, python_command
+    from sgsbatch.scheduling.slurm import clean_env, python_command
 
     rows: list[dict[str, Any]] = []
     handles: list[tuple[ShapeJob, Any]] = []
@@ -66,7 +66,7 @@ def _on_slurm(cfg: Config, jobs: list[ShapeJob], text: str, root: Path,
         ex.update_parameters(**slurm_parameters(cfg, j))
         keys = "/".join(f"slurm.{p}" for p in j.phases)
         try:
-            with _clean_env():
+            with clean_env():
                 handle = ex.submit(run_job, text, j, str(root / j.name))
         except Exception as e:  # sbatch's refusal (a missing partition, an account without access, ...)
             rows.append({**failed("slurm", f"{j.name} job submitted", e,

@@ -10,7 +10,8 @@ meaning of keys (config/schema.py) and where a run lives on disk (run/paths.py).
 Layers, each over the one before (`load_config`): the jobs file with what it inherits, the site
 file (`--site FILE` or $SGSBATCH_SITE: facts of the cluster only, `SITE_KEYS`), the `--set`
 overrides, then the runs directory the command line or the environment chose (ops/control.py).
-Then `[slurm.defaults]` (from any layer) is merged into each of the six phases: a key that a
+Then `[slurm.defaults]` (from any layer) is merged into each of the six phases and the watcher
+(`slurm.watcher`): a key that a
 phase's own table sets (in any layer) wins over the defaults; a key only the defaults set applies
 to every phase, over the built-in per-phase default (e.g. slurm.train.gpus = 8); keys neither
 sets keep the built-in defaults. `extra` merges option by option; `setup` is replaced whole.
@@ -30,7 +31,7 @@ from typing import Any
 
 import tomli_w
 
-from sgsbatch.config.schema import PHASES, TINY_RANDOM, Config, SlurmPhaseConfig, semantic_errors
+from sgsbatch.config.schema import SLURM_TABLES, TINY_RANDOM, Config, SlurmPhaseConfig, semantic_errors
 from sgsbatch.errors import ConfigError
 from sgsbatch.prompts import PromptError, read_guide_tags, read_template
 
@@ -194,7 +195,7 @@ def apply_slurm_defaults(raw: dict[str, Any], source: str, origins: Origins | No
         raise ConfigError(source, "slurm.defaults.nodes", "not a default: only the train job spans nodes; set "
                                                           "slurm.train.nodes instead")
     build(SlurmPhaseConfig, defaults, source, "slurm.defaults")  # unknown keys and wrong types
-    for phase in PHASES:
+    for phase in SLURM_TABLES:
         own = slurm.get(phase, {})
         if not isinstance(own, dict):
             continue  # `build` says what is wrong with it

@@ -14,6 +14,8 @@ from typing import Literal
 Executor = Literal["auto", "slurm", "local"]
 PHASES: tuple[str, ...] = ("init", "conjecture", "solve", "verify", "guide", "train")
 ROUND_PHASES: tuple[str, ...] = ("conjecture", "solve", "verify", "guide", "train")
+# every [slurm.<table>] with a job's resources: the phases and the run's watcher job (ops/watcher.py)
+SLURM_TABLES: tuple[str, ...] = (*PHASES, "watcher")
 TINY_RANDOM = "tiny-random"
 # a run name is a directory name, a command-line word and part of Slurm job names
 RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,99}")
@@ -349,7 +351,7 @@ def _gpu(gpus: int, cpus: int, mem: str, time_min: int) -> SlurmPhaseConfig:
 class SlurmConfig:
     """Each phase's Slurm job. A jobs file (or site file) may also hold `[slurm.defaults]`: keys of
     a phase table that apply to every phase whose own table does not set them (config/loading.py
-    merges it into the six phases; it is not kept in the run's frozen config)."""
+    merges it into the six phases and the watcher; it is not kept in the run's frozen config)."""
 
     init: SlurmPhaseConfig = field(default_factory=lambda: SlurmPhaseConfig(cpus=4, mem="32G", time_min=60))
     conjecture: SlurmPhaseConfig = field(default_factory=lambda: _gpu(1, 8, "64G", 240))
@@ -361,6 +363,11 @@ class SlurmConfig:
     # 600 s of warning: a ZeRO-2 checkpoint of a 7B model with Adam states is ~100 GB (README: sizing)
     train: SlurmPhaseConfig = field(
         default_factory=lambda: SlurmPhaseConfig(gpus=8, cpus=64, mem="800G", time_min=720, signal_delay_s=600)
+    )
+    # `sgsbatch watch RUN --submit`: one small CPU job that watches the run and requeues itself
+    # before its time limit (4 h fits most sites' short CPU partitions)
+    watcher: SlurmPhaseConfig = field(
+        default_factory=lambda: SlurmPhaseConfig(cpus=1, mem="2G", time_min=240, signal_delay_s=60)
     )
 
 
@@ -555,7 +562,7 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(0.0 < ca.checkpoint_share <= 1.0, "canary.checkpoint_share", f"must be within (0, 1], got {ca.checkpoint_share}")
     check(ca.time_min >= 1, "canary.time_min", f"must be >= 1 minute, got {ca.time_min}")
     check(ca.max_age_days > 0, "canary.max_age_days", f"must be > 0 days, got {ca.max_age_days}")
-    for phase in PHASES:
+    for phase in SLURM_TABLES:
         r = cfg.phase_resources(phase)
         for key, val, low, high in (("gpus", r.gpus, 0, MAX_GPUS), ("cpus", r.cpus, 1, MAX_CPUS),
                                     ("time_min", r.time_min, 1, 366 * 24 * 60),

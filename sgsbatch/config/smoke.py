@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sgsbatch.checkout import embedded_tiny_targets
 from sgsbatch.config.loading import is_path_like, parse_override
-from sgsbatch.config.schema import PHASES, TINY_RANDOM, Config, SlurmConfig, SlurmPhaseConfig
+from sgsbatch.config.schema import SLURM_TABLES, TINY_RANDOM, Config, SlurmConfig, SlurmPhaseConfig
 from sgsbatch.errors import ConfigError
 
 SMOKE_TARGETS = 12  # the embedded set whole: smoke runs share tiny.toml's tiny-random models (init cache key)
@@ -58,5 +58,5 @@ def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Co
         train=r(cfg.train, bf16=False, gradient_checkpointing=False, zero_stage=0),
         verification=r(cfg.verification, backend=verifier),
         shards=r(cfg.shards, conjecture=2, solve=2, guide=1, verify=0),
-        slurm=SlurmConfig(**{p: phase(p) for p in PHASES}),
+        slurm=SlurmConfig(**{p: phase(p) for p in SLURM_TABLES}),
     )

@@ -54,7 +54,7 @@ from sgsbatch.config.loading import (
     to_dict,
     to_toml,
 )
-from sgsbatch.config.schema import PHASES, Config, semantic_errors
+from sgsbatch.config.schema import PHASES, SLURM_TABLES, Config, semantic_errors
 from sgsbatch.errors import ConfigError
 from sgsbatch.run import amendments
 from sgsbatch.run.handle import RunHandle
@@ -65,7 +65,7 @@ from sgsbatch.state.schema import Amendment, Phase, Round, Run, RunState, SlurmJ
 SLURM_KEYS = ("partition", "account", "qos", "time_min", "mem", "cpus", "array_parallelism", "extra",
               "signal_delay_s", "scratch", "setup")
 OPERATIONAL_KEYS = (
-    *(f"slurm.{p}.{k}" for p in PHASES for k in SLURM_KEYS),
+    *(f"slurm.{p}.{k}" for p in SLURM_TABLES for k in SLURM_KEYS),
     "run.rounds", "run.max_task_retries", "run.allow_env_drift", "run.poll_interval_s", "run.local_workers",
     "checkpoints.keep_last", "checkpoints.keep_every", "checkpoints.estimate_gb_per_role",
 )
@@ -169,14 +169,14 @@ def _check_from_round(h: RunHandle, cfg: Config, method: dict[str, tuple[Any, An
 
 
 def _expand_slurm_defaults(overrides: Sequence[str]) -> list[str]:
-    """`slurm.defaults.KEY=V` as `slurm.<phase>.KEY=V` for all six phases: a frozen config has no
+    """`slurm.defaults.KEY=V` as `slurm.<table>.KEY=V` for the six phases and the watcher: a frozen config has no
     [slurm.defaults] (config/loading.py merged it into the phases at launch)."""
     out: list[str] = []
     for text in overrides:
         key, _, value = text.partition("=")
         prefix = "slurm.defaults."
         if key.strip().startswith(prefix) and "=" in text:
-            out += [f"slurm.{p}.{key.strip()[len(prefix):]}={value}" for p in PHASES]
+            out += [f"slurm.{p}.{key.strip()[len(prefix):]}={value}" for p in SLURM_TABLES]
         else:
             out.append(text)
     return out

@@ -333,21 +333,35 @@ def watch_step(h: RunHandle) -> tuple[RunStatus, str | None]:
 
 
 def watch(h: RunHandle, interval: float, on_check: Callable[[RunStatus, str | None], None],
-          max_checks: int | None = None) -> RunStatus:
-    """Repair the run whenever it stalls repairably, until it ends (or `max_checks` checks); the
-    live alarms go to TensorBoard (`tb/live_alerts/`, step = the round) whenever they change, so
-    nothing is written while none was ever raised and zeros are written when they clear."""
-    checks = 0
-    written = alert_values([], ALERT_KINDS)
-    while True:
-        h = _fresh(h)  # alarm thresholds and the rest amended with `resume --set` since it started
-        st, action = watch_step(h)
-        on_check(st, action)
-        values = alert_values(st.alerts, ALERT_KINDS)
-        if values != written:
-            write_live_alerts(h.paths.tb, st.round, values)
-            written = values
-        checks += 1
-        if st.state in ENDED or (max_checks is not None and checks >= max_checks):
-            return st
-        time.sleep(interval)
+          max_checks: int | None = None, stop: Callable[[], bool] | None = None) -> RunStatus:
+    """Repair the run whenever it stalls repairably, until it ends (or `max_checks` checks, or
+    `stop()` turns true: checked every second between checks); the live alarms go to TensorBoard
+    (`tb/live_alerts/`, step = the round) whenever they change, so nothing is written while none
+    was ever raised and zeros are written when they clear. One watcher per run: it holds the run's
+    `watch.lock`, and a second is a RunError naming the first."""
+    try:
+        lock = OwnerLock(h.paths.root / "watch.lock").acquire()
+    except LockHeld as e:
+        raise RunError(f"run {h.cfg.run.name} is already watched by {describe(e.holder)}; one watcher is "
+                       "enough (two would resume the same stall twice)") from None
+    with lock:
+        checks = 0
+        written = alert_values([], ALERT_KINDS)
+        while True:
+            h = _fresh(h)  # alarm thresholds and the rest amended with `resume --set` since it started
+            st, action = watch_step(h)
+            on_check(st, action)
+            values = alert_values(st.alerts, ALERT_KINDS)
+            if values != written:
+                write_live_alerts(h.paths.tb, st.round, values)
+                written = values
+            checks += 1
+            if st.state in ENDED or (max_checks is not None and checks >= max_checks):
+                return st
+            end = time.monotonic() + interval
+            while time.monotonic() < end:
+                if stop is not None and stop():
+                    return st
+                time.sleep(min(1.0, max(0.0, end - time.monotonic())))
+            if stop is not None and stop():
+                return st

@@ -25,6 +25,7 @@ from sgsbatch.run import environment
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import command
 from sgsbatch.run.shards import failed_reason
+from sgsbatch.scheduling import watcher
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.scheduling.liveness import StallReason
 from sgsbatch.state.schema import Metric, Round, RunEnvironment, RunState
@@ -60,6 +61,8 @@ class RunStatus:
     # config changes after launch (`resume --set`, ops/amend.py): {"count", "method", "last"}; None: none
     amendments: dict[str, Any] | None = None
     canary: dict[str, Any] | None = None  # what cleared the launch (canary/record.py); None: none was asked for
+    # the watcher job (`watch --submit`, ops/watcher.py): {"job_id", "state"}; state None: not in the queue
+    watcher: dict[str, Any] | None = None
 
     @property
     def repairable(self) -> bool:
@@ -77,7 +80,7 @@ class RunStatus:
             "stall": self.stall.value if self.stall else None, "environment": self.environment,
             "progress": self.progress, "solve_rate_curve": self.solve_rate_curve,
             "sparkline": sparkline(self.solve_rate_curve, 0.0, 1.0), "disk": self.disk, "alerts": self.alerts,
-            "amendments": self.amendments, "canary": self.canary,
+            "amendments": self.amendments, "canary": self.canary, "watcher": self.watcher,
         }
         if self.jobs is not None:
             out["jobs"] = self.jobs
@@ -138,6 +141,8 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
         return st
     if not live:
         return st
+    if (job := watcher.recorded_job(h.paths)) is not None:
+        st.watcher = {"job_id": job["job_id"], "state": watcher.live_state(str(job["job_id"]))}
     alive = executor_for(h).liveness(h, r, phase, detail)
     st.state, st.stall = alive.state, alive.stall
     st.message = st.message if alive.message is None else alive.message

@@ -64,7 +64,7 @@ def job_name(run: str, r: int, phase: str) -> str:
 
 
 @contextmanager
-def _clean_env() -> Iterator[None]:
+def clean_env() -> Iterator[None]:
     """submitit's own scrub (SLURM_*, SLURMD_*, SRUN_*, SBATCH_*, SUBMITIT_*, the torch.distributed
     rendezvous variables) plus what it does not know: our launcher's and DeepSpeed's variables
     (DIST_ENV, DIST_PREFIXES) and the devices and threads of the job's allocation (JOB_ENV)."""
@@ -140,7 +140,7 @@ def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], depend
     ex.update_parameters(**_parameters_for(cfg, r, phase, len(shards), dependency))
     k = len(shards)
     try:
-        with _clean_env():
+        with clean_env():
             jobs = ex.map_array(SlurmTask(), [str(h.paths.root)] * k, [r] * k, [phase] * k, list(shards),
                                 [cfg.run.max_task_retries] * k)
     except Exception as e:  # submitit raises FailedJobError / CalledProcessError with sbatch's message

@@ -6,6 +6,7 @@ tests/integration/test_operator_control.py. Waiting is by polling; nothing is me
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -101,3 +102,48 @@ def test_a_slurm_worker_waits_for_the_owner_of_its_shard(slurm_cluster: object, 
         assert shard.failure_count() == 0
     finally:
         sgsbatch("cancel", "sown", "--runs-dir", str(tmp_path), env=cli_env)
+
+
+def _watcher_state(job: str) -> str | None:
+    out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+    return out or None
+
+
+def test_the_watcher_job_comes_back_after_its_time_limit_and_a_preemption_and_ends_with_the_run(
+        slurm_cluster: object, tmp_path: Path, cli_env: dict[str, str]) -> None:
+    """`watch --submit` (ops/watcher.py): the time-limit warning (SIGUSR2, sent here with scancel as
+    Slurm sends it `slurm.watcher.signal_delay_s` ahead) makes the watcher requeue itself; a
+    preemption (`scontrol requeue`) brings it back through Slurm; one watcher per run; it ends, as a
+    COMPLETED job, when the run ends."""
+    paths, _, _ = _hung(tmp_path, cli_env, "swj")  # a run that stays live: its init shard hangs
+    args = ("--runs-dir", str(tmp_path))
+    try:
+        proc = sgsbatch("watch", "swj", *args, "--submit", "--interval", "1", env=cli_env)
+        assert proc.returncode == 0, proc.stderr
+        job = json.loads((paths.root / "watcher.json").read_text())["job_id"]
+        assert f"watcher job {job} submitted" in proc.stdout
+        log = paths.slurm / "watcher" / job / f"{job}_0_log.out"
+
+        def logged(text: str) -> bool:
+            return log.exists() and text in log.read_text()
+
+        _until(lambda: logged("(restart 0) watching"), "the watcher job to start")
+        again = sgsbatch("watch", "swj", *args, "--submit", env=cli_env)
+        assert again.returncode != 0 and f"already has a watcher job: {job}" in again.stderr
+        here = sgsbatch("watch", "swj", *args, "--max-checks", "1", env=cli_env)
+        assert here.returncode != 0 and "is already watched by pid" in here.stderr
+        assert status(tmp_path, "swj")["watcher"] == {"job_id": job, "state": "RUNNING"}
+
+        subprocess.run(["scancel", "--signal=USR2", job], check=True)  # its time limit is near
+        _until(lambda: logged("(restart 1) watching"), "the watcher to requeue itself")
+        assert logged(f"time limit near: requeueing job {job}")
+
+        subprocess.run(["scontrol", "requeue", job], check=True)  # preempted
+        _until(lambda: logged("(restart 2) watching"), "the watcher to come back after a preemption")
+    finally:
+        sgsbatch("cancel", "swj", *args, env=cli_env)
+    _until(lambda: _watcher_state(job) is None, "the watcher job to end with the run")
+    assert logged("run ended (cancelled); the watcher ends")
+    states = subprocess.run(["sacct", "-n", "-X", "-j", job, "-o", "State"], capture_output=True,
+                            text=True).stdout.split()
+    assert states[-1] == "COMPLETED", states
