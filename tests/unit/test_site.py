@@ -21,7 +21,7 @@ from sgsbatch.canary.shapes import shape_jobs
 from sgsbatch.canary.submit import slurm_parameters
 from sgsbatch.cli import main
 from sgsbatch.config.loading import load_config
-from sgsbatch.config.schema import PHASES, SlurmConfig
+from sgsbatch.config.schema import PHASES, SLURM_TABLES, SlurmConfig
 from sgsbatch.errors import ConfigError
 from sgsbatch.ops import control
 from sgsbatch.ops.amend import amend
@@ -65,7 +65,7 @@ def test_defaults_reach_every_phase_and_a_phase_key_wins(tmp_path: Path) -> None
                  '[slurm.defaults]\npartition = "gpu"\naccount = "lab"\nmem = "16G"\nextra = {constraint = "a100"}\n'
                  '[slurm.solve]\npartition = "gpu-long"\nextra = {gres = "gpu:1"}\n')
     cfg = load_config(job)
-    for phase in PHASES:
+    for phase in SLURM_TABLES:  # the six phases and the watcher job
         r = cfg.phase_resources(phase)
         assert r.account == "lab"
         assert r.partition == ("gpu-long" if phase == "solve" else "gpu")
@@ -171,8 +171,8 @@ def test_site_example_fits_every_experiment(tmp_path: Path) -> None:
         if path.name == "site.example.toml":
             continue
         cfg = load_config(path, site=JOBS / "site.example.toml", runs_dir=(str(tmp_path), "--runs-dir"))
-        assert all(cfg.phase_resources(p).setup and cfg.phase_resources(p).account for p in PHASES), path
-        assert cfg.slurm.verify.partition == "cpu"
+        assert all(cfg.phase_resources(p).setup and cfg.phase_resources(p).account for p in SLURM_TABLES), path
+        assert cfg.slurm.verify.partition == "cpu" and cfg.slurm.watcher.partition == "cpu"
 
 
 # --- setup lines in every job script ---
@@ -217,9 +217,9 @@ def test_canary_jobs_get_the_setup_lines_and_split_by_them(tmp_path: Path) -> No
 def test_resume_set_of_a_default_changes_every_phase(tmp_path: Path) -> None:
     h = make_run(tmp_path, "am")
     h2, changes = amend(h, ["slurm.defaults.partition=gpu2", "slurm.defaults.setup=['module load y']"])
-    assert all(h2.cfg.phase_resources(p).partition == "gpu2" for p in PHASES)
-    assert all(h2.cfg.phase_resources(p).setup == ("module load y",) for p in PHASES)
-    assert len(changes) == 12
+    assert all(h2.cfg.phase_resources(p).partition == "gpu2" for p in SLURM_TABLES)
+    assert all(h2.cfg.phase_resources(p).setup == ("module load y",) for p in SLURM_TABLES)
+    assert len(changes) == 2 * len(SLURM_TABLES)
     assert open_run(tmp_path, "am").cfg.slurm.train.partition == "gpu2"
 
 
