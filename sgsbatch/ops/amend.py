@@ -44,7 +44,6 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from sgsbatch.config.loading import (
-    PROMPT_KEYS,
     Origins,
     apply_overrides,
     build,
@@ -57,62 +56,11 @@ from sgsbatch.config.loading import (
 from sgsbatch.config.schema import PHASES, SLURM_TABLES, Config, semantic_errors
 from sgsbatch.errors import ConfigError
 from sgsbatch.run import amendments
+from sgsbatch.run.amendments import METHOD_KEYS, OPERATIONAL_KEYS, classify, flat_keys
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import command
 from sgsbatch.run.shards import atomic_write_text
 from sgsbatch.state.schema import Amendment, Phase, Round, Run, RunState, SlurmJob, StoredProof
-
-SLURM_KEYS = ("partition", "account", "qos", "time_min", "mem", "cpus", "array_parallelism", "extra",
-              "signal_delay_s", "scratch", "setup")
-OPERATIONAL_KEYS = (
-    *(f"slurm.{p}.{k}" for p in SLURM_TABLES for k in SLURM_KEYS),
-    "run.rounds", "run.max_task_retries", "run.allow_env_drift", "run.poll_interval_s", "run.local_workers",
-    "checkpoints.keep_last", "checkpoints.keep_every", "checkpoints.estimate_gb_per_role",
-)
-OPERATIONAL_SECTIONS = ("alerts", "report", "scaling")
-# a change of method -> the phases of a round that read it (None: every phase, the round's partition)
-METHOD_KEYS: dict[str, tuple[str, ...] | None] = {
-    "verification.timeout_s": ("verify",),
-    "shards.conjecture": None, "shards.solve": None, "shards.guide": None, "shards.verify": None,
-    "prompts.solver": ("solve",), "prompts.conjecturer": ("conjecture",),
-    "prompts.conjecturer_unconditioned": ("conjecture",), "prompts.guide": ("guide",),
-    "prompts.guide_tags": ("conjecture", "solve", "guide"),  # the simulated generator writes them too
-}
-assert set(PROMPT_KEYS) <= set(METHOD_KEYS)
-_ALGORITHM = ("an algorithm setting: the rounds already completed were computed with the old value, so the run "
-              "would mix two experiments under one name")
-REFUSED: dict[str, str] = {
-    "run": "identifies the run or where its state lives",
-    "data": "the targets were frozen at launch (targets.jsonl)",
-    "models": "names the weights every round trains from: another model is another experiment",
-    "generation": _ALGORITHM, "solver": _ALGORITHM, "conjecturer": _ALGORITHM, "extraction": _ALGORITHM,
-    "guide": _ALGORITHM, "train": _ALGORITHM,
-    "verification": "decides what counts as a proof (of this section only verification.timeout_s may change, "
-                    "as a change of method)",
-    "records": "decides what compaction deletes from completed rounds, which cannot be undone",
-    "slurm": "decides the training ranks and how generation is placed (slurm.<phase>.gpus, .nodes)",
-}
-
-
-def classify(key: str) -> tuple[str | None, str]:
-    """(kind, why): kind "operational", "method" or None (refused, `why` says why)."""
-    parts = key.split(".")
-    if len(parts) >= 3 and parts[0] == "slurm" and ".".join(parts[:3]) in OPERATIONAL_KEYS:
-        return amendments.OPERATIONAL, ""  # slurm.<phase>.extra.<option> included
-    if key in OPERATIONAL_KEYS or parts[0] in OPERATIONAL_SECTIONS:
-        return amendments.OPERATIONAL, ""
-    if key in METHOD_KEYS:
-        return amendments.METHOD, ""
-    return None, REFUSED.get(parts[0], "not a key of the run's config")
-
-
-def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}.{k}" if prefix else k
-        leaf = not isinstance(v, dict) or k == "extra"  # slurm.<phase>.extra: one value, a table of options
-        out.update({key: v} if leaf else _flat(v, key))
-    return out
 
 
 def _started(h: RunHandle, r: int, phases: Sequence[str]) -> list[str]:
@@ -201,7 +149,7 @@ def amend(h: RunHandle, overrides: Sequence[str], *, method_change: bool = False
     cfg: Config = build(Config, raw, "--set")
     for key, msg in semantic_errors(cfg):
         raise ConfigError(origin_of(origins, key, "--set"), key, msg)
-    a, b = _flat(to_dict(h.cfg)), _flat(to_dict(cfg))
+    a, b = flat_keys(to_dict(h.cfg)), flat_keys(to_dict(cfg))
     changed = {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
     method: dict[str, tuple[Any, Any]] = {}
     for key, (old, new) in changed.items():

@@ -21,15 +21,107 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.config.schema import Config
+from sgsbatch.config.loading import PROMPT_KEYS
+from sgsbatch.config.schema import SLURM_TABLES, Config
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import atomic_write_text
 
 FILE = "amendments.jsonl"
 OPERATIONAL, METHOD = "operational", "method"
+
+# What may change on a live run (ops/amend.py changes it; run/handle.py advises it for an edited
+# config.toml): operational keys, changes of method, and why everything else is refused.
+SLURM_KEYS = ("partition", "account", "qos", "time_min", "mem", "cpus", "array_parallelism", "extra",
+              "signal_delay_s", "scratch", "setup")
+OPERATIONAL_KEYS = (
+    *(f"slurm.{p}.{k}" for p in SLURM_TABLES for k in SLURM_KEYS),
+    "run.rounds", "run.max_task_retries", "run.allow_env_drift", "run.poll_interval_s", "run.local_workers",
+    "checkpoints.keep_last", "checkpoints.keep_every", "checkpoints.estimate_gb_per_role",
+)
+OPERATIONAL_SECTIONS = ("alerts", "report", "scaling")
+# a change of method -> the phases of a round that read it (None: every phase, the round's partition)
+METHOD_KEYS: dict[str, tuple[str, ...] | None] = {
+    "verification.timeout_s": ("verify",),
+    "shards.conjecture": None, "shards.solve": None, "shards.guide": None, "shards.verify": None,
+    "prompts.solver": ("solve",), "prompts.conjecturer": ("conjecture",),
+    "prompts.conjecturer_unconditioned": ("conjecture",), "prompts.guide": ("guide",),
+    "prompts.guide_tags": ("conjecture", "solve", "guide"),  # the simulated generator writes them too
+}
+assert set(PROMPT_KEYS) <= set(METHOD_KEYS)
+_ALGORITHM = ("an algorithm setting: the rounds already completed were computed with the old value, so the run "
+              "would mix two experiments under one name")
+REFUSED: dict[str, str] = {
+    "run": "identifies the run or where its state lives",
+    "data": "the targets were frozen at launch (targets.jsonl)",
+    "models": "names the weights every round trains from: another model is another experiment",
+    "generation": _ALGORITHM, "solver": _ALGORITHM, "conjecturer": _ALGORITHM, "extraction": _ALGORITHM,
+    "guide": _ALGORITHM, "train": _ALGORITHM,
+    "verification": "decides what counts as a proof (of this section only verification.timeout_s may change, "
+                    "as a change of method)",
+    "records": "decides what compaction deletes from completed rounds, which cannot be undone",
+    "slurm": "decides the training ranks and how generation is placed (slurm.<phase>.gpus, .nodes)",
+}
+
+
+def classify(key: str) -> tuple[str | None, str]:
+    """(kind, why): kind "operational", "method" or None (refused, `why` says why)."""
+    parts = key.split(".")
+    if len(parts) >= 3 and parts[0] == "slurm" and ".".join(parts[:3]) in OPERATIONAL_KEYS:
+        return OPERATIONAL, ""  # slurm.<phase>.extra.<option> included
+    if key in OPERATIONAL_KEYS or parts[0] in OPERATIONAL_SECTIONS:
+        return OPERATIONAL, ""
+    if key in METHOD_KEYS:
+        return METHOD, ""
+    return None, REFUSED.get(parts[0], "not a key of the run's config")
+
+
+def flat_keys(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A config as a dict, flattened to dotted keys as `--set` names them (`slurm.<phase>.extra` is one
+    value: a table of sbatch options)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else k
+        leaf = not isinstance(v, dict) or k == "extra"
+        out.update({key: v} if leaf else flat_keys(v, key))
+    return out
+
+
+def toml_value(value: Any) -> str:
+    """`value` as TOML (an inline table for a dict), as `--set KEY=VALUE` reads it."""
+    import tomli_w
+
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    return tomli_w.dumps({"v": value}).strip()[len("v = "):]
+
+
+def set_argument(key: str, value: Any) -> str:
+    """The shell word `KEY=VALUE` for `--set` (quoted when the shell would split or expand it)."""
+    return shlex.quote(f"{key}={toml_value(value)}")
+
+
+def drift_advice(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
+    """For a config.toml edited after launch (`old`: the launch's, `new`: the file's, both `to_dict`):
+    the `--set` words of its operational changes, the keys that change method, and the refused
+    keys with why (`key (why)`)."""
+    a, b = flat_keys(old), flat_keys(new)
+    sets, method, refused = [], [], []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) == b.get(key):
+            continue
+        kind, why = classify(key)
+        if kind == OPERATIONAL and key in b:
+            sets += ["--set", set_argument(key, b[key])]
+        elif kind == METHOD:
+            method.append(key)
+        else:
+            refused.append(f"{key} ({why or 'cannot be removed'})")
+    return sets, method, refused
+
 
 _cache: dict[Path, tuple[tuple[int, int], list[dict[str, Any]]]] = {}
 

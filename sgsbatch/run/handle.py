@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import select
 
-from sgsbatch.config.loading import config_changes, from_toml_text, to_toml
+from sgsbatch.config.loading import config_changes, from_toml_text, to_dict, to_toml
 from sgsbatch.config.schema import Config
 from sgsbatch.data import Target
 from sgsbatch.errors import ConfigError, RunError
@@ -216,14 +216,23 @@ def _refuse_drift(paths: RunPaths, cfg: Config, run: Run) -> None:
     to go on (restore it, or change the keys that may change with `resume --set`)."""
     if hashlib.sha256(paths.config.read_bytes()).hexdigest() == run.config_hash:
         return
-    changes = config_changes(from_toml_text(run.config_toml, "the database"), cfg)
+    launched = from_toml_text(run.config_toml, "the database")
+    changes = config_changes(launched, cfg)
     if not changes:
         return  # comments or layout only
+    from sgsbatch.run.amendments import drift_advice
+
+    sets, method, refused = drift_advice(to_dict(launched), to_dict(cfg))
+    advice = [f"restore it with `{command('rebuild', paths, '--restore-config', '--force')}`"]
+    if sets:
+        advice.append(f"then make the change as an amendment: `{command('resume', paths, *sets)}`")
+    if method:
+        advice.append(f"{', '.join(method)} change the method: after restoring, amend them with resume --set and "
+                      "--method-change --from-round (a round not yet started; README: Amending a live run)")
+    if refused:
+        advice.append(f"{', '.join(refused)} cannot change on a live run: launch a new run for that")
     raise RunError(f"{paths.config} was edited after launch ({'; '.join(changes)}); a run keeps the config it was "
-                   f"launched with: restore it with `{command('rebuild', paths, '--restore-config', '--force')}`, "
-                   f"then change what may change with `{command('resume', paths, '--set', 'KEY=VALUE')}` (e.g. "
-                   f"`--set run.rounds=N`, `--set slurm.solve.time_min=N`; a change of method such as shards.* "
-                   f"with `--method-change --from-round N`; README: Amending a live run)")
+                   f"launched with: " + "; ".join(advice))
 
 
 def is_run_dir(path: Path) -> bool:

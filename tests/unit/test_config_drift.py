@@ -4,6 +4,7 @@ The runs that `resume` then starts are exercised in tests/integration (not here)
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -29,7 +30,12 @@ def test_edited_config_is_refused_with_the_change_and_the_way_on(tmp_path: Path)
         res = CliRunner().invoke(main, [*args, "--runs-dir", str(tmp_path)])
         assert res.exit_code == 1, res.output
         assert "was edited after launch (run.rounds: 2 -> 5)" in res.stderr
-        assert "--restore-config --force" in res.stderr and "--set run.rounds=N" in res.stderr
+        assert "--restore-config --force" in res.stderr and "--set run.rounds=5`" in res.stderr  # the edit, as a command
+    edited = text.replace("rounds = 2", "rounds = 5").replace('solver = "tiny-random"', 'solver = "other"')
+    h.paths.config.write_text(re.sub(r"(?m)^timeout_s = ", "timeout_s = 1", edited, count=1))
+    err = CliRunner().invoke(main, ["status", "dr", "--runs-dir", str(tmp_path)]).stderr
+    assert "--set run.rounds=5`" in err and "verification.timeout_s change the method" in err
+    assert "models.solver (names the weights" in err and "cannot change on a live run" in err
     assert "unreadable" in CliRunner().invoke(main, ["status", "--runs-dir", str(tmp_path)]).stdout
 
 
