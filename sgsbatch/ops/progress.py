@@ -23,7 +23,7 @@ from sgsbatch.round.checkpoints import retained
 from sgsbatch.round.metrics import alert
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.journal import read_journal
-from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.paths import RunPaths, command
 from sgsbatch.run.progress import duration
 from sgsbatch.run.shards import shards
 
@@ -137,9 +137,10 @@ def alarms(cfg: Config, paths: RunPaths, r: int, progress: dict[str, Any] | None
             out.append({"metric": alert("stuck_shards"), "shard": s["shard"], "job_id": s["job_id"],
                         "message": f"round {r} {progress['phase']} shard {s['shard']} (job {s['job_id'] or 'local'}) "
                                    f"made no item progress for {duration(s['idle_s'])} "
-                                   f"(threshold {duration(progress['stuck_after_s'])}); `resume` resubmits it"})
+                                   f"(threshold {duration(progress['stuck_after_s'])}); `{command('resume', paths)}` "
+                                   "resubmits it"})
         out.append(slow_phase_alarm(cfg, paths, r, progress["phase"], progress["elapsed_s"], running=True))
     out.append(verify_error_alarm(cfg, paths, r))
     if disk is not None:
-        out.append(disk_alarm(cfg, disk))
+        out.append(disk_alarm(cfg, paths, disk))
     return [a for a in out if a is not None]

@@ -14,6 +14,7 @@ Not covered: stuck shards (a running phase's item logs: ops/progress.py), acting
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,7 +22,7 @@ from sgsbatch.config.schema import Config
 from sgsbatch.round import metrics as M
 from sgsbatch.round.disk import disk_usage
 from sgsbatch.run.amendments import shards_at
-from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.paths import RunPaths, command
 from sgsbatch.run.progress import duration
 from sgsbatch.run.shards import phase_wall_s, shards
 
@@ -56,24 +57,29 @@ def slow_phase_alarm(cfg: Config, paths: RunPaths, r: int, phase: str, wall_s: f
                        f"{cfg.alerts.slow_phase_factor:g}x its recent average {duration(average)}"}
 
 
-def disk_alarm(cfg: Config, disk: Mapping[str, Any]) -> dict[str, Any] | None:
+def disk_alarm(cfg: Config, paths: RunPaths, disk: Mapping[str, Any]) -> dict[str, Any] | None:
     """`disk` (round/disk.disk_usage) projected over `alerts.disk_budget_gb` (never with no budget)."""
     budget = cfg.alerts.disk_budget_gb
     if not (budget > 0 and disk["projected_bytes"] > budget * 1e9):
         return None
     return {"metric": M.alert("disk_over_budget"), "value": disk["projected_bytes"],
             "message": f"disk projected to {disk['projected_bytes'] / 1e9:.1f} GB by round {cfg.run.rounds}, "
-                       f"over alerts.disk_budget_gb {budget:g}; {_fewer_checkpoints(cfg)}"}
+                       f"over alerts.disk_budget_gb {budget:g}; {_fewer_checkpoints(cfg, paths, disk)}"}
 
 
-def _fewer_checkpoints(cfg: Config) -> str:
+def _fewer_checkpoints(cfg: Config, paths: RunPaths, disk: Mapping[str, Any]) -> str:
     """The command that keeps fewer checkpoints from now on (or, when none can go, raises the budget)."""
-    ck, amend = cfg.checkpoints, f"sgsbatch resume {cfg.run.name} --set"
+    ck = cfg.checkpoints
+
+    def amend(key: str, value: object) -> str:
+        return command("resume", paths, "--set", f"{key}={value}")
+
     if ck.keep_every:
-        return f"keep every {2 * ck.keep_every}th round's weights with `{amend} checkpoints.keep_every={2 * ck.keep_every}`"
+        return f"keep every {2 * ck.keep_every}th round's weights with `{amend('checkpoints.keep_every', 2 * ck.keep_every)}`"
     if ck.keep_last > 1:
-        return f"keep fewer rounds' weights with `{amend} checkpoints.keep_last={ck.keep_last - 1}`"
-    return f"raise the budget with `{amend} alerts.disk_budget_gb=N` (no checkpoint left to drop)"
+        return f"keep fewer rounds' weights with `{amend('checkpoints.keep_last', ck.keep_last - 1)}`"
+    need = math.ceil(disk["projected_bytes"] * 1.2 / 1e9)  # the projection and a fifth more
+    return f"raise the budget with `{amend('alerts.disk_budget_gb', need)}` (no checkpoint left to drop)"
 
 
 def alert_values(alarms: Iterable[Mapping[str, Any]], kinds: Iterable[str]) -> dict[str, float]:
@@ -101,7 +107,7 @@ def round_end_values(cfg: Config, paths: RunPaths, r: int, metrics: Mapping[str,
             raised.append(alarm)
     if cfg.alerts.disk_budget_gb > 0:
         kinds.append("disk_over_budget")
-        alarm = disk_alarm(cfg, disk_usage(cfg, paths, r + 1))
+        alarm = disk_alarm(cfg, paths, disk_usage(cfg, paths, r + 1))
         if alarm is not None:
             raised.append(alarm)
     return alert_values(raised, kinds)

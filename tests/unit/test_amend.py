@@ -243,7 +243,7 @@ def test_the_disk_alarm_names_a_command_that_is_accepted(tmp_path: Path) -> None
 
     h = make_run(tmp_path, "dk")
     h, _ = amend(h, ["alerts.disk_budget_gb=1"])
-    alarm = disk_alarm(h.cfg, {"projected_bytes": 5e9})
+    alarm = disk_alarm(h.cfg, h.paths, {"projected_bytes": 5e9})
     assert alarm is not None
     (argv,) = _advised(alarm["message"])
     _amend_argv(h, argv)
