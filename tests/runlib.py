@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -81,3 +83,22 @@ def recorded_run(runs_dir: Path, name: str, executor: str = "local") -> Any:
     prepare_round(h, 0)
     h.set_state(RunState.running)
     return h
+
+
+# Advice (issue 28): the commands an operator-facing message tells the user to run, run as printed.
+PLACEHOLDER = re.compile(r"(=N\b|=\.\.\.|KEY=VALUE|\bRUN\b|<[a-z_ ]+>)")
+
+
+def advised(message: str) -> list[list[str]]:
+    """The `sgsbatch ...` commands a message advises, each as argv; a placeholder fails the test."""
+    out = []
+    for text in re.findall(r"`(sgsbatch [^`]+)`", message):
+        assert not PLACEHOLDER.search(text), f"the advice is not a command one can run: {text!r} in {message!r}"
+        out.append(shlex.split(text))
+    return out
+
+
+def run_advice(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run an advised command as printed (`sgsbatch` is this checkout's CLI)."""
+    assert argv[0] == "sgsbatch", argv
+    return sgsbatch(*argv[1:], env=env)

@@ -18,7 +18,6 @@ import os
 import re
 import shlex
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,27 +26,9 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runlib import TINY, sgsbatch, status  # noqa: E402
+from runlib import TINY, advised, run_advice, sgsbatch, status  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-PLACEHOLDER = re.compile(r"(=N\b|=\.\.\.|KEY=VALUE|\bRUN\b|<[a-z_ ]+>)")
-
-
-def advised(message: str) -> list[list[str]]:
-    """The `sgsbatch ...` commands a message advises, each as argv; a placeholder fails the test."""
-    out = []
-    for text in re.findall(r"`(sgsbatch [^`]+)`", message):
-        assert not PLACEHOLDER.search(text), f"the advice is not a command one can run: {text!r} in {message!r}"
-        out.append(shlex.split(text))
-    return out
-
-
-def run_advice(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run an advised command as printed (`sgsbatch` is this checkout's CLI)."""
-    assert argv[0] == "sgsbatch", argv
-    return sgsbatch(*argv[1:], env=env)
-
 
 def rehearsal(runs: Path, name: str, env: dict[str, str], *sets: str) -> None:
     args = ["launch", str(TINY), "--rehearse"]
