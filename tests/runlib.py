@@ -67,19 +67,22 @@ def outcome(run_dir: Path, url: str | None = None) -> dict[str, Any]:
         engine.dispose()
 
 
-def recorded_run(runs_dir: Path, name: str, executor: str = "local") -> Any:
+def recorded_run(runs_dir: Path, name: str, executor: str = "local", tiny_targets: bool = False) -> Any:
     """A 2-round tiny run recorded (directory, config, database, round 0 prepared) but never started:
-    for tests of the commands around a run, not of the run itself."""
+    for tests of the commands around a run, not of the run itself. `tiny_targets`: tiny.toml's own
+    targets instead of three trivial ones, for a test that runs the init phase (its tiny models are
+    then the ones every tiny run builds: one warm-up, cached, instead of one more)."""
     from sgsbatch.config.loading import load_config
-    from sgsbatch.data import Target
+    from sgsbatch.data import Target, load_targets
     from sgsbatch.round.lifecycle import prepare_round
     from sgsbatch.run.handle import create_run
     from sgsbatch.state.schema import RunState
 
     cfg = load_config(TINY, [f"run.runs_dir={runs_dir}", f"run.name={name}", f"run.executor={executor}",
                              "run.rounds=2"])
-    h = create_run(cfg, [Target(f"t{i}", "import Mathlib\n", f"theorem t{i} : True := by") for i in range(3)],
-                   executor)
+    targets = (load_targets(cfg.data.source, limit=cfg.data.limit or None).targets if tiny_targets else
+               [Target(f"t{i}", "import Mathlib\n", f"theorem t{i} : True := by") for i in range(3)])
+    h = create_run(cfg, targets, executor)
     prepare_round(h, 0)
     h.set_state(RunState.running)
     return h

@@ -21,20 +21,23 @@ EXPERIMENTS = sorted(p for p in (REPO / "jobs").glob("*.toml")
 @pytest.mark.parametrize("config", EXPERIMENTS, ids=lambda p: p.stem)
 def test_smoke_run_of_experiment_finishes_with_metrics_for_every_round(config: Path, tmp_path: Path,
                                                                        cli_env: dict[str, str]) -> None:
-    # no Lean here: the SIMULATED verifier, asked for (a Lean config's smoke run is refused without `lake`)
+    # no Lean here: the SIMULATED verifier, asked for (a Lean config's smoke run is refused without `lake`).
+    # sgs.toml runs the smoke's 2 rounds (round 1 starts from trained weights and stored proofs); an
+    # ablation or baseline differs from it in what one round does, so one round of it (CI time)
+    rounds = 2 if config.stem == "sgs" else 1
     proc = sgsbatch("launch", str(config), "--smoke", "--set", f"run.runs_dir={tmp_path}", "--set",
-                    "verification.backend=simulated", "--wait", env=cli_env)
+                    "verification.backend=simulated", "--set", f"run.rounds={rounds}", "--wait", env=cli_env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     name = f"{config.stem}-smoke"
     st = status(tmp_path, name)
     assert st["state"] == "completed" and st["smoke"] is True and st["executor"] == "local"
-    assert st["rounds"] == st["rounds_completed"] == 2
+    assert st["rounds"] == st["rounds_completed"] == rounds
     con = sqlite3.connect(tmp_path / name / "state.db")
-    rounds = {r for (r,) in con.execute("SELECT DISTINCT round FROM metrics WHERE name = 'cumulative_solve_rate'")}
+    metric_rounds = {r for (r,) in con.execute("SELECT DISTINCT round FROM metrics WHERE name = 'cumulative_solve_rate'")}
     reviews = con.execute("SELECT count(*) FROM reviews").fetchone()[0]
     conjectures = con.execute("SELECT count(*) FROM conjectures").fetchone()[0]
     con.close()
-    assert rounds == {0, 1}
+    assert metric_rounds == set(range(rounds))
     if "solver_only" in config.stem:
         assert conjectures == 0
     else:

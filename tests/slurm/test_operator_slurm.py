@@ -89,7 +89,7 @@ def test_resume_force_on_a_live_slurm_run_keeps_one_owner_per_shard(slurm_cluste
 
 def test_a_slurm_worker_waits_for_the_owner_of_its_shard(slurm_cluster: object, tmp_path: Path,
                                                          cli_env: dict[str, str]) -> None:
-    h = recorded_run(tmp_path, "sown", executor="slurm")
+    h = recorded_run(tmp_path, "sown", executor="slurm", tiny_targets=True)
     shard = Shard(h.paths.phase_dir(0, "init"), 0)
     log = shard.dir / "shard_00000.attempt.log"
     try:
