@@ -162,7 +162,7 @@ def rank_shares(examples: Sequence[Example], step: Sequence[int], objective: str
         load[r] += tokens(units[u])
         for i in units[u]:
             owner[i] = r
-    return [[i for i in step if owner[i] == r] for r in range(world)]
+    return [[i for i in step if owner.get(i) == r] for r in range(world)]
 
 
 def contributes(example: Example, objective: str) -> bool:
