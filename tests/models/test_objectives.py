@@ -123,7 +123,7 @@ def test_trainer_path_gives_the_loss_and_counts_the_clip_sides(objective: str, c
         term, st = example_loss(logits, target, ex, scales[i], settings)
         total = total + term
         stats = [a + b for a, b in zip(stats, st, strict=True)]
-    assert float(total) == pytest.approx(float(step_loss(logps, examples, settings)), rel=1e-9)
+    assert float(total.detach()) == pytest.approx(float(step_loss(logps, examples, settings).detach()), rel=1e-9)
     res = result_stats(stats)
     flat = [x for row in logr for x in row]
     assert res["tokens"] == 8
