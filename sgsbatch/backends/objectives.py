@@ -146,24 +146,26 @@ def sequence_term(logp: Any, logp_ratio: Any, ex: Example, settings: TrainSettin
 
 
 def _ratio_stats(objective: str, logp_ratio: Any, ex: Example, settings: TrainSettings) -> list[float]:
-    """[clipped, clipped low, clipped high, sampler KL sum, 1, s, s^2] of one example (no gradient)."""
+    """[clipped, clipped low, clipped high, sampler KL sum, 1, s, s^2] of one example (no gradient; one
+    device sync)."""
     import torch
 
     logr = logp_ratio.detach() - _old(ex, logp_ratio)
     r = torch.exp(logr)
-    kl = float((r - 1.0 - logr).sum())
-    s = float(torch.exp(logr.mean()))
-    tokens = len(ex.completion_ids)
+    s = torch.exp(logr.mean())
+    zero = torch.zeros((), dtype=r.dtype, device=r.device)
     if objective == "cispo":
-        low = high = 0.0
-        clipped = float((r > settings.cispo_clip_max).sum())
+        low = high = zero
+        clipped = (r > settings.cispo_clip_max).sum().to(r.dtype)
     else:
-        ratio = torch.tensor([s]) if objective == "gspo" else r
+        # GSPO clips its sequence ratio: a clipped sequence counts all its tokens
+        ratio = s.expand_as(r) if objective == "gspo" else r
         lo, hi = clip_sides(ratio, ex.weight, settings.clip_low, settings.clip_high)
-        per = tokens if objective == "gspo" else 1  # a clipped sequence: all its tokens
-        low, high = float(lo.sum()) * per, float(hi.sum()) * per
+        low, high = lo.sum().to(r.dtype), hi.sum().to(r.dtype)
         clipped = low + high
-    return [clipped, low, high, kl, 1.0, s, s * s]
+    kl = (r - 1.0 - logr).sum()
+    out: list[float] = torch.stack([clipped, low, high, kl, zero + 1.0, s, s * s]).tolist()
+    return out
 
 
 def example_loss(logits: Any, target: Any, ex: Example, scale: float, settings: TrainSettings) -> tuple[Any, list[float]]:
