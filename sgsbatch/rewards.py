@@ -1,7 +1,8 @@
-r"""Rewards and training weights: Solver (REINFORCE-1/2), Conjecturer, and CISPO groups.
+r"""Rewards and training weights: Solver (REINFORCE-1/2), Conjecturer, CISPO and GRPO-family groups.
 
 Covered: the length penalty, the `try` tactic rule, per-proof Solver weights, per-round
-Conjecturer rewards (with the "no guide" ablation), and CISPO group rewards and advantages.
+Conjecturer rewards (with the "no guide" ablation), CISPO group rewards and advantages, and the
+GRPO family's rewards (DAPO's overlong shaping), group advantages and DAPO's dynamic sampling.
 Not covered: the losses that consume these numbers, band selection (`selection.py`) and guide
 scores (`review.py`).
 
@@ -197,3 +198,65 @@ def keep_group(rewards: Sequence[float]) -> bool:
 def group_advantages(groups: Mapping[str, Sequence[float]], eps: float = 1e-6) -> dict[str, list[float]]:
     """Advantages of every kept group (all-zero groups dropped), keyed like `groups`."""
     return {k: advantages(r, eps) for k, r in groups.items() if keep_group(r)}
+
+
+# ----------------------------------------------------------------------------- the GRPO family
+
+
+def correct_samples(verified: Sequence[bool], proofs: Sequence[str], *, zero_try: bool = True,
+                    try_comments: TryComments = "reference") -> list[bool]:
+    """Which samples of a group earn the correctness reward: verified, and not using `try` (with `zero_try`)."""
+    if len(proofs) != len(verified):
+        raise ValueError("correct_samples: proofs and verified differ in size")
+    return [ok and not (zero_try and uses_try(p, try_comments)) for ok, p in zip(verified, proofs, strict=True)]
+
+
+def overlong_shaping(length: int, max_tokens: int, buffer_fraction: float, penalty: float = 1.0) -> float:
+    """DAPO's soft overlong punishment (arXiv 2503.14476 §3.4; verl workers/reward_manager/dapo.py,
+    `overlong_buffer`): 0 up to L_max - L_cache, then ((L_max - L_cache) - L) / L_cache * penalty,
+    floored at -penalty (L > L_max), with L_cache = buffer_fraction * L_max; buffer_fraction 0 = off."""
+    if max_tokens <= 0:
+        raise ValueError(f"overlong_shaping: max_tokens must be positive, got {max_tokens}")
+    if not 0.0 <= buffer_fraction < 1.0:
+        raise ValueError(f"overlong_shaping: buffer_fraction must be in [0, 1), got {buffer_fraction}")
+    if buffer_fraction == 0.0:
+        return 0.0
+    cache = buffer_fraction * max_tokens
+    expected = max_tokens - cache
+    if length <= expected:
+        return 0.0
+    return max(-penalty, (expected - length) / cache * penalty)
+
+
+def policy_rewards(correct: Sequence[bool], lengths: Sequence[int], *, incorrect: float = 0.0, max_tokens: int = 8192,
+                   overlong_buffer: float = 0.0, overlong_penalty: float = 1.0) -> list[float]:
+    """The GRPO family's rewards of one group: 1 correct, `incorrect` otherwise (DAPO §2.4: -1), plus
+    `overlong_shaping` when `overlong_buffer` > 0 (DAPO). The SGS length penalty is not applied."""
+    if len(lengths) != len(correct):
+        raise ValueError("policy_rewards: lengths and correct differ in size")
+    return [(1.0 if ok else incorrect) + overlong_shaping(n, max_tokens, overlong_buffer, overlong_penalty)
+            for ok, n in zip(correct, lengths, strict=True)]
+
+
+def grpo_advantages(rewards: Sequence[float], eps: float = 1e-6, scale_std: bool = True) -> list[float]:
+    """GRPO's group-normalised advantages `(r - mean) / (std + eps)` with the unbiased (N - 1) std, as
+    verl's compute_grpo_outcome_advantage (torch.std, epsilon 1e-6) and TRL's nanstd; `scale_std=False`
+    is Dr. GRPO's `r - mean` (arXiv 2503.20783 §3.2; verl norm_adv_by_std_in_grpo=False, TRL
+    scale_rewards="none"). A group whose rewards are all equal (a group of one included: no baseline)
+    has advantage exactly 0."""
+    if not rewards:
+        raise ValueError("grpo_advantages: empty group")
+    n = len(rewards)
+    mean = sum(rewards) / n
+    if max(rewards) == min(rewards):
+        return [0.0] * n
+    if not scale_std:
+        return [r - mean for r in rewards]
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1))
+    return [(r - mean) / (std + eps) for r in rewards]
+
+
+def dapo_keeps(correct: Sequence[bool]) -> bool:
+    """DAPO's dynamic sampling (arXiv 2503.14476 §3.2: 0 < |{correct}| < G; verl filter_groups with
+    metric "acc"): a group whose samples are all correct or all not is dropped."""
+    return 0 < sum(correct) < len(correct)

@@ -5,7 +5,7 @@ of flat arrays, so 26k sequences of 8k tokens are ~1 GB read once per rank, not 
 of optimizer steps (`plan_steps`: deterministic from the seed; CISPO keeps groups whole), the
 per-example loss factors (`loss_scales`), the split of a step over ranks by tokens
 (`rank_shares`), and the fingerprint that ties a checkpoint to its call. Not covered: torch,
-DeepSpeed and the objectives' arithmetic (backends/trainer.py).
+DeepSpeed and the objectives' arithmetic (backends/objectives.py, backends/trainer.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-OBJECTIVES = ("reinforce", "cispo")
+# the GRPO family (backends/objectives.py): clipped importance ratio against the sampler's logprobs
+GRPO_FAMILY = ("grpo", "dr_grpo", "dapo", "gspo")
+OBJECTIVES = ("reinforce", "cispo", *GRPO_FAMILY)
+RATIO_OBJECTIVES = ("cispo", *GRPO_FAMILY)  # need each example's sampler_logprobs
+SEQUENCE_MEAN = ("grpo", "dr_grpo", "gspo")  # the step loss is the mean of its sequences' terms
 
 
 @dataclass(frozen=True)
@@ -34,8 +38,12 @@ class TrainSettings:
     bf16: bool = False
     gradient_checkpointing: bool = False
     seed: int = 0
-    objective: str = "reinforce"  # "reinforce" | "cispo"
+    objective: str = "reinforce"  # one of OBJECTIVES
     cispo_clip_max: float = 4.0
+    # the GRPO family: the ratio is clipped to [1 - clip_low, 1 + clip_high]; Dr. GRPO divides by max_tokens
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    max_tokens: int = 8192
     threads: int | None = None
     # CISPO: the distribution the sampler's logprobs were taken under (logits / T, then top-p)
     sampling_temperature: float = 1.0
@@ -47,7 +55,7 @@ class TrainSettings:
 class Example:
     prompt_ids: list[int]
     completion_ids: list[int]
-    weight: float  # REINFORCE weight, or the group's advantage A for CISPO
+    weight: float  # REINFORCE weight, or the sample's advantage A (CISPO, the GRPO family)
     group: int | None = None
     sampler_logprobs: list[float] | None = None
 
@@ -61,15 +69,22 @@ class TrainResult:
     # statistics over the completion tokens trained on (0 in results stored before they existed)
     tokens: int = 0
     entropy: float = 0.0  # mean entropy of the policy's next-token distribution, before each step's update
-    clip_fraction: float = 0.0  # CISPO: share of tokens whose importance weight was clamped at cispo_clip_max
+    clip_fraction: float = 0.0  # CISPO: share of tokens whose importance weight was clamped at cispo_clip_max;
+    # the GRPO family: share of tokens on the clipped side of the ratio (low + high, as below)
     objective: str = "reinforce"
+    clip_low_fraction: float = 0.0  # ratio < 1 - clip_low with A < 0 (TRL's clip_ratio/low_mean)
+    clip_high_fraction: float = 0.0  # ratio > 1 + clip_high with A > 0 (TRL's clip_ratio/high_mean)
+    sampler_kl: float = 0.0  # per token, KL(sampler || policy) estimated as r - 1 - log r (Schulman's k3)
+    seq_ratio_mean: float = 0.0  # over sequences, s = exp(mean_t log r): the geometric mean of the token ratios
+    seq_ratio_std: float = 0.0
 
 
 def plan_steps(examples: Sequence[Example], settings: TrainSettings) -> list[list[int]]:
     """Example indices of each optimizer step, in order (deterministic from settings.seed).
 
-    reinforce: shuffled examples in chunks of batch_size. cispo: shuffled whole groups packed
-    greedily up to batch_size sequences (a group larger than batch_size is a step on its own).
+    reinforce: shuffled examples in chunks of batch_size. cispo and the GRPO family: shuffled whole
+    groups packed greedily up to batch_size sequences (a group larger than batch_size is a step on
+    its own).
     """
     if settings.objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {settings.objective!r}; valid: {', '.join(OBJECTIVES)}")
@@ -103,10 +118,17 @@ def group_indices(examples: Sequence[Example]) -> list[list[int]]:
 
 
 def loss_scales(examples: Sequence[Example], step: Sequence[int], objective: str) -> dict[int, float]:
-    """Per-example factor c_x so that the step loss = sum_x c_x * sum_t (w_t) NLL_{x,t}."""
-    if objective == "reinforce":
+    """Per-example factor c_x so that the step loss = sum_x c_x * term_x (term_x: backends/objectives.py).
+
+    reinforce: weight / the step's completion tokens (term sum_t NLL); cispo: A / the group's tokens /
+    the step's groups (term sum_t w_t NLL); grpo, dr_grpo, gspo: 1 / the step's sequences (the mean
+    over sequences; A is inside the term); dapo: 1 / the step's completion tokens (token-level).
+    """
+    if objective in SEQUENCE_MEAN:
+        return {i: 1.0 / len(step) for i in step}
+    if objective in ("reinforce", "dapo"):
         total = sum(len(examples[i].completion_ids) for i in step)
-        return {i: examples[i].weight / max(total, 1) for i in step}
+        return {i: (examples[i].weight if objective == "reinforce" else 1.0) / max(total, 1) for i in step}
     groups = group_indices([examples[i] for i in step])
     scales: dict[int, float] = {}
     for g in groups:
@@ -122,12 +144,13 @@ def rank_shares(examples: Sequence[Example], step: Sequence[int], objective: str
 
     Units (examples; whole groups for CISPO) go largest first to the rank with the fewest tokens
     so far (ties: the lower rank); each rank's share keeps the step's order. A rank's share may
-    be empty (it then runs dummy micro-batches to keep the collectives in step).
+    be empty (it then runs dummy micro-batches to keep the collectives in step). An example that
+    `contributes` nothing is in no share (it still counts in `loss_scales`' normaliser).
     """
     if objective == "cispo":
         units = [[step[j] for j in g] for g in group_indices([examples[i] for i in step])]
     else:
-        units = [[i] for i in step]
+        units = [[i] for i in step if contributes(examples[i], objective)]
 
     def tokens(unit: list[int]) -> int:
         return sum(len(examples[i].prompt_ids) + len(examples[i].completion_ids) for i in unit)
@@ -139,7 +162,14 @@ def rank_shares(examples: Sequence[Example], step: Sequence[int], objective: str
         load[r] += tokens(units[u])
         for i in units[u]:
             owner[i] = r
-    return [[i for i in step if owner[i] == r] for r in range(world)]
+    return [[i for i in step if owner.get(i) == r] for r in range(world)]
+
+
+def contributes(example: Example, objective: str) -> bool:
+    """False when the example's loss and gradient are exactly zero, so no rank runs it: advantage 0
+    under the GRPO family (-min(r * 0, clip(r) * 0) = 0; no KL term, solver.beta = 0), e.g. every
+    sample of a group whose rewards are all equal."""
+    return not (objective in GRPO_FAMILY and example.weight == 0.0)
 
 
 def fingerprint(model_dir: Path, examples: Sequence[Example], settings: TrainSettings) -> str:

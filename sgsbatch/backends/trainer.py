@@ -1,4 +1,4 @@
-"""The DeepSpeed trainer used by the train phase and by warm-up (REINFORCE-1/2 and CISPO).
+"""The DeepSpeed trainer used by the train phase and by warm-up (REINFORCE-1/2, CISPO, the GRPO family).
 
 Covered: loading HF weights, `deepspeed.initialize` with a torch AdamW client optimizer
 (constant LR, no scheduler), gradient clipping, ZeRO stage from settings; on CPU a gloo
@@ -12,10 +12,8 @@ resumes and ends with bitwise-identical weights. Export: HF weights + tokenizer 
 atomically, with the `TrainResult` stored beside them (a finished `out_dir` is not retrained;
 loading, carrying and exporting weights live in backends/weights.py).
 
-Objectives (per optimizer step S, T_x = completion tokens of sequence x, NLL per token):
-- reinforce: loss = sum_{x in S} weight_x * sum_t NLL_{x,t} / sum_{x in S} T_x
-- cispo: loss = mean over groups g in S of A_g * sum_{x in g, t} w_{x,t} NLL_{x,t} / T_g with
-  w = clamp(exp(logp_train - logp_sampler), 0, cispo_clip_max), detached; A_g = `weight`.
+Objectives (reinforce, cispo, grpo, dr_grpo, dapo, gspo): backends/objectives.py, the loss of
+each example from this module's forward pass; per-step factors in backends/batches.py.
 
 Not covered: LR schedules, KL/entropy terms (the spec has none), multi-node tests.
 """
@@ -44,7 +42,7 @@ from sgsbatch.backends.batches import (
     plan_steps,
     rank_shares,
 )
-from sgsbatch.backends.distribution import sampling_logprobs
+from sgsbatch.backends.objectives import STATS, example_loss, result_stats
 from sgsbatch.backends.weights import (
     carry_weights,
     export_weights,
@@ -86,49 +84,10 @@ def completion_logprobs(model: Any, prompt_ids: Sequence[int], completion_ids: S
     return torch.log_softmax(logits, dim=-1).gather(1, target)[:, 0]
 
 
-def importance_ratio(current: Any, example: Example) -> Any:
-    """CISPO's p_current / p_sampler per completion token, detached and not yet clamped."""
-    import torch
-
-    if example.sampler_logprobs is None or len(example.sampler_logprobs) != len(example.completion_ids):
-        raise ValueError("cispo needs sampler_logprobs, one per completion token")
-    old = torch.tensor(example.sampler_logprobs, dtype=current.dtype, device=current.device)
-    return torch.exp(current.detach() - old)
-
-
-def sequence_loss(logp: Any, example: Example, scale: float, objective: str, clip_max: float,
-                  logp_sampling: Any = None) -> Any:
-    """scale * sum_t NLL_t (reinforce) or scale * sum_t w_t NLL_t with detached clamped w (cispo).
-
-    CISPO's w compares the sampler's logprobs with the current policy's under the same sampling
-    distribution (`logp_sampling`; the plain `logp` when None, i.e. temperature 1 and top_p 1).
-    """
-    nll = -logp
-    if objective == "cispo":
-        w = importance_ratio(logp if logp_sampling is None else logp_sampling, example).clamp(0.0, clip_max)
-        return scale * (w * nll).sum()
-    return scale * nll.sum()
-
-
 def _example_loss(model: Any, ex: Example, scale: float, settings: TrainSettings) -> tuple[Any, list[float]]:
-    """The example's loss term and its statistics [tokens, entropy sum, clipped tokens] (no gradient)."""
-    import torch
-
+    """The example's loss term and its statistics (objectives.STATS, no gradient)."""
     logits, target = _completion_logits(model, ex.prompt_ids, ex.completion_ids)
-    full = torch.log_softmax(logits, dim=-1)
-    logp = full.gather(1, target)[:, 0]
-    sampling = (settings.sampling_temperature, settings.sampling_top_p)
-    logp_sampling = None
-    clipped = 0.0
-    with torch.no_grad():
-        entropy = float(-(full.exp() * full).sum(-1).sum())
-        if settings.objective == "cispo":
-            if sampling != (1.0, 1.0):
-                logp_sampling = sampling_logprobs(logits.detach(), *sampling).gather(1, target)[:, 0]
-            ratio = importance_ratio(logp if logp_sampling is None else logp_sampling, ex)
-            clipped = float((ratio > settings.cispo_clip_max).sum())
-    loss = sequence_loss(logp, ex, scale, settings.objective, settings.cispo_clip_max, logp_sampling)
-    return loss, [float(len(ex.completion_ids)), entropy, clipped]
+    return example_loss(logits, target, ex, scale, settings)
 
 
 def batch_loss(model: Any, examples: Sequence[Example], objective: str, clip_max: float = 4.0,
@@ -248,7 +207,7 @@ def train(
         fp = fingerprint(model_dir, examples, settings)
         log.info("train %s: rank %d of %d, %d examples (fingerprint %s), %d optimizer steps", out_dir.name, rank,
                  world, len(examples), fp[:16], len(steps))
-        done_steps, loss_sum, stats = 0, 0.0, [0.0, 0.0, 0.0]
+        done_steps, loss_sum, stats = 0, 0.0, [0.0] * len(STATS)
         progress_file = state_dir / PROGRESS
         if progress_file.is_file():
             progress = json.loads(progress_file.read_text())
@@ -276,10 +235,8 @@ def train(
                 log.info("checkpoint of step %d saved in %.1f s", finished, save_s)
                 raise TrainingInterrupted(f"stopped after optimizer step {finished}/{len(steps)}", save_s)
 
-        tokens = int(stats[0])
-        result = TrainResult(len(steps), len(examples), target_tokens, mean_loss=loss_sum / len(steps), tokens=tokens,
-                             entropy=stats[1] / max(tokens, 1), clip_fraction=stats[2] / max(tokens, 1),
-                             objective=settings.objective)
+        result = TrainResult(len(steps), len(examples), target_tokens, mean_loss=loss_sum / len(steps),
+                             objective=settings.objective, **result_stats(stats))
         if rank == 0:
             export_weights(engine.module, model_dir, out_dir, result, settings)
             _clear_state(state_dir)
@@ -316,7 +273,7 @@ def _optimizer_step(
     engine: Any, examples: Sequence[Example], step: list[int], settings: TrainSettings, rank: int, world: int
 ) -> list[float]:
     """One optimizer step over `step` (global example indices); returns the global
-    [step loss, completion tokens, entropy sum, clipped tokens]."""
+    [step loss, *objectives.STATS]."""
     import torch
     import torch.distributed as dist
 
@@ -325,7 +282,7 @@ def _optimizer_step(
     local = shares[rank]
     mbs = settings.micro_batch_size
     n_micro = max(1, -(-max(len(s) for s in shares) // mbs))
-    acc = [0.0, 0.0, 0.0, 0.0]  # loss, tokens, entropy sum, clipped tokens
+    acc = [0.0] * (1 + len(STATS))  # loss, then objectives.STATS
     for m in range(n_micro):
         chunk = local[m * mbs : (m + 1) * mbs]
         engine.set_gradient_accumulation_boundary(m == n_micro - 1)

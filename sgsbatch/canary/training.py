@@ -77,7 +77,9 @@ def _examples(cfg: Config, weights: Path, targets: list[Any]) -> list[Any]:
     prompts = [chat_prompt_ids(tok, m) for m in role_messages(cfg, "solver", targets)]
     completions = [tok(t.theorem, add_special_tokens=False)["input_ids"][:64] or [0] for t in targets]
     n = 2 * cfg.solver.batch_size
-    return [Example(prompts[i % len(prompts)], completions[i % len(completions)], 1.0) for i in range(n)]
+    # groups of `solver.samples` and stand-in sampler logprobs: what CISPO and the GRPO family read
+    return [Example(prompts[i % len(prompts)], completions[i % len(completions)], 1.0, group=i // cfg.solver.samples,
+                    sampler_logprobs=[-1.0] * len(completions[i % len(completions)])) for i in range(n)]
 
 
 def check_training(cfg: Config, targets: list[Any], workdir: Path) -> list[Row]:

@@ -25,6 +25,12 @@ MAX_CPUS, MAX_GPUS = 4096, 64  # per task (per node)
 # head sizes vLLM 0.32's CPU attention accepts (vllm/v1/attention/backends/cpu_attn.py
 # get_supported_head_sizes; tests/vllm/test_vllm_engine.py checks this copy against the installed vLLM)
 VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+# The GRPO family's published clip ranges (eps_low, eps_high) of the importance ratio, used where
+# solver.clip_low / clip_high are 0: grpo and dr_grpo PPO's 0.2 (arXiv 1707.06347; TRL GRPOConfig.epsilon,
+# verl clip_ratio); dapo 0.2 / 0.28 (DAPO arXiv 2503.14476 §3.1 and its experiments); gspo 3e-4 / 4e-4 on
+# the sequence ratio (GSPO arXiv 2507.18071 §5.1; verl examples/gspo_trainer clip_ratio_low/high)
+PUBLISHED_CLIP: dict[str, tuple[float, float]] = {
+    "grpo": (0.2, 0.2), "dr_grpo": (0.2, 0.2), "dapo": (0.2, 0.28), "gspo": (3e-4, 4e-4)}
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,9 @@ class SolverConfig:
     samples: int = 8
     temperature: float = 1.0
     max_tokens: int = 8192
-    objective: Literal["reinforce", "cispo", "ei"] = "reinforce"
+    # reinforce (REINFORCE-1/2), cispo, ei (Expert Iteration), or the GRPO family: grpo, dr_grpo, dapo,
+    # gspo (backends/objectives.py; README "Objectives")
+    objective: Literal["reinforce", "cispo", "ei", "grpo", "dr_grpo", "dapo", "gspo"] = "reinforce"
     band_low: float = 0.0  # exclusive
     band_high: float = 0.5
     band_include_high: bool = True  # hard band 0 < s <= 0.5; CISPO: 0 < s < 1
@@ -155,6 +163,26 @@ class SolverConfig:
     ei_rounds: int = 3  # Expert Iteration trains on stored proofs of the last k rounds
     cispo_clip_max: float = 4.0
     cispo_eps: float = 1e-6
+    # The GRPO family (grpo, dr_grpo, dapo, gspo). The importance ratio is clipped to
+    # [1 - clip_low, 1 + clip_high]; 0 = the objective's published value (PUBLISHED_CLIP above)
+    clip_low: float = 0.0
+    clip_high: float = 0.0
+    # KL to a reference policy: 0 = off (TRL GRPOConfig.beta's default; DAPO §2.3 and Dr. GRPO drop
+    # it); > 0 is refused for now (the trainer holds no reference model)
+    beta: float = 0.0
+    # A = (r - mean) / (std + eps), unbiased std (verl compute_grpo_outcome_advantage's epsilon; TRL: 1e-4)
+    grpo_eps: float = 1e-6
+    # DAPO's overlong reward shaping (arXiv 2503.14476 §3.4; verl reward_manager/dapo.py overlong_buffer):
+    # past (1 - overlong_buffer) * max_tokens the reward drops linearly to -overlong_penalty at max_tokens.
+    # 0.2 = the paper's experiments: a 4,096-token cache of 20,480 (verl overlong_buffer.len = 4096); 0 = off
+    overlong_buffer: float = 0.2
+    overlong_penalty: float = 1.0  # verl overlong_buffer.penalty_factor (the paper's slope: 1)
+    dapo_incorrect_reward: float = -1.0  # DAPO §2.4: 1 correct, -1 otherwise (grpo, dr_grpo, gspo: 1 / 0)
+
+    def clip_range(self) -> tuple[float, float]:
+        """(clip_low, clip_high) of a GRPO-family objective, the published values where a key is 0."""
+        low, high = PUBLISHED_CLIP[self.objective]
+        return self.clip_low or low, self.clip_high or high
 
 
 @dataclass(frozen=True)
@@ -494,6 +522,19 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(s.lr > 0, "solver.lr", "must be > 0")
     check(s.batch_size >= 1, "solver.batch_size", "must be >= 1")
     check(s.ei_rounds >= 1, "solver.ei_rounds", "must be >= 1")
+    family = s.objective in PUBLISHED_CLIP
+    check(s.beta == 0.0, "solver.beta",
+          f"must be 0, got {s.beta}: a KL term to a reference policy is not supported yet (the trainer holds "
+          "no reference model); 0 is TRL's default and what DAPO, Dr. GRPO and GSPO use")
+    check(0.0 <= s.clip_low < 1.0, "solver.clip_low", f"must be within [0, 1) (0 = the published value), got {s.clip_low}")
+    check(s.clip_high >= 0.0, "solver.clip_high", f"must be >= 0 (0 = the published value), got {s.clip_high}")
+    check(s.grpo_eps > 0, "solver.grpo_eps", f"must be > 0, got {s.grpo_eps}")
+    check(0.0 <= s.overlong_buffer < 1.0, "solver.overlong_buffer",
+          f"must be within [0, 1) (a fraction of solver.max_tokens; 0 = off), got {s.overlong_buffer}")
+    check(s.overlong_penalty >= 0, "solver.overlong_penalty", f"must be >= 0, got {s.overlong_penalty}")
+    check(not family or s.samples >= 2, "solver.samples",
+          f"must be >= 2 with solver.objective = \"{s.objective}\" (a group needs two samples for its "
+          f"advantages), got {s.samples}")
     c = cfg.conjecturer
     check(0.0 <= c.band_percentile <= 1.0, "conjecturer.band_percentile", f"must be within [0, 1], got {c.band_percentile}")
     check(0.0 <= c.length_penalty_start <= 1.0, "conjecturer.length_penalty_start", "must be within [0, 1]")

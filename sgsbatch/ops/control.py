@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sgsbatch.config.loading import Origins, load_config, origin_of, parse_override
-from sgsbatch.config.schema import Config
+from sgsbatch.config.schema import PUBLISHED_CLIP, Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
 from sgsbatch.ops.status import RunStatus, run_status
 from sgsbatch.round.alarms import alert_values
@@ -60,7 +60,9 @@ class Plan:
             lines.append(f"rejected data rows: {len(self.rejected)} (" + "; ".join(self.rejected[:5]) + ")")
         if c.simulated:
             lines.append("verifier: SIMULATED (deterministic stand-in, not Lean)")
-        lines.append(f"solver: {c.models.solver}, objective {c.solver.objective}, {c.solver.samples} samples; "
+        clip = (" (clip {:g} / {:g})".format(*c.solver.clip_range()) if c.solver.objective in PUBLISHED_CLIP
+                else "")
+        lines.append(f"solver: {c.models.solver}, objective {c.solver.objective}{clip}, {c.solver.samples} samples; "
                      f"conjecturer: {c.models.conjecturer if c.conjecturer.enabled else 'off'}"
                      f"{'' if c.conjecturer.train else ' (frozen)'}; guide: "
                      f"{c.models.guide if c.guide.enabled else 'off'}")

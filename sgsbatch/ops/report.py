@@ -1,7 +1,8 @@
 """`sgsbatch report`: one self-contained HTML page about one or several runs, to share.
 
 Covered: per run, the curves (cumulative solve rate against rounds and against generations,
-pass@8 and pass@1, the conjecture funnel per round, the Guide's score distributions of the recent
+pass@8 and pass@1, the Solver's clipped tokens per side and drift from the sampler where the
+trainer recorded them (CISPO, the GRPO family), the conjecture funnel per round, the Guide's score distributions of the recent
 rounds), the scaling-law fit with its random-half spread (ops/fit.py) and its figure (ops/plot.py),
 GPU/CPU-hours per round (the `cost/*` metrics, recorded on Slurm; "not recorded" otherwise), the
 config changes made after launch (`resume --set`: every amendment, its kind and first round), and
@@ -199,6 +200,22 @@ def _examples_table(rows: list[dict[str, Any]], max_chars: int) -> str:
     return "".join(out) + "</table>"
 
 
+def _ratio_figures(metrics: dict[int, dict[str, float]]) -> list[str]:
+    """The Solver's importance-ratio curves where the trainer recorded them (CISPO, the GRPO family):
+    clipped tokens per side, and the sampler KL beside the sequence ratio's spread."""
+    sides = {side: _series(metrics, M.train_ratio("solver", f"clip_fraction_{side}")) for side in ("low", "high")}
+    drift = {"KL(sampler || policy) per token": _series(metrics, M.train_ratio("solver", "sampler_kl")),
+             "std of the sequence ratio": _series(metrics, M.train_ratio("solver", "seq_ratio_std"))}
+    out = []
+    if any(x for x, _ in sides.values()):
+        out.append(_img(lines_png("Solver: tokens clipped per side (GRPO family)", "round", "share of tokens",
+                                  sides, percent=True), "solver clip fractions per side"))
+    if any(x for x, _ in drift.values()):
+        out.append(_img(lines_png("Solver: drift from the sampler", "round", "value", drift),
+                        "solver sampler KL and sequence ratio"))
+    return out
+
+
 def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[str, Any]]:
     """One run's part of the page, and the data it shows (for tests and callers)."""
     rc = h.cfg.report
@@ -225,6 +242,7 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
         figs.append(_img(lines_png("pass@8 and pass@1 of the targets", "round", "rate",
                                    {"pass@8": _series(metrics, M.PASS_AT_8), "pass@1": _series(metrics, M.PASS_AT_1)},
                                    percent=True), "pass@8 by round"))
+        figs += _ratio_figures(metrics)
     funnel_rounds = [r for r, m in metrics.items() if M.conjectures("generated") in m]
     data["funnel"] = {s: [metrics[r].get(M.conjectures(s), 0.0) for r in funnel_rounds] for s in M.CONJECTURE_STAGES}
     data["funnel_rounds"] = funnel_rounds

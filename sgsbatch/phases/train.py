@@ -1,7 +1,8 @@
 """Train phase: write each trainable role's examples once, then train the Solver and the Conjecturer.
 
 `prepare` (the train job's first task, once per round) builds the examples per objective
-(round/examples.py) and writes them to `rounds/rNNNN/train/examples/<role>.npz`, the round's
+(round/examples.py; the GRPO family's group counts go into `prepared.json` and on to the round's
+metrics) and writes them to `rounds/rNNNN/train/examples/<role>.npz`, the round's
 Conjecturer rewards to `conjecturer_rewards.json` (read back by `conjecturer_rewards`, so lineage
 and export never re-read the round's shard files), `prepared.json` last: every rank then reads the same list (Expert Iteration's stored proofs included), and the
 ranks start only after the round is ingested, so no GPU waits on the database. `run` (every rank)
@@ -22,13 +23,20 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.backends.batches import Example, TrainSettings, load_examples, save_examples
+from sgsbatch.backends.batches import (
+    GRPO_FAMILY,
+    OBJECTIVES,
+    Example,
+    TrainSettings,
+    load_examples,
+    save_examples,
+)
 from sgsbatch.backends.trainer import TrainingInterrupted, train
 from sgsbatch.backends.weights import stored_result
 from sgsbatch.config.schema import Config
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import weights_for
-from sgsbatch.round.examples import conjecturer_examples, solver_examples
+from sgsbatch.round.examples import conjecturer_examples, solver_examples, solver_group_metrics
 from sgsbatch.round.results import ProblemResult
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import atomic_write_json, atomic_write_text, read_json
@@ -45,13 +53,16 @@ def train_settings(cfg: Config, role: str, r: int) -> TrainSettings:
     """How round r trains `role` (the train phase and the canary's training check)."""
     sec = cfg.solver if role == "solver" else cfg.conjecturer
     seed = int(hashlib.sha256(f"{cfg.run.seed}:{r}:train:{role}".encode()).hexdigest()[:8], 16)
-    objective = "cispo" if role == "solver" and cfg.solver.objective == "cispo" else "reinforce"
+    # the Solver trains with its objective (Expert Iteration's proofs as REINFORCE-1/2); the Conjecturer with REINFORCE-1/2
+    objective = cfg.solver.objective if role == "solver" and cfg.solver.objective in OBJECTIVES else "reinforce"
+    clip_low, clip_high = cfg.solver.clip_range() if objective in GRPO_FAMILY else (0.2, 0.2)
     processed = cfg.generation.logprobs == "processed"
     return TrainSettings(lr=sec.lr, betas=cfg.train.betas, weight_decay=cfg.train.weight_decay,
                          grad_clip=cfg.train.grad_clip, batch_size=sec.batch_size,
                          micro_batch_size=cfg.train.micro_batch_size, zero_stage=cfg.train.zero_stage,
                          bf16=cfg.train.bf16, gradient_checkpointing=cfg.train.gradient_checkpointing, seed=seed,
-                         objective=objective, cispo_clip_max=cfg.solver.cispo_clip_max,
+                         objective=objective, cispo_clip_max=cfg.solver.cispo_clip_max, clip_low=clip_low,
+                         clip_high=clip_high, max_tokens=cfg.solver.max_tokens,
                          threads=cfg.train_threads_per_rank(),
                          sampling_temperature=cfg.solver.temperature if processed else 1.0,
                          sampling_top_p=cfg.generation.top_p if processed else 1.0,
@@ -106,6 +117,9 @@ def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[t
         examples = solver_examples(cfg, task.paths, results, ei_stored)
         save_examples(examples_file(task, "solver"), examples)
         meta["solver"] = {"examples": len(examples)}
+        group_metrics = solver_group_metrics(cfg, results)
+        if group_metrics:  # the GRPO family's group counts, recorded with the round's metrics
+            meta["solver"]["metrics"] = group_metrics
     if cfg.conjecturer.enabled and cfg.conjecturer.train:
         examples, rewards = conjecturer_examples(cfg, task.paths, r, results)
         save_examples(examples_file(task, "conjecturer"), examples)

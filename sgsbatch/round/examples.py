@@ -1,7 +1,10 @@
 """What each role trains on after a round: selection bands, rewards, and trainer examples.
 
 Solver: REINFORCE-1/2 on verified samples of problems in the band (weights from rewards.py),
-CISPO on whole groups of the 0 < s < 1 band with advantages, or Expert Iteration on stored
+CISPO on whole groups of the 0 < s < 1 band with advantages, the GRPO family on the groups of
+every problem the round sampled (targets and conjectures; `solver.band_*` do not apply: a group
+whose rewards are all equal has advantage 0 and still counts in the loss's normaliser; DAPO's
+dynamic sampling drops the groups whose samples are all correct or all not), or Expert Iteration on stored
 proofs of the last `solver.ei_rounds` rounds (read from the database after the round's ingestion),
 weighted as REINFORCE-1/2 (the reference's EI runs the same `prepare_prover_train_data` loop:
 `try` proofs dropped, the length penalty). Conjecturer: REINFORCE-1/2 with `R_guide * (1 - s)`
@@ -18,9 +21,20 @@ from typing import Any
 
 from sqlmodel import select
 
-from sgsbatch.backends.trainer import Example
+from sgsbatch.backends.batches import GRPO_FAMILY, Example
 from sgsbatch.config.schema import Config
-from sgsbatch.rewards import conjecturer_rewards, group_advantages, group_rewards, solver_weight
+from sgsbatch.rewards import (
+    conjecturer_rewards,
+    correct_samples,
+    dapo_keeps,
+    group_advantages,
+    group_rewards,
+    grpo_advantages,
+    overlong_shaping,
+    policy_rewards,
+    solver_weight,
+)
+from sgsbatch.round import metrics as M
 from sgsbatch.round.compaction import token_count
 from sgsbatch.round.results import ProblemResult, conjecture_id, guide_reviews
 from sgsbatch.run.amendments import shards_at
@@ -46,6 +60,8 @@ def solver_selection(cfg: Config, results: dict[str, ProblemResult]) -> set[str]
     rates = {k: r.rate for k, r in results.items()}
     if s.objective == "cispo":
         return solver_band(rates, low=s.band_low, high=1.0, include_high=False)
+    if s.objective in GRPO_FAMILY:
+        return set(rates)
     return solver_band(rates, low=s.band_low, high=s.band_high, include_high=s.band_include_high)
 
 
@@ -79,6 +95,55 @@ def _cispo(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -> li
     return out
 
 
+def _family_groups(cfg: Config, results: dict[str, ProblemResult]) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """The GRPO family's rewards per trained group (rewards.policy_rewards; DAPO: ±1 plus the overlong
+    shaping, its dynamic sampling applied) and the round's group metrics (round/metrics.py names)."""
+    s = cfg.solver
+    dapo = s.objective == "dapo"
+    groups: dict[str, list[float]] = {}
+    all_pass = all_fail = shaped = 0
+    for key in sorted(solver_selection(cfg, results)):
+        smps = results[key].samples
+        if not smps:
+            continue
+        correct = correct_samples([x["verdict"] == "verified" for x in smps], [x.get("proof") or "" for x in smps],
+                                  zero_try=s.zero_try, try_comments=s.try_comments)
+        if dapo and not dapo_keeps(correct):
+            all_pass, all_fail = all_pass + all(correct), all_fail + (not any(correct))
+            continue
+        lengths = [token_count(x) for x in smps]
+        groups[key] = policy_rewards(correct, lengths, incorrect=s.dapo_incorrect_reward if dapo else 0.0,
+                                     max_tokens=s.max_tokens, overlong_buffer=s.overlong_buffer if dapo else 0.0,
+                                     overlong_penalty=s.overlong_penalty)
+        if dapo:
+            shaped += sum(1 for n in lengths if overlong_shaping(n, s.max_tokens, s.overlong_buffer, s.overlong_penalty) < 0)
+    metrics = {M.SOLVER_GROUPS: float(len(groups)),
+               M.SOLVER_ZERO_STD_GROUPS: float(sum(1 for r in groups.values() if len(set(r)) == 1))}
+    if dapo:
+        metrics |= {M.dropped_groups("all_pass"): float(all_pass), M.dropped_groups("all_fail"): float(all_fail),
+                    M.SOLVER_OVERLONG_SHAPED: float(shaped)}
+    return groups, metrics
+
+
+def _grpo_family(cfg: Config, results: dict[str, ProblemResult]) -> list[Example]:
+    s = cfg.solver
+    groups, _ = _family_groups(cfg, results)
+    out = []
+    for gid, (key, rewards) in enumerate(sorted(groups.items())):
+        res = results[key]
+        adv = grpo_advantages(rewards, s.grpo_eps, scale_std=s.objective != "dr_grpo")
+        for smp, a in zip(res.samples, adv, strict=True):
+            out.append(Example(res.prompt_ids, smp["token_ids"], a, group=gid, sampler_logprobs=smp["logprobs"]))
+    return out
+
+
+def solver_group_metrics(cfg: Config, results: dict[str, ProblemResult]) -> dict[str, float]:
+    """The round's GRPO-family group counts (trained, zero-std, DAPO's dropped and shaped); {} otherwise."""
+    if cfg.solver.objective not in GRPO_FAMILY:
+        return {}
+    return _family_groups(cfg, results)[1]
+
+
 def ei_stored_proofs(h: RunHandle, r: int) -> list[tuple[int, str, int]]:
     """(round, problem id, sample) of the stored proofs of the last `solver.ei_rounds` rounds, up to r."""
     with h.db.read() as s:
@@ -108,6 +173,8 @@ def solver_examples(cfg: Config, paths: RunPaths, results: dict[str, ProblemResu
                     stored: Iterable[tuple[int, str, int]] = ()) -> list[Example]:
     if cfg.solver.objective == "ei":
         return _expert_iteration(cfg, paths, stored)
+    if cfg.solver.objective in GRPO_FAMILY:
+        return _grpo_family(cfg, results)
     band = solver_selection(cfg, results)
     return _cispo(cfg, results, band) if cfg.solver.objective == "cispo" else _reinforce(cfg, results, band)
 

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import select
 
+from sgsbatch.backends.batches import GRPO_FAMILY, RATIO_OBJECTIVES
 from sgsbatch.config.schema import Config
 from sgsbatch.rewards import length_penalty, uses_try
 from sgsbatch.round import metrics as M
@@ -195,10 +196,15 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
             new[M.train(role, "loss")] = res["mean_loss"]
             if res.get("tokens"):  # results stored before these statistics existed have none
                 new[M.train_entropy(role)] = res["entropy"]
-                if res.get("objective") == "cispo":
+                objective = res.get("objective")
+                if objective in RATIO_OBJECTIVES:
                     new[M.CISPO_CLIP_FRACTION] = res["clip_fraction"]
+                    # clip sides: the GRPO family's; results stored before these statistics existed have none
+                    new |= {M.train_ratio(role, k): res[f] for k, f in M.TRAIN_RATIO_STATS.items()
+                            if f in res and (objective in GRPO_FAMILY or not k.startswith("clip_"))}
             if "reward_mean" in res:
                 new[M.reward_mean(role)] = res["reward_mean"]
+            new |= res.get("metrics", {})  # the examples' own (phases/train.prepare)
         marker = Shard(h.paths.phase_dir(r, "train"), 0)  # done: ending a round again (resume, rebuild)
         ended = float(marker.meta()["time"]) if marker.is_done() else time.time()
         train_wall = phase_wall_s(h.paths.phase_dir(r, "train"), 1, end=ended)

@@ -74,7 +74,29 @@ def solve_rate_hist(kind: str, k: int) -> str:
 
 GEN_STATS = ("tokens_per_s", "startup_s", "sequences", "tokens")
 ROLE_OF_PHASE = {"conjecture": "conjecturer", "solve": "solver", "guide": "guide"}
-CISPO_CLIP_FRACTION = "train/solver_clip_fraction"  # CISPO: completion tokens whose weight hit cispo_clip_max
+CISPO_CLIP_FRACTION = "train/solver_clip_fraction"  # CISPO: completion tokens whose weight hit cispo_clip_max;
+# the GRPO family: completion tokens on either clipped side of the ratio (TRL's clip_ratio/region_mean)
+# -- the GRPO family (solver.objective grpo, dr_grpo, dapo, gspo), written at the round's end
+SOLVER_GROUPS = "solver/groups"  # groups the Solver trained on
+SOLVER_ZERO_STD_GROUPS = "solver/zero_std_groups"  # of those, groups whose rewards are all equal (advantage 0)
+SOLVER_OVERLONG_SHAPED = "solver/overlong_shaped"  # DAPO: samples whose reward got the overlong penalty
+# the trainer's statistics over the completion tokens it ran (TrainResult fields, backends/objectives.py)
+TRAIN_RATIO_STATS = {"clip_fraction_low": "clip_low_fraction", "clip_fraction_high": "clip_high_fraction",
+                     "sampler_kl": "sampler_kl", "seq_ratio_mean": "seq_ratio_mean", "seq_ratio_std": "seq_ratio_std"}
+
+
+def dropped_groups(kind: str) -> str:
+    """DAPO's dynamic sampling: groups dropped because every sample was correct (all_pass) or none (all_fail)."""
+    assert kind in ("all_pass", "all_fail"), kind
+    return f"solver/dropped_groups/{kind}"
+
+
+def train_ratio(role: str, what: str) -> str:
+    """`train/<role>_<what>` for TRAIN_RATIO_STATS: clip fractions per side (ratio < 1 - clip_low with A < 0,
+    ratio > 1 + clip_high with A > 0), the sampler KL (mean over tokens of r - 1 - log r: KL(sampler || policy)),
+    and the mean and std over sequences of s = exp(mean_t log r) (GSPO's sequence ratio)."""
+    assert what in TRAIN_RATIO_STATS, what
+    return f"train/{role}_{what}"
 
 
 def sampled_entropy(phase: str) -> str:

@@ -117,8 +117,17 @@ def test_report_is_self_contained_escaped_and_labelled(tmp_path: Path, cli_env: 
     assert page.count("data:image/png;base64,") == 6  # fit, 2 solve-rate curves, pass@k, funnel, guide scores
     assert "GPU-hours" in page and "<td>1.50</td>" in page
 
+    from sgsbatch.state.schema import Metric
+
+    with real.db.write() as s:  # a GRPO-family Solver's trainer statistics (round/metrics.train_ratio)
+        for i in range(10):
+            for name, value in (("clip_fraction_low", 0.01), ("clip_fraction_high", 0.02 + i / 1000),
+                                ("sampler_kl", 1e-3), ("seq_ratio_std", 0.01)):
+                s.add(Metric(run_id=real.run_id, round=i, name=f"train/solver_{name}", value=value))
     page2, data = render_report([real])
     assert "SIMULATED" not in page2 and data["title"] == "sgsbatch report: real"
+    assert 'alt="solver clip fractions per side"' in page2 and 'alt="solver sampler KL and sequence ratio"' in page2
+    assert "solver clip fractions" not in page  # the run without them: no such figure
     assert "GPU/CPU-hours: not recorded" in page2
     rd = data["runs"][0]
     assert rd["fit"]["points_used"] == 9 and rd["fit"]["halves"] is not None

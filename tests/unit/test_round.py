@@ -30,6 +30,7 @@ from sgsbatch.round.examples import (
     ei_stored_proofs,
     in_band_conjectures,
     solver_examples,
+    solver_group_metrics,
 )
 from sgsbatch.round.lifecycle import (
     current_phase,
@@ -211,6 +212,42 @@ def test_cispo_trains_on_whole_groups_with_advantages(tmp_path: Path) -> None:
     r3 = math.sqrt(3)
     assert [e.weight for e in ex if e.group == keys.index("t1")] == pytest.approx([r3, -1 / r3, -1 / r3, -1 / r3], rel=1e-4)
     assert [e.weight for e in ex if e.group == keys.index(D)] == pytest.approx([1 / r3, 1 / r3, 1 / r3, -r3], rel=1e-4)
+
+
+def test_grpo_family_trains_on_every_group_and_dapo_drops_the_uniform_ones(tmp_path: Path) -> None:
+    h = _round0(tmp_path)
+    results = round_results(h.cfg, h.paths, 0)
+    # correctness (verified, no `try`): t0 0000, t1 1000, t2 1100 (its 86-token proof too: no SGS length
+    # penalty), t3 1111, A 0100, B 0000 (`try`), C 1000, D 1110; GRPO A = (r - mean) / (unbiased std + 1e-6):
+    # 1000 -> mean .25, std .5: 1.5, -.5, -.5, -.5; 1100 -> +-.5 / sqrt(1/3); uniform groups -> 0
+    keys = sorted(SOLVE0)
+    grpo_cfg = _cfg(tmp_path, "solver.objective=grpo")
+    grpo = solver_examples(grpo_cfg, h.paths, results)
+    assert len(grpo) == 32
+    adv = {key: [e.weight for e in grpo if e.group == gid] for gid, key in enumerate(keys)}
+    assert adv["t1"] == adv[C] == pytest.approx([1.5, -0.5, -0.5, -0.5], rel=1e-5)
+    assert adv["t2"] == pytest.approx([0.5 / math.sqrt(1 / 3)] * 2 + [-0.5 / math.sqrt(1 / 3)] * 2, rel=1e-5)
+    assert adv["t0"] == adv["t3"] == adv[B] == [0.0] * 4
+    assert all(e.sampler_logprobs is not None and len(e.sampler_logprobs) == len(e.completion_ids) for e in grpo)
+    assert solver_group_metrics(grpo_cfg, results) == {"solver/groups": 8, "solver/zero_std_groups": 3}
+    # Dr. GRPO: r - mean
+    drgrpo = solver_examples(_cfg(tmp_path, "solver.objective=dr_grpo"), h.paths, results)
+    assert [e.weight for e in drgrpo if e.group == keys.index(D)] == pytest.approx([0.25, 0.25, 0.25, -0.75])
+    # DAPO: t0, B (all fail) and t3 (all pass) dropped; rewards +-1 plus the overlong shaping: t2's 86-token
+    # proof of max_tokens 96 past (1 - 0.2) * 96 gets (76.8 - 86) / 19.2 = LONG_WEIGHT
+    dapo_cfg = _cfg(tmp_path, "solver.objective=dapo")
+    dapo = solver_examples(dapo_cfg, h.paths, results)
+    kept = sorted(["t1", "t2", A, C, D])
+    assert len(dapo) == 20 and {e.group for e in dapo} == set(range(5))
+    r = [1.0, 1.0 + LONG_WEIGHT, -1.0, -1.0]
+    mean = sum(r) / 4
+    std = math.sqrt(sum((x - mean) ** 2 for x in r) / 3)
+    assert [e.weight for e in dapo if e.group == kept.index("t2")] == pytest.approx([(x - mean) / std for x in r],
+                                                                                    rel=1e-5)
+    assert solver_group_metrics(dapo_cfg, results) == {
+        "solver/groups": 5, "solver/zero_std_groups": 0, "solver/dropped_groups/all_pass": 1,
+        "solver/dropped_groups/all_fail": 2, "solver/overlong_shaped": 1}
+    assert solver_group_metrics(h.cfg, results) == {}  # reinforce
 
 
 def test_expert_iteration_reads_stored_proofs_back_from_the_solve_shard(tmp_path: Path) -> None:
@@ -458,3 +495,22 @@ def test_entropy_and_clip_metrics_come_from_the_engines_and_the_trainer(tmp_path
     got = _metrics(h, 0)
     assert (got["entropy/train/solver"], got["entropy/train/conjecturer"]) == (2.5, 3.0)
     assert got["train/solver_clip_fraction"] == 0.125
+
+
+def test_grpo_family_metrics_come_from_the_trainer_and_the_examples(tmp_path: Path) -> None:
+    """Clip fractions per side, sampler KL, sequence-ratio statistics (the train result) and the group
+    counts `prepare` stored with the solver's examples ("metrics")."""
+    h = _round0(tmp_path)
+    assert ingest_round(h, 0)
+    stats = {"clip_fraction": 0.3, "clip_low_fraction": 0.1, "clip_high_fraction": 0.2, "sampler_kl": 0.01,
+             "seq_ratio_mean": 1.02, "seq_ratio_std": 0.05}
+    finish_round(h, 0, {"solver": {"steps": 2, "sequences": 5, "mean_loss": 0.5, "tokens": 40, "entropy": 2.5,
+                                   "objective": "dapo", **stats,
+                                   "metrics": {"solver/groups": 5.0, "solver/dropped_groups/all_pass": 1.0}}})
+    got = _metrics(h, 0)
+    assert {k: got[k] for k in got if k.startswith(("train/solver_c", "train/solver_s"))} == {
+        "train/solver_clip_fraction": 0.3, "train/solver_clip_fraction_low": 0.1,
+        "train/solver_clip_fraction_high": 0.2, "train/solver_sampler_kl": 0.01,
+        "train/solver_seq_ratio_mean": 1.02, "train/solver_seq_ratio_std": 0.05, "train/solver_sequences": 5.0,
+        "train/solver_steps": 2.0}
+    assert (got["solver/groups"], got["solver/dropped_groups/all_pass"]) == (5.0, 1.0)

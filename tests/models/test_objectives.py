@@ -1,0 +1,145 @@
+"""The GRPO family's losses (backends/objectives.py) against worked cases written out from the papers.
+
+One optimizer step of 2 groups x 2 samples: a (2 tokens, A = +1) and b (3 tokens, A = -1), c (2
+tokens, A = +0.5) and d (1 token, A = -0.5), N = 4 sequences, 8 tokens. Token ratios r = pi / pi_old
+are set through the logprobs: logp = old + log r. Per token l = -min(r A, clip(r, 1 - eps_low,
+1 + eps_high) A). Each loss value and its gradient d loss / d logp are written out by hand; the
+trainer's path (`example_loss` on logits) gives the same loss and the statistics (clip sides, KL,
+sequence ratio) counted by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from sgsbatch.backends.batches import Example, TrainSettings, loss_scales
+from sgsbatch.backends.objectives import STATS, example_loss, result_stats, step_loss
+
+OLD = -1.0  # the sampler's logprob of every token
+RATIOS = [[1.1, 1.3], [0.9, 0.7, 1.0], [1.25, 0.95], [0.6]]
+ADV = [1.0, -1.0, 0.5, -0.5]
+# GSPO: token log-ratios whose means are 3e-4 (s inside [1 - 3e-4, 1 + 4e-4]), -1e-3 (below), 1e-3 (above), 0
+GSPO_LOGR = [[2e-4, 4e-4], [-1e-3, 0.0, -2e-3], [1e-3, 1e-3], [0.0]]
+
+
+def _case(logr: list[list[float]]) -> tuple[list[Any], list[Example]]:
+    import torch
+
+    logps = [torch.tensor([OLD + x for x in row], dtype=torch.float64, requires_grad=True) for row in logr]
+    examples = [Example([1], [5] * len(row), a, group=i // 2, sampler_logprobs=[OLD] * len(row))
+                for i, (row, a) in enumerate(zip(logr, ADV, strict=True))]
+    return logps, examples
+
+
+def _logr(ratios: list[list[float]]) -> list[list[float]]:
+    return [[math.log(r) for r in row] for row in ratios]
+
+
+def _grads(loss: Any, logps: list[Any]) -> list[list[float]]:
+    loss.backward()
+    return [[float(g) for g in x.grad] for x in logps]
+
+
+# (objective, clip range, loss, d loss / d logp per sequence); a clipped token has gradient 0,
+# any other -A r times the step's factor (grpo 1/(N T_i), dr_grpo 1/(N L) with L = 4, dapo 1/8)
+CASES = [
+    # a: l = -1.1, -1.2 (1.3 clipped high); b: 0.9, 0.8 (0.7 clipped low), 1.0; c: -0.6 (1.25 clipped high),
+    # -0.475; d: 0.4 (0.6 clipped low). GRPO = 1/N sum_i mean_t l = (-1.15 + 0.9 - 0.5375 + 0.4) / 4
+    ("grpo", (0.2, 0.2), -0.096875, [[-1.1 / 8, 0.0], [0.9 / 12, 0.0, 1.0 / 12], [0.0, -0.475 / 8], [0.0]]),
+    # Dr. GRPO = 1/(N L) sum_i sum_t l = (-2.3 + 2.7 - 1.075 + 0.4) / (4 * 4)
+    ("dr_grpo", (0.2, 0.2), -0.275 / 16, [[-1.1 / 16, 0.0], [0.9 / 16, 0.0, 1.0 / 16], [0.0, -0.475 / 16], [0.0]]),
+    # DAPO, clip-higher 0.28: a's 1.3 still clipped (-1.28), c's 1.25 no longer (-0.625);
+    # token-level = (-2.38 + 2.7 - 1.1 + 0.4) / 8 tokens
+    ("dapo", (0.2, 0.28), -0.38 / 8,
+     [[-1.1 / 8, 0.0], [0.9 / 8, 0.0, 1.0 / 8], [-0.625 / 8, -0.475 / 8], [0.0]]),
+]
+
+
+@pytest.mark.parametrize(("objective", "clip", "loss", "grads"), CASES)
+def test_token_ratio_losses_match_the_worked_case(objective: str, clip: tuple[float, float], loss: float,
+                                                  grads: list[list[float]]) -> None:
+    logps, examples = _case(_logr(RATIOS))
+    settings = TrainSettings(objective=objective, clip_low=clip[0], clip_high=clip[1], max_tokens=4)
+    got = step_loss(logps, examples, settings)
+    assert float(got.detach()) == pytest.approx(loss, rel=1e-12)
+    for g, want in zip(_grads(got, logps), grads, strict=True):
+        assert g == pytest.approx(want, rel=1e-12, abs=1e-15)
+
+
+def test_gspo_clips_the_length_normalised_sequence_ratio() -> None:
+    """s_i = exp(mean_t log r) (the geometric mean of the token ratios); clip 3e-4 / 4e-4 (GSPO §5.1).
+    a: s = e^3e-4 inside, l = -s; b: s = e^-1e-3 < 1 - 3e-4, A < 0: l = 1 - 3e-4 (clipped, no gradient);
+    c: s = e^1e-3 > 1 + 4e-4, A > 0: l = -0.5 (1 + 4e-4) (clipped); d: s = 1, l = 0.5. Loss = mean over
+    sequences; the gradient of an unclipped one is -A s / (N T_i) on each of its tokens."""
+    logps, examples = _case(GSPO_LOGR)
+    settings = TrainSettings(objective="gspo", clip_low=3e-4, clip_high=4e-4)
+    got = step_loss(logps, examples, settings)
+    s_a = math.exp(3e-4)
+    assert float(got.detach()) == pytest.approx((-s_a + (1 - 3e-4) - 0.5 * (1 + 4e-4) + 0.5) / 4, rel=1e-12)
+    assert _grads(got, logps) == [pytest.approx([-s_a / 8] * 2, rel=1e-12), [0.0] * 3, [0.0] * 2,
+                                  pytest.approx([0.5 / 4], rel=1e-12)]
+
+
+def test_step_factors_normalise_over_sequences_or_tokens() -> None:
+    """grpo, dr_grpo, gspo: 1/N per sequence (A sits inside the term); dapo: 1 / the step's tokens."""
+    _, examples = _case(_logr(RATIOS))
+    for objective in ("grpo", "dr_grpo", "gspo"):
+        assert loss_scales(examples, [0, 1, 2, 3], objective) == dict.fromkeys(range(4), 0.25)
+    assert loss_scales(examples, [0, 1, 2, 3], "dapo") == dict.fromkeys(range(4), 1 / 8)
+
+
+def _logits(logp: list[float]) -> tuple[Any, Any]:
+    """Two-token vocabulary rows whose log-softmax at token 0 is `logp` (x - log(e^x + 1) = p)."""
+    import torch
+
+    rows = [[p - math.log1p(-math.exp(p)), 0.0] for p in logp]
+    return torch.tensor(rows, dtype=torch.float64, requires_grad=True), torch.zeros(len(logp), 1, dtype=torch.long)
+
+
+@pytest.mark.parametrize(("objective", "clip", "logr", "sides"), [
+    # GRPO tokens clipped low: b's 0.7 and d's 0.6 (A < 0); high: a's 1.3 and c's 1.25 (A > 0)
+    ("grpo", (0.2, 0.2), None, (2, 2)),
+    # DAPO's 1 + 0.28: only a's 1.3 is clipped high
+    ("dapo", (0.2, 0.28), None, (2, 1)),
+    # GSPO: a clipped sequence counts all its tokens: b (3) low, c (2) high
+    ("gspo", (3e-4, 4e-4), GSPO_LOGR, (3, 2)),
+])
+def test_trainer_path_gives_the_loss_and_counts_the_clip_sides(objective: str, clip: tuple[float, float],
+                                                              logr: list[list[float]] | None,
+                                                              sides: tuple[int, int]) -> None:
+    import torch
+
+    logr = logr or _logr(RATIOS)
+    logps, examples = _case(logr)
+    settings = TrainSettings(objective=objective, clip_low=clip[0], clip_high=clip[1])
+    scales = loss_scales(examples, [0, 1, 2, 3], objective)
+    total: Any = 0.0
+    stats = [0.0] * len(STATS)
+    for i, (row, ex) in enumerate(zip(logr, examples, strict=True)):
+        logits, target = _logits([OLD + x for x in row])
+        term, st = example_loss(logits, target, ex, scales[i], settings)
+        total = total + term
+        stats = [a + b for a, b in zip(stats, st, strict=True)]
+    assert float(total.detach()) == pytest.approx(float(step_loss(logps, examples, settings).detach()), rel=1e-9)
+    res = result_stats(stats)
+    flat = [x for row in logr for x in row]
+    assert res["tokens"] == 8
+    assert (res["clip_low_fraction"], res["clip_high_fraction"]) == (sides[0] / 8, sides[1] / 8)
+    assert res["clip_fraction"] == (sides[0] + sides[1]) / 8
+    # KL(sampler || policy) per token: mean of r - 1 - log r (k3); s per sequence: exp(mean_t log r)
+    assert res["sampler_kl"] == pytest.approx(sum(math.exp(x) - 1 - x for x in flat) / 8, rel=1e-6)
+    seq = [math.exp(sum(row) / len(row)) for row in logr]
+    mean = sum(seq) / 4
+    assert res["seq_ratio_mean"] == pytest.approx(mean, rel=1e-9)
+    assert res["seq_ratio_std"] == pytest.approx(math.sqrt(sum((s - mean) ** 2 for s in seq) / 4), rel=1e-4)
+    assert isinstance(total, torch.Tensor)
+
+
+def test_a_family_objective_needs_the_sampler_logprobs() -> None:
+    logps, examples = _case(_logr(RATIOS))
+    examples[1].sampler_logprobs = None
+    with pytest.raises(ValueError, match="sampler_logprobs"):
+        step_loss(logps, examples, TrainSettings(objective="grpo"))
