@@ -28,6 +28,7 @@ from sgsbatch.round.checkpoints import prune
 from sgsbatch.round.compaction import token_count
 from sgsbatch.round.examples import in_band_conjectures
 from sgsbatch.round.results import ProblemResult, guide_reviews, round_conjectures, round_results, run_targets
+from sgsbatch.round.timing import round_spans
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
@@ -201,9 +202,12 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
                 new[M.reward_mean(role)] = res["reward_mean"]
         marker = Shard(h.paths.phase_dir(r, "train"), 0)  # done: ending a round again (resume, rebuild)
         ended = float(marker.meta()["time"]) if marker.is_done() else time.time()
-        train_wall = phase_wall_s(h.paths.phase_dir(r, "train"), 1, end=ended)
-        if train_wall is not None:
-            new[M.wall_s("train")] = train_wall
+        spans = round_spans(h.cfg, h.paths, r, train_end=ended)
+        if "train" in spans:
+            new[M.wall_s("train")] = ended - spans["train"][0]
+        started = min((start for start, _ in spans.values()), default=None)
+        if started is not None:
+            new[M.ROUND_WALL_S] = ended - started
         have = set(s.exec(select(Metric.name).where(Metric.run_id == h.run_id, Metric.round == r)).all())
         for k, v in new.items():
             if k not in have:
@@ -211,6 +215,8 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
         rnd = s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == r)).one()
         if rnd.state != "completed":  # ending a round again keeps its first completion time
             rnd.completed_at = ended
+        if not rnd.started_at and started is not None:
+            rnd.started_at = started
         rnd.state, rnd.generations = "completed", int(prev + this)
         s.add(rnd)
         if last:
@@ -226,6 +232,8 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
         metrics = {m.name: m.value for m in rows}
         for phase in s.exec(select(Phase).where(Phase.run_id == h.run_id, Phase.round == r)).all():
             phase.status, phase.wall_s = PhaseStatus.completed, metrics.get(M.wall_s(phase.kind), 0.0)
+            start, end = spans.get(phase.kind, (0.0, 0.0))
+            phase.started_at, phase.completed_at = start, end or 0.0
             s.add(phase)
         return metrics
 

@@ -107,6 +107,9 @@ def wall_s(phase: str) -> str:
     return f"wall_s/{phase}"
 
 
+ROUND_WALL_S = "wall_s/round"  # the round's duration: first task start to its end (round/timing.py)
+
+
 def train(role: str, what: str) -> str:
     assert what in ("steps", "sequences", "loss"), what
     return f"train/{role}_{what}"

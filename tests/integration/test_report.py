@@ -139,7 +139,7 @@ def test_report_is_self_contained_escaped_and_labelled(tmp_path: Path, cli_env: 
                    "--examples", "1", env=cli_env)
     assert few.returncode == 0 and (tmp_path / "e.html").read_text().count("<pre>") == 3
     missing = sgsbatch("report", "nope", "--runs-dir", str(tmp_path), "--out", str(out), env=cli_env)
-    assert missing.returncode == 1 and missing.stderr.startswith("Error: no run named 'nope'")
+    assert missing.returncode == 2 and missing.stderr.startswith("Error: no run named 'nope'")
 
 
 def test_report_config_keys_are_validated(tmp_path: Path) -> None:

@@ -34,5 +34,5 @@ def test_help_has_example_and_imports_nothing_heavy(command: str | None) -> None
 def test_unknown_run_is_a_clean_error(tmp_path: pytest.TempPathFactory) -> None:
     proc = subprocess.run([sys.executable, "-m", "sgsbatch.cli", "status", "nope", "--runs-dir", str(tmp_path)],
                           capture_output=True, text=True)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stderr.startswith("Error: no run named 'nope'") and "Traceback" not in proc.stderr
