@@ -4,10 +4,11 @@
 the Solver samples) before any of its jobs is submitted. `round_rows` derives everything a round
 adds to the database from its shard files, and `ingest_round` writes it (state/ingest.py: one
 transaction, idempotent). `finish_round` records checkpoints and train metrics, the headline
-cumulative solve rate and generations so far, applies the weight retention policy, writes
-TensorBoard points with the alarms judged at the round's end (round/alarms.py; purge_step makes a
-repeated finish not duplicate them), marks the round
-completed and prepares the next one, or completes the run. All are idempotent, so a retried or
+cumulative solve rate and generations so far, the round's and its phases' start and end times
+(round/timing.py; `wall_s/round`), applies the weight retention policy, writes TensorBoard points
+with the alarms judged at the round's end (round/alarms.py; purge_step makes a repeated finish not
+duplicate them) and the run's HParams session, marks the round completed and prepares the next
+one, or completes the run. All are idempotent, so a retried or
 resumed train job can run them again. Not covered: Slurm bookkeeping and submitting the next
 round (scheduling/chain.py does both around these).
 """
@@ -20,6 +21,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import select
 
+from sgsbatch.config.loading import flat_config
 from sgsbatch.config.schema import Config
 from sgsbatch.rewards import length_penalty, uses_try
 from sgsbatch.round import metrics as M
@@ -244,6 +246,7 @@ def finish_round(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> None
     deleted = prune(h.cfg, h.paths, r)  # before the alarms: the disk they project is what stays
     M.write_tensorboard(h.paths.tb, r, metrics, simulated=h.cfg.simulated, smoke=h.cfg.run.smoke,
                         rehearsal=h.cfg.run.rehearsal, alerts=round_end_values(h.cfg, h.paths, r, metrics))
+    M.write_hparams(h.paths.tb, r, flat_config(h.cfg), metrics)
     if deleted:
         with h.db.write() as s:
             for ck in s.exec(select(Checkpoint).where(Checkpoint.run_id == h.run_id)).all():
