@@ -81,7 +81,7 @@ def status_line(st: dict[str, Any]) -> str:
     phase = f" {st['phase']}" if st.get("phase") else ""
     shown = st["round"] + 1 if isinstance(st["round"], int) else st["round"]
     done = "" if st["state"] == "completed" else f" ({st['rounds_completed']} completed)"
-    state = click.style(st["state"], fg=STATE_COLOURS.get(st["state"]), bold=st["state"] in ("failed", "stalled"))
+    state = click.style(st["state"], fg=STATE_COLOURS.get(st["state"]), bold=st["state"] in ("failed", "stalled") or None)
     return (f"{st['name']}: {state} round {shown} of {st['rounds']}{phase}{done}{rate_s}{flags}"
             f"{timing_short(st.get('timing'), st['state'])}" + (f" - {st['message']}" if st.get("message") else ""))
 
