@@ -27,12 +27,11 @@ def curve_run(runs_dir: Path, name: str, rounds: int, *, simulated: bool = True,
     the conjecture funnel, 3 conjectures a round (one hostile text) with reviews and attempts, and
     each round's start and end (`round_start`, `round_seconds`; `wall_s/round` beside them)."""
     import numpy as np
+    from sqlmodel import select
 
     from sgsbatch.config.loading import load_config
     from sgsbatch.data import Target
     from sgsbatch.run.handle import create_run
-    from sqlmodel import select
-
     from sgsbatch.state.schema import Attempt, Conjecture, Metric, ReviewRow, Round, Run, RunState
 
     sets = [f"run.runs_dir={runs_dir}", f"run.name={name}", "run.executor=local", f"run.rounds={rounds}"]
