@@ -73,7 +73,8 @@ def _status_or_error(run_dir: Path) -> dict[str, Any]:
 @click.option("--dry-run", is_flag=True,
               help="Validate, run the pre-flight (site limits on Slurm; vLLM, Lean and the weights on either "
                    "executor) and print the plan; create and submit nothing.")
-@click.option("--wait", "wait_", is_flag=True, help="Wait for the run to end; exit 0 only if it completed.")
+@click.option("--wait", "wait_", is_flag=True,
+              help="Wait for the run to end; exit 0 only if it completed (Ctrl-C: exit 130, the run goes on).")
 @click.option("--smoke", is_flag=True,
               help="Run this config's algorithm at tiny scale on CPU (tiny-random models). Its verifier stays the "
                    "config's: a Lean config without `lake` here is refused; add --set verification.backend=simulated "
@@ -149,7 +150,9 @@ def _wait(h: Any) -> None:
 @runs_dir_option
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object (a list without RUN); its `round` is 0-based, `rounds_completed` a count.")
-@click.option("--watch", is_flag=True, help="Refresh every few seconds until interrupted.")
+@click.option("--watch", is_flag=True,
+              help="Refresh (redrawn on a terminal) until the run ends or stalls needing a person; Ctrl-C stops "
+                   "watching, not the run.")
 @click.option("--interval", default=5.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds between refreshes with --watch.")
 @clean_errors
@@ -190,7 +193,8 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
 @click.argument("run")
 @runs_dir_option
 @click.option("--force", is_flag=True, help="Resubmit unfinished work even if the run looks alive.")
-@click.option("--wait", "wait_", is_flag=True, help="Wait for the run to end; exit 0 only if it completed.")
+@click.option("--wait", "wait_", is_flag=True,
+              help="Wait for the run to end; exit 0 only if it completed (Ctrl-C: exit 130, the run goes on).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Amend the run's config first (repeatable): resources (slurm.<phase>.partition, account, qos, "
                    "time_min, mem, cpus, array_parallelism, extra, signal_delay_s, scratch, setup), alerts.*, run.rounds "

@@ -51,12 +51,16 @@ def show(target: str | None, overrides: tuple[str, ...], site: Path | None, runs
     from sgsbatch.config.loading import to_toml
 
     if target is not None and not Path(target).is_file():
+        from sgsbatch.errors import InputError
         from sgsbatch.run.handle import existing_run_paths, read_frozen_config
         from sgsbatch.run.paths import default_runs_dir
 
         if overrides or site is not None:
             raise click.UsageError("--set and --site apply to a jobs file (CONFIG), not to a run; amend a run "
                                    "with `sgsbatch resume RUN --set KEY=VALUE`")
+        if target.endswith(".toml"):
+            raise InputError(f"{target}: no such jobs file (a CONFIG is a .toml file; a RUN a run's name or "
+                             "directory)")
         paths = existing_run_paths(runs_dir or default_runs_dir(), target)
         click.echo(f"# run {paths.name}: {paths.config} (amendments included)")
         click.echo(to_toml(read_frozen_config(paths)), nl=False)
