@@ -22,10 +22,12 @@ def round_seconds(i: int) -> float:
     return 3000.0 + 60.0 * i
 
 
-def curve_run(runs_dir: Path, name: str, rounds: int, *, simulated: bool = True, costs: bool = True) -> Any:
+def curve_run(runs_dir: Path, name: str, rounds: int, *, simulated: bool = True, costs: bool = True,
+              sets: tuple[str, ...] = ()) -> Any:
     """A finished-looking run of `rounds` rounds: solve rate on an S-curve over generations, pass@k,
     the conjecture funnel, 3 conjectures a round (one hostile text) with reviews and attempts, and
-    each round's start and end (`round_start`, `round_seconds`; `wall_s/round` beside them)."""
+    each round's start and end (`round_start`, `round_seconds`; `wall_s/round` beside them); `sets`: more
+    --set overrides."""
     import numpy as np
     from sqlmodel import select
 
@@ -34,10 +36,11 @@ def curve_run(runs_dir: Path, name: str, rounds: int, *, simulated: bool = True,
     from sgsbatch.run.handle import create_run
     from sgsbatch.state.schema import Attempt, Conjecture, Metric, ReviewRow, Round, Run, RunState
 
-    sets = [f"run.runs_dir={runs_dir}", f"run.name={name}", "run.executor=local", f"run.rounds={rounds}"]
+    overrides = [f"run.runs_dir={runs_dir}", f"run.name={name}", "run.executor=local", f"run.rounds={rounds}",
+                 *sets]
     if not simulated:
-        sets.append("verification.backend=lean")
-    cfg = load_config(Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml", sets)
+        overrides.append("verification.backend=lean")
+    cfg = load_config(Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml", overrides)
     h = create_run(cfg, [Target(f"t{i}", "import Mathlib\n", f"theorem t{i} : True := by") for i in range(4)],
                    "local")
     c = 45_000.0 * np.arange(1, rounds + 1) ** 1.3
