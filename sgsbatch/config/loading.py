@@ -234,7 +234,8 @@ def apply_overrides(raw: dict[str, Any], overrides: typing.Sequence[str], cwd: P
     return raw
 
 
-def _type_name(tp: Any) -> str:
+def type_name(tp: Any) -> str:
+    """How a config type reads in messages and `config keys`: "an integer", "one of ..."."""
     origin = typing.get_origin(tp)
     if origin is typing.Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
@@ -247,7 +248,7 @@ def _type_name(tp: Any) -> str:
 
 def _convert(value: Any, tp: Any, source: str, key: str) -> Any:
     origin = typing.get_origin(tp)
-    bad = ConfigError(source, key, f"must be {_type_name(tp)}, got {value!r}")
+    bad = ConfigError(source, key, f"must be {type_name(tp)}, got {value!r}")
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(source, key, f"must be a table ([{key}]), got {value!r}")
@@ -468,8 +469,9 @@ def from_toml_text(text: str, source: str) -> Config:
     return cfg
 
 
-def config_changes(old: Config, new: Config) -> list[str]:
-    """`key: old -> new` for every key whose value differs between two configs."""
+def flat_config(cfg: Config) -> dict[str, Any]:
+    """Every key of `cfg` as a dotted path (`solver.lr`) with its value (lists for tuples; a table
+    value such as `slurm.solve.extra` is one key while empty, else one key per entry)."""
     def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in d.items():
@@ -477,5 +479,10 @@ def config_changes(old: Config, new: Config) -> list[str]:
             out.update(flat(v, key) if isinstance(v, dict) and v else {key: v})
         return out
 
-    a, b = flat(to_dict(old)), flat(to_dict(new))
+    return flat(to_dict(cfg))
+
+
+def config_changes(old: Config, new: Config) -> list[str]:
+    """`key: old -> new` for every key whose value differs between two configs."""
+    a, b = flat_config(old), flat_config(new)
     return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]

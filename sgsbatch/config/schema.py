@@ -1,15 +1,17 @@
 """The run configuration: typed, frozen dataclasses with the SGS reference numbers as defaults.
 
-Every number in SGS-SPEC.md is a key here with the reference default. Loading TOML files,
-`inherit`, `--set` overrides and validation live in `config/loading.py`; this module is only the
-schema plus the checks that need more than a type (ranges, choices, cross-key rules).
+Every number in SGS-SPEC.md is a key here with the reference default. Every key is declared with
+`key(default, help)`: its help text lives here and nowhere else (`sgsbatch config keys` and the
+configuration reference read it through config/keys.py; a test checks that no key lacks one).
+Loading TOML files, `inherit`, `--set` overrides and validation live in `config/loading.py`; this
+module is only the schema plus the checks that need more than a type (ranges, choices, cross-key rules).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 Executor = Literal["auto", "slurm", "local"]
 PHASES: tuple[str, ...] = ("init", "conjecture", "solve", "verify", "guide", "train")
@@ -31,59 +33,88 @@ VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 # the sequence ratio (GSPO arXiv 2507.18071 §5.1; verl examples/gspo_trainer clip_ratio_low/high)
 PUBLISHED_CLIP: dict[str, tuple[float, float]] = {
     "grpo": (0.2, 0.2), "dr_grpo": (0.2, 0.2), "dapo": (0.2, 0.28), "gspo": (3e-4, 4e-4)}
+T = TypeVar("T")
+
+
+def key(default: T, text: str) -> T:
+    """A config key: its default and its help text (`sgsbatch config keys`), written once, here."""
+    return field(default=default, metadata={"help": text})
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    name: str = "sgs"
-    rounds: int = 200
-    seed: int = 0
-    executor: Executor = "auto"
-    runs_dir: str = "runs"
-    database_url: str = ""  # "" -> sqlite:///<runs_dir>/<name>/state.db
-    max_task_retries: int = 2  # crashes of one shard task before the run is stalled
-    local_workers: int = 2  # parallel tasks of the local executor
-    smoke: bool = False  # set by `launch --smoke`
-    submit_from_jobs: bool = True  # false: `sgsbatch watch` drives the chain from outside
-    # a task whose torch/transformers/deepspeed/vllm/sgsbatch differs from the launch's refuses to run
-    allow_env_drift: bool = False
-    poll_interval_s: float = 30.0  # `launch --wait` / `resume --wait`: seconds between status checks
-    # set by `launch --rehearse`: generation, verifier and trainer are SIMULATED (README: Rehearsing)
-    rehearsal: bool = False
+    """The run: its name, size, seed, executor, where it lives and how it is driven."""
+
+    name: str = key("sgs", "The run's name: its directory under run.runs_dir, the RUN of every command and "
+                           "part of its Slurm job names.")
+    rounds: int = key(200, "Rounds to run (a round: conjecture, solve, verify, guide, train); `resume --set "
+                           "run.rounds=N` extends a run.")
+    seed: int = key(0, "Seed of every sampler, shuffle and random-half fit of the run.")
+    executor: Executor = key("auto", "Where the jobs run: \"slurm\", \"local\" (this machine, a driver "
+                                     "process), or \"auto\" (Slurm when `sinfo` answers, else local).")
+    runs_dir: str = key("runs", "Directory the run directory goes in (after --runs-dir and "
+                                "$SGSBATCH_RUNS_DIR).")
+    database_url: str = key("", "The state database: \"\" = the run's own SQLite file (<run dir>/state.db), or "
+                                "an SQLAlchemy URL such as postgresql://user@host/db.")
+    max_task_retries: int = key(2, "Crashes of one shard task before the run is stalled for a person.")
+    local_workers: int = key(2, "Parallel tasks of the local executor.")
+    smoke: bool = key(False, "Set by `launch --smoke` (tiny scale on CPU); not set by hand.")
+    submit_from_jobs: bool = key(True, "True: each round's train job submits the next round; false: "
+                                       "`sgsbatch watch` drives the chain from outside (sites where jobs may "
+                                       "not submit jobs).")
+    allow_env_drift: bool = key(False, "True: a task whose torch, transformers, deepspeed, vllm or sgsbatch "
+                                       "differs from the launch's runs anyway (else it refuses, naming both "
+                                       "versions).")
+    poll_interval_s: float = key(30.0, "`launch --wait` / `resume --wait`: seconds between status checks.")
+    rehearsal: bool = key(False, "Set by `launch --rehearse` (SIMULATED generation, verifier and trainer); "
+                                 "refused in a config file.")
 
 
 @dataclass(frozen=True)
 class DataConfig:
-    source: str = "LukeBailey181Pub/D_3k"  # HF dataset id, or a path (reference JSON, JSONL, saved HF dataset)
-    format: Literal["auto", "reference_json", "jsonl", "hf"] = "auto"
-    split: str = "train"  # the split of a Hugging Face dataset (hub id or saved DatasetDict)
-    limit: int = 0  # 0 = all targets
-    strict: bool = False
+    """The target statements the run tries to prove."""
+
+    source: str = key("LukeBailey181Pub/D_3k", "A Hugging Face dataset id, or a path: reference JSON, JSONL or "
+                                               "a saved Hugging Face dataset.")
+    format: Literal["auto", "reference_json", "jsonl", "hf"] = key("auto", "How to read data.source; \"auto\" "
+                                                                           "decides from the file.")
+    split: str = key("train", "The split of a Hugging Face dataset (hub id or saved DatasetDict).")
+    limit: int = key(0, "Use only the first N targets; 0 = all.")
+    strict: bool = key(False, "Refuse data with malformed rows instead of skipping them (launch --strict).")
 
 
 @dataclass(frozen=True)
 class TinyModelConfig:
     """Shape and warm-up of `tiny-random` models (built offline, CPU runs only)."""
 
-    vocab_size: int = 512
-    hidden_size: int = 64
-    num_layers: int = 2
+    vocab_size: int = key(512, "Vocabulary size of a tiny-random model.")
+    hidden_size: int = key(64, "Hidden size of a tiny-random model.")
+    num_layers: int = key(2, "Transformer layers of a tiny-random model.")
     # 2 heads of 32: vLLM's CPU attention accepts head sizes 32, 64, 80, ... (not 64 / 4 = 16), so
     # the tiny configs on transformers and on vLLM build one model (one warm-up, one cache entry)
-    num_heads: int = 2
-    warmup_examples: int = 128
-    warmup_epochs: int = 8
-    warmup_lr: float = 3e-3
-    warmup_batch_size: int = 8
-    cache_dir: str = "~/.cache/sgsbatch/tiny-random"  # finished tiny models, content-addressed; "" = off
+    num_heads: int = key(2, "Attention heads of a tiny-random model (must divide hidden_size; vLLM needs a "
+                            "head size it supports: 32, 64, 80, ...).")
+    warmup_examples: int = key(128, "Examples of the warm-up that teaches a tiny-random model the answer format.")
+    warmup_epochs: int = key(8, "Epochs of that warm-up.")
+    warmup_lr: float = key(3e-3, "Learning rate of that warm-up.")
+    warmup_batch_size: int = key(8, "Batch size of that warm-up.")
+    cache_dir: str = key("~/.cache/sgsbatch/tiny-random", "Where finished tiny models are kept, "
+                                                          "content-addressed; \"\" = no cache.")
 
 
 @dataclass(frozen=True)
 class ModelsConfig:
-    solver: str = "deepseek-ai/DeepSeek-Prover-V2-7B"
-    conjecturer: str = "deepseek-ai/DeepSeek-Prover-V2-7B"
-    guide: str = "LukeBailey181Pub/dspv2_guide"  # the reference's Guide: a fine-tune of DeepSeek-Prover-V2-7B
+    """The three roles' models: hub ids, paths to Hugging Face weights, or \"tiny-random\"."""
+
+    solver: str = key("deepseek-ai/DeepSeek-Prover-V2-7B", "The Solver's starting weights.")
+    conjecturer: str = key("deepseek-ai/DeepSeek-Prover-V2-7B", "The Conjecturer's starting weights.")
+    guide: str = key("LukeBailey181Pub/dspv2_guide", "The Guide (never trained): the reference's fine-tune of "
+                                                     "DeepSeek-Prover-V2-7B.")
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+
+
+_TEMPLATE = ("; a template set shipped with the package (\"reference\": the SGS reference's exact strings, "
+             "\"legacy\": sgsbatch's earlier wording) or a path to your own file")
 
 
 @dataclass(frozen=True)
@@ -95,89 +126,111 @@ class PromptsConfig:
     wording) or a path to your own file (resolved like model paths). Checked at load time.
     """
 
-    solver: str = "reference"
-    conjecturer: str = "reference"
-    conjecturer_unconditioned: str = "reference"  # the "no problem conditioning" ablation's fixed prompt
-    guide: str = "reference"
-    guide_tags: str = "reference"  # the (begin, end) tags of the three Guide scores
+    solver: str = key("reference", "The Solver's prompt" + _TEMPLATE + ".")
+    conjecturer: str = key("reference", "The Conjecturer's prompt" + _TEMPLATE + ".")
+    conjecturer_unconditioned: str = key("reference", "The Conjecturer's fixed prompt of the \"no problem "
+                                                      "conditioning\" ablation" + _TEMPLATE + ".")
+    guide: str = key("reference", "The Guide's prompt" + _TEMPLATE + ".")
+    guide_tags: str = key("reference", "The (begin, end) tags of the Guide's three scores" + _TEMPLATE + ".")
+
+
+_SIMULATED_ONLY = "SIMULATED generation only (backends/simulated_generation.py): "
 
 
 @dataclass(frozen=True)
 class GenerationConfig:
-    # "simulated": SIMULATED replies drawn from statistics, no model loaded (backends/simulated_generation.py)
-    backend: Literal["vllm", "transformers", "simulated"] = "vllm"
-    top_p: float = 1.0
-    tensor_parallel_size: int = 1
-    # vLLM: the fraction of GPU memory its engine takes (on vLLM's CPU build: of the machine's RAM);
-    # kv_cache_memory_bytes > 0 sizes the KV cache itself instead (vLLM's own key; 0 = vLLM decides)
-    gpu_memory_utilization: float = 0.9
-    kv_cache_memory_bytes: int = 0
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"  # vLLM's weights/activations dtype: "auto" (vLLM's choice: bf16 for an fp32 checkpoint), "bfloat16", "float16", "float32"
-    enforce_eager: bool = False  # vLLM: no torch.compile / CUDA graphs (faster start, slower decode; CPU test configs)
-    threads: int = 0  # torch CPU threads for the transformers backend; 0 = the task's cpus
-    max_in_flight: int = 512  # prompts a generating task keeps in the engine at once (continuous batching)
-    max_model_len: int = 8192  # prompt + completion tokens per request (the reference serves with 8192)
-    # the sampled tokens' logprobs CISPO's importance weights compare with the trainer's: "raw" (the
-    # reference: plain log-softmax on both sides) or "processed" (both under temperature and top-p)
-    logprobs: Literal["raw", "processed"] = "raw"
-    # SIMULATED backend only (backends/simulated_generation.py): decode throughput it sleeps to mimic
-    # (0 = no sleep), median reply tokens per role (log-normal, capped by the completion budget),
-    # malformed reply rates, and the solve model: a problem is within reach in round r when its latent
-    # difficulty is below the paper's scaling curve (scaling.paper_*, from simulated_r0) at
-    # C = (round + 1) * simulated_generations_per_round (smoothed by simulated_difficulty_sharpness);
-    # an attempt at a problem within reach succeeds with probability simulated_success_in_reach
-    simulated_tokens_per_s: float = 0.0
-    simulated_solver_tokens: int = 1500
-    simulated_conjecturer_tokens: int = 2500
-    simulated_guide_tokens: int = 1000
-    simulated_token_sigma: float = 0.5  # sigma of the log-normal token counts
-    simulated_malformed_solver: float = 0.03
-    simulated_malformed_conjecturer: float = 0.15
-    simulated_malformed_guide: float = 0.05
-    simulated_r0: float = 0.3
-    simulated_generations_per_round: int = 60_000
-    simulated_difficulty_sharpness: float = 8.0
-    simulated_success_in_reach: float = 0.5
+    """The inference engine of the conjecture, solve and guide phases."""
+
+    backend: Literal["vllm", "transformers", "simulated"] = key(
+        "vllm", "The engine: \"vllm\", \"transformers\" (CPU and small tests), or \"simulated\" (SIMULATED "
+                "replies drawn from statistics, no model loaded).")
+    top_p: float = key(1.0, "Nucleus sampling threshold of every role.")
+    tensor_parallel_size: int = key(1, "vLLM: GPUs one engine spans.")
+    gpu_memory_utilization: float = key(0.9, "vLLM: the fraction of GPU memory its engine takes (vLLM's CPU "
+                                             "build: of the machine's RAM).")
+    kv_cache_memory_bytes: int = key(0, "vLLM: > 0 sizes the KV cache itself instead of "
+                                        "gpu_memory_utilization; 0 = vLLM decides.")
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = key(
+        "auto", "vLLM's weights/activations dtype; \"auto\" = vLLM's choice (bf16 for an fp32 checkpoint).")
+    enforce_eager: bool = key(False, "vLLM: no torch.compile or CUDA graphs (faster start, slower decode; CPU "
+                                     "test configs).")
+    threads: int = key(0, "torch CPU threads of the transformers backend; 0 = the task's cpus.")
+    max_in_flight: int = key(512, "Prompts a generating task keeps in the engine at once (continuous batching).")
+    max_model_len: int = key(8192, "Prompt + completion tokens per request (the reference serves with 8192).")
+    logprobs: Literal["raw", "processed"] = key(
+        "raw", "The sampled tokens' logprobs CISPO compares with the trainer's: \"raw\" (the reference: plain "
+               "log-softmax on both sides) or \"processed\" (both under temperature and top-p).")
+    simulated_tokens_per_s: float = key(0.0, _SIMULATED_ONLY + "the decode throughput it sleeps to mimic; "
+                                             "0 = no sleep.")
+    simulated_solver_tokens: int = key(1500, _SIMULATED_ONLY + "median Solver reply tokens (log-normal, capped "
+                                             "by the completion budget).")
+    simulated_conjecturer_tokens: int = key(2500, _SIMULATED_ONLY + "median Conjecturer reply tokens.")
+    simulated_guide_tokens: int = key(1000, _SIMULATED_ONLY + "median Guide reply tokens.")
+    simulated_token_sigma: float = key(0.5, _SIMULATED_ONLY + "sigma of the log-normal token counts.")
+    simulated_malformed_solver: float = key(0.03, _SIMULATED_ONLY + "share of malformed Solver replies.")
+    simulated_malformed_conjecturer: float = key(0.15, _SIMULATED_ONLY + "share of malformed Conjecturer "
+                                                       "replies.")
+    simulated_malformed_guide: float = key(0.05, _SIMULATED_ONLY + "share of malformed Guide replies.")
+    simulated_r0: float = key(0.3, _SIMULATED_ONLY + "the solve rate the simulated scaling curve starts from.")
+    simulated_generations_per_round: int = key(60_000, _SIMULATED_ONLY + "a problem is within reach in round r "
+                                                       "when its latent difficulty is below the paper's curve at "
+                                                       "C = (r + 1) x this.")
+    simulated_difficulty_sharpness: float = key(8.0, _SIMULATED_ONLY + "how sharply reach turns on around the "
+                                                     "curve.")
+    simulated_success_in_reach: float = key(0.5, _SIMULATED_ONLY + "the chance an attempt at a problem within "
+                                                 "reach succeeds.")
 
 
 @dataclass(frozen=True)
 class SolverConfig:
-    samples: int = 8
-    temperature: float = 1.0
-    max_tokens: int = 8192
+    """The Solver: sampling, rewards and training."""
+
+    samples: int = key(8, "Proofs sampled per target and per conjecture each round.")
+    temperature: float = key(1.0, "Sampling temperature.")
+    max_tokens: int = key(8192, "Completion tokens per proof.")
     # reinforce (REINFORCE-1/2), cispo, ei (Expert Iteration), or the GRPO family: grpo, dr_grpo, dapo,
     # gspo (backends/objectives.py; README "Objectives")
-    objective: Literal["reinforce", "cispo", "ei", "grpo", "dr_grpo", "dapo", "gspo"] = "reinforce"
-    band_low: float = 0.0  # exclusive
-    band_high: float = 0.5
-    band_include_high: bool = True  # hard band 0 < s <= 0.5; CISPO: 0 < s < 1
-    store_cap: int = 16
-    length_penalty_start: float = 0.8
-    zero_try: bool = True  # proofs using the `try` tactic get weight 0
-    # comments skipped when looking for `try`: "reference" strips `/- -/` with a non-greedy regex,
-    # then `--` to the line's end; "lean" reads comments as Lean does (nested; `/-` in a `--` is text)
-    try_comments: Literal["reference", "lean"] = "reference"
-    lr: float = 3e-6
-    batch_size: int = 32
-    train: bool = True
-    ei_rounds: int = 3  # Expert Iteration trains on stored proofs of the last k rounds
-    cispo_clip_max: float = 4.0
-    cispo_eps: float = 1e-6
+    objective: Literal["reinforce", "cispo", "ei", "grpo", "dr_grpo", "dapo", "gspo"] = key(
+        "reinforce", "The training objective: \"reinforce\" (the reference's REINFORCE-1/2), \"cispo\", \"ei\" "
+                     "(Expert Iteration on stored proofs), or the GRPO family: \"grpo\", \"dr_grpo\", \"dapo\", "
+                     "\"gspo\".")
+    band_low: float = key(0.0, "The hard band's lower solve rate (exclusive): problems solved more rarely are "
+                               "not trained on.")
+    band_high: float = key(0.5, "The hard band's upper solve rate.")
+    band_include_high: bool = key(True, "Whether band_high itself is in the band (0 < s <= 0.5; CISPO: "
+                                        "0 < s < 1).")
+    store_cap: int = key(16, "Verified proofs kept per problem in the solved store.")
+    length_penalty_start: float = key(0.8, "A proof longer than this share of max_tokens gets the length "
+                                           "penalty.")
+    zero_try: bool = key(True, "Proofs using the `try` tactic get weight 0.")
+    try_comments: Literal["reference", "lean"] = key(
+        "reference", "Comments skipped when looking for `try`: \"reference\" (a non-greedy /- -/ regex, then "
+                     "`--` to the line's end) or \"lean\" (as Lean reads them: nested).")
+    lr: float = key(3e-6, "Learning rate (constant; a fresh AdamW every round).")
+    batch_size: int = key(32, "Sequences per optimizer step.")
+    train: bool = key(True, "Train the Solver (false: a frozen Solver).")
+    ei_rounds: int = key(3, "Expert Iteration trains on the stored proofs of the last this many rounds.")
+    cispo_clip_max: float = key(4.0, "CISPO: importance weights are clamped to [0, this].")
+    cispo_eps: float = key(1e-6, "CISPO: added to the group's reward std before dividing.")
     # The GRPO family (grpo, dr_grpo, dapo, gspo). The importance ratio is clipped to
     # [1 - clip_low, 1 + clip_high]; 0 = the objective's published value (PUBLISHED_CLIP above)
-    clip_low: float = 0.0
-    clip_high: float = 0.0
+    clip_low: float = key(0.0, "GRPO family: the ratio's lower clip 1 - clip_low (0 = the objective's published "
+                               "value: 0.2; GSPO 3e-4).")
+    clip_high: float = key(0.0, "GRPO family: the ratio's upper clip 1 + clip_high (0 = the published value: 0.2; "
+                                "DAPO 0.28; GSPO 4e-4).")
     # KL to a reference policy: 0 = off (TRL GRPOConfig.beta's default; DAPO §2.3 and Dr. GRPO drop
     # it); > 0 is refused for now (the trainer holds no reference model)
-    beta: float = 0.0
+    beta: float = key(0.0, "GRPO family: weight of the KL to a reference policy (0 = off, TRL's default; > 0 is "
+                           "refused: no reference model yet).")
     # A = (r - mean) / (std + eps), unbiased std (verl compute_grpo_outcome_advantage's epsilon; TRL: 1e-4)
-    grpo_eps: float = 1e-6
+    grpo_eps: float = key(1e-6, "GRPO, DAPO, GSPO: added to the group's reward std before dividing.")
     # DAPO's overlong reward shaping (arXiv 2503.14476 §3.4; verl reward_manager/dapo.py overlong_buffer):
     # past (1 - overlong_buffer) * max_tokens the reward drops linearly to -overlong_penalty at max_tokens.
     # 0.2 = the paper's experiments: a 4,096-token cache of 20,480 (verl overlong_buffer.len = 4096); 0 = off
-    overlong_buffer: float = 0.2
-    overlong_penalty: float = 1.0  # verl overlong_buffer.penalty_factor (the paper's slope: 1)
-    dapo_incorrect_reward: float = -1.0  # DAPO §2.4: 1 correct, -1 otherwise (grpo, dr_grpo, gspo: 1 / 0)
+    overlong_buffer: float = key(0.2, "DAPO: share of max_tokens at the end over which the reward drops "
+                                      "linearly (0 = no overlong shaping).")
+    overlong_penalty: float = key(1.0, "DAPO: the reward's drop at max_tokens (verl's penalty_factor).")
+    dapo_incorrect_reward: float = key(-1.0, "DAPO: the reward of an unverified proof (1 for a verified one).")
 
     def clip_range(self) -> tuple[float, float]:
         """(clip_low, clip_high) of a GRPO-family objective, the published values where a key is 0."""
@@ -187,116 +240,130 @@ class SolverConfig:
 
 @dataclass(frozen=True)
 class ConjecturerConfig:
-    enabled: bool = True
-    train: bool = True
-    conditioned: bool = True  # False: the "no problem conditioning" prompt
-    samples_per_target: int = 1
-    temperature: float = 1.0
-    max_tokens: int = 8192
-    band_percentile: float = 0.7
-    length_penalty_start: float = 0.8
-    lr: float = 3e-6
-    batch_size: int = 32
-    # a round's conjectures are de-duplicated (against its targets and each other) by "exact" string
-    # equality (the reference) or with runs of whitespace collapsed first ("whitespace", ours)
-    dedup: Literal["exact", "whitespace"] = "exact"
+    """The Conjecturer: sampling, its band and training."""
+
+    enabled: bool = key(True, "False: no conjectures (the Solver alone; required for solver.objective = "
+                              "\"ei\").")
+    train: bool = key(True, "Train the Conjecturer (false: frozen, and no Guide reviews).")
+    conditioned: bool = key(True, "False: the \"no problem conditioning\" prompt, without the target.")
+    samples_per_target: int = key(1, "Conjectures sampled per unsolved target each round.")
+    temperature: float = key(1.0, "Sampling temperature.")
+    max_tokens: int = key(8192, "Completion tokens per conjecture.")
+    band_percentile: float = key(0.7, "The Guide reviews conjectures solved 0 < s <= t, t this percentile of "
+                                      "the round's solve rates (ties kept).")
+    length_penalty_start: float = key(0.8, "A conjecture longer than this share of max_tokens gets the length "
+                                           "penalty.")
+    lr: float = key(3e-6, "Learning rate (constant; a fresh AdamW every round).")
+    batch_size: int = key(32, "Sequences per optimizer step.")
+    dedup: Literal["exact", "whitespace"] = key(
+        "exact", "Conjectures are de-duplicated against the targets and each other by \"exact\" string "
+                 "equality (the reference) or with runs of whitespace collapsed first (\"whitespace\").")
 
 
 @dataclass(frozen=True)
 class ExtractionConfig:
-    # how the Solver's reply counts its declarations: "reference" counts `theorem `, `lemma `, `def `
-    # anywhere (comments and longer names included); "code_only" counts Lean words outside comments
-    declarations: Literal["reference", "code_only"] = "reference"
-    # how the Conjecturer's statement is found: "reference" (last ```lean4 to last ```, `sorry` and
-    # the ending counted with comments, `NO CONJECTURE FOUND` malformed); "code_only" (fences paired,
-    # `sorry` as a word and the ending outside comments)
-    conjecture: Literal["reference", "code_only"] = "reference"
-    # `import` lines before a conjecture's theorem: "drop" them (recorded with the sample; the header
-    # already imports Mathlib) or "keep" them (the reference: the file then fails in Lean)
-    conjecture_imports: Literal["drop", "keep"] = "drop"
+    """How proofs and conjectures are read out of the models' replies."""
+
+    declarations: Literal["reference", "code_only"] = key(
+        "reference", "How the Solver's reply counts its declarations: \"reference\" counts `theorem `, `lemma `, "
+                     "`def ` anywhere (comments included); \"code_only\" counts Lean words outside comments.")
+    conjecture: Literal["reference", "code_only"] = key(
+        "reference", "How the Conjecturer's statement is found: \"reference\" (last ```lean4 to last ```, `sorry` "
+                     "counted with comments) or \"code_only\" (fences paired, `sorry` as a word outside "
+                     "comments).")
+    conjecture_imports: Literal["drop", "keep"] = key(
+        "drop", "`import` lines before a conjecture's theorem: \"drop\" them (the header already imports "
+                "Mathlib) or \"keep\" them (the reference: the file then fails in Lean).")
 
 
 @dataclass(frozen=True)
 class GuideConfig:
-    enabled: bool = True  # False: the "no guide" ablation, R_guide = 1
-    temperature: float = 1.0
-    max_tokens: int = 8192
+    """The Guide: it reviews the Conjecturer's in-band conjectures; its score weights their reward."""
+
+    enabled: bool = key(True, "False: the \"no guide\" ablation, R_guide = 1.")
+    temperature: float = key(1.0, "Sampling temperature.")
+    max_tokens: int = key(8192, "Completion tokens per review.")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    # "simulated": SIMULATED trainer, counts steps and tokens and writes tiny weights (backends/simulated_trainer.py)
-    backend: Literal["deepspeed", "simulated"] = "deepspeed"
-    simulated_param_count: int = 6_910_000_000  # the size a real checkpoint is recorded as (bytes = 2 per param, bf16)
-    betas: tuple[float, float] = (0.9, 0.95)
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    micro_batch_size: int = 1
-    zero_stage: int = 2  # 0, 1 or 2; 3 is refused (export does not gather partitioned weights)
-    bf16: bool = True
-    gradient_checkpointing: bool = True
-    # true: fp32 weights are kept between rounds for the trainer (bf16 autocast), bf16 exported for
-    # generation; false (the reference): each round trains from the bf16 weights of the last
-    keep_fp32_master: bool = False
-    cpu_ranks: int = 1  # training processes per node when slurm.train.gpus = 0 (gloo; CPU rehearsals)
+    """The trainer (DeepSpeed) shared by the trained roles."""
+
+    backend: Literal["deepspeed", "simulated"] = key(
+        "deepspeed", "\"deepspeed\", or \"simulated\" (SIMULATED trainer: counts steps and tokens, writes tiny "
+                     "weights).")
+    simulated_param_count: int = key(6_910_000_000, "SIMULATED trainer: the size a checkpoint is recorded as "
+                                                    "(2 bytes per parameter, bf16).")
+    betas: tuple[float, float] = key((0.9, 0.95), "AdamW betas.")
+    weight_decay: float = key(0.0, "AdamW weight decay.")
+    grad_clip: float = key(1.0, "Gradient norm clip.")
+    micro_batch_size: int = key(1, "Sequences per forward/backward pass (gradients accumulate to the role's "
+                                   "batch_size).")
+    zero_stage: int = key(2, "DeepSpeed ZeRO stage: 0, 1 or 2 (3 is refused: exporting does not gather "
+                             "partitioned weights).")
+    bf16: bool = key(True, "Train in bf16.")
+    gradient_checkpointing: bool = key(True, "Recompute activations in the backward pass (less memory).")
+    keep_fp32_master: bool = key(False, "True: fp32 weights are kept between rounds (bf16 exported for "
+                                        "generation); false (the reference): each round trains from the last "
+                                        "bf16 weights.")
+    cpu_ranks: int = key(1, "Training processes per node when slurm.train.gpus = 0 (gloo; CPU rehearsals).")
 
 
 @dataclass(frozen=True)
 class VerificationConfig:
-    backend: Literal["lean", "simulated"] = "lean"
-    timeout_s: float = 200.0
-    # The REPL that lean/install.sh builds (a dependency of lean/lakefile.toml), run through `lake env`
-    # so Mathlib is on its path. A relative project_dir is resolved against the repository root.
-    repl_command: tuple[str, ...] = ("lake", "env", ".lake/packages/REPL/.lake/build/bin/repl")
-    project_dir: str = "lean"
-    memory_limit_mb: int = 16384  # RLIMIT_AS per REPL process; 0 = no limit
-    max_proofs_per_process: int = 200
-    system_error_retries: int = 1
-    header_timeout_s: float = 600.0  # elaborating a header (`import Mathlib`) once per process
-    # A warning containing "failed" fails the proof (the reference's rule; rejects some honest aesop proofs).
-    failed_warning_fails: bool = True
-    # Every proof the REPL calls verified is pickled and replayed through the kernel by a separate
-    # checker that never elaborates a proof (lean/SgsKernelCheck.lean, verification/recheck.py).
-    kernel_recheck: bool = True
-    checker_command: tuple[str, ...] = ("lake", "env", ".lake/build/bin/sgs_kernel_check")
-    # Both run in bubblewrap (verification/sandbox.py): read-only filesystem, one writable scratch
-    # directory per process, no network, own pid/user namespaces. "none" = run the commands as they are.
-    sandbox: Literal["bwrap", "none"] = "bwrap"
-    sandbox_tmpfs_mb: int = 512  # cap on the sandbox's private /tmp, /run, /dev/shm (bwrap 0.7+); 0 = none
-    scratch_dir: str = ""  # where the per-process scratch directories go ("" = the system's temp dir)
-    # Resources per slot (verification/limits.py): the REPL's scratch is a tmpfs of scratch_mb inside bwrap
-    # (bwrap 0.7+), and no file a REPL or checker process writes (its stderr log included) grows past it
-    # (RLIMIT_FSIZE); RLIMIT_CPU of each process = cpu_time_factor * (header_timeout_s +
-    # max_proofs_per_process * timeout_s); RLIMIT_NPROC (processes and threads) inside a sandbox with a
-    # user namespace of its own (Linux 5.14+, not root). 0 = no limit.
-    scratch_mb: int = 512
-    cpu_time_factor: float = 2.0
-    process_limit: int = 1024
-    # REPL and checker run under a seccomp filter that denies process creation (verification/process_filter.py;
-    # x86_64 and aarch64); threads stay allowed. Issue 26.
-    process_filter: bool = True
+    """Lean verification: the REPL, the kernel re-check, the sandbox and its limits (verification/)."""
+
+    backend: Literal["lean", "simulated"] = key("lean", "\"lean\", or \"simulated\" (a deterministic stand-in, "
+                                                        "not Lean; said in status and TensorBoard).")
+    timeout_s: float = key(200.0, "Seconds per proof.")
+    repl_command: tuple[str, ...] = key(("lake", "env", ".lake/packages/REPL/.lake/build/bin/repl"),
+                                        "The REPL lean/install.sh builds, run through `lake env` so Mathlib is "
+                                        "on its path.")
+    project_dir: str = key("lean", "The Lean project the REPL runs in; a relative path is resolved against "
+                                   "the repository root.")
+    memory_limit_mb: int = key(16384, "RLIMIT_AS per REPL process; 0 = no limit.")
+    max_proofs_per_process: int = key(200, "Proofs a REPL process checks before it is replaced.")
+    system_error_retries: int = key(1, "Retries of a proof on a fresh process after a REPL system error.")
+    header_timeout_s: float = key(600.0, "Seconds to elaborate a header (`import Mathlib`), once per process.")
+    failed_warning_fails: bool = key(True, "A warning containing \"failed\" fails the proof (the reference's "
+                                           "rule; rejects some honest aesop proofs).")
+    kernel_recheck: bool = key(True, "Replay every proof the REPL calls verified through the kernel in a "
+                                     "separate checker that never elaborates a proof.")
+    checker_command: tuple[str, ...] = key(("lake", "env", ".lake/build/bin/sgs_kernel_check"),
+                                           "The kernel checker (lean/SgsKernelCheck.lean).")
+    sandbox: Literal["bwrap", "none"] = key("bwrap", "Run REPL and checker in bubblewrap (read-only filesystem, "
+                                                     "no network, own namespaces); \"none\" = as they are.")
+    sandbox_tmpfs_mb: int = key(512, "Cap on the sandbox's private /tmp, /run, /dev/shm (bwrap 0.7+); 0 = none.")
+    scratch_dir: str = key("", "Where the per-process scratch directories go; \"\" = the system's temp dir.")
+    scratch_mb: int = key(512, "The REPL's scratch tmpfs and the largest file a REPL or checker process may "
+                               "write (RLIMIT_FSIZE); 0 = no limit.")
+    cpu_time_factor: float = key(2.0, "RLIMIT_CPU of each process = this x (header_timeout_s + "
+                                      "max_proofs_per_process x timeout_s); 0 = no limit.")
+    process_limit: int = key(1024, "RLIMIT_NPROC inside a sandbox with its own user namespace; 0 = no limit.")
+    process_filter: bool = key(True, "A seccomp filter denies REPL and checker process creation (threads "
+                                     "allowed; x86_64 and aarch64).")
 
 
 @dataclass(frozen=True)
 class CheckpointConfig:
-    keep_last: int = 2  # weights of the last k rounds are kept
-    keep_every: int = 10  # and of every n-th round (0 = none)
-    estimate_gb_per_role: float = 14.8  # one role's saved weights, for the disk projection (a 7B model in bf16)
+    """Which rounds' weights are kept (round/checkpoints.py)."""
+
+    keep_last: int = key(2, "Weights of the last this many rounds are kept.")
+    keep_every: int = key(10, "And of every this-many-th round; 0 = none.")
+    estimate_gb_per_role: float = key(14.8, "One role's saved weights in GB, for the disk projection (a 7B "
+                                            "model in bf16).")
 
 
 @dataclass(frozen=True)
 class RecordsConfig:
     """What the run directory keeps of a round's generations once no training reads them (round/compaction.py)."""
 
-    # false: once a round's train job has finished and no training reads its samples any more (Expert
-    # Iteration reads the last solver.ei_rounds rounds), each sample's token ids and logprobs and each
-    # prompt's ids are replaced by their counts, the outputs gzip-compressed, finished shards' item logs
-    # and (a round later) the train job's example files deleted; texts, extractions, verdicts and reviews stay.
-    # true: keep everything (~1.2 GB a round per 1,000 targets)
-    keep_sample_tokens: bool = False
-    # what compaction keeps of the model's replies: "all" (gzip-compressed), or "verified" (only verified
-    # Solver samples' text and proof; ~12 GB less over a real 200-round D_3k run, nothing the database needs)
-    keep_text: Literal["all", "verified"] = "all"
+    keep_sample_tokens: bool = key(False, "True: keep everything (~1.2 GB a round per 1,000 targets); false: "
+                                          "token ids and logprobs become counts and outputs are gzipped once no "
+                                          "training reads them (texts, verdicts and reviews stay).")
+    keep_text: Literal["all", "verified"] = key(
+        "all", "What compaction keeps of the replies: \"all\" (gzipped), or \"verified\" (only verified Solver "
+               "samples' text and proof; ~12 GB less over a 200-round D_3k run).")
 
 
 @dataclass(frozen=True)
@@ -304,14 +371,17 @@ class AlertsConfig:
     """What `status`, `watch` and each round's end report as alarms (round/alarms.py, ops/progress.py),
     and how often long work logs its progress."""
 
-    progress_every_s: float = 60.0  # a progress line (rate, done/total, ETA) in a worker's log at most this often
-    stuck_after_s: float = 0.0  # a shard without item progress this long is stuck (0 = auto: see the two below)
-    stuck_factor: float = 10.0  # auto: this many times the phase's recent per-item time per shard ...
-    stuck_floor_s: float = 1800.0  # ... but never less than this
-    max_error_rate: float = 0.2  # verify: timeouts + errors above this fraction of checked proofs
-    slow_phase_factor: float = 3.0  # a phase running this many times its recent average wall time
-    slow_phase_rounds: int = 3  # ... over this many previous rounds
-    disk_budget_gb: float = 0.0  # disk projected to the planned rounds above this (0 = no budget)
+    progress_every_s: float = key(60.0, "A progress line (rate, done/total, ETA) in a worker's log at most "
+                                        "this often.")
+    stuck_after_s: float = key(0.0, "A shard without item progress this long is stuck; 0 = auto "
+                                    "(stuck_factor x the phase's per-item time, at least stuck_floor_s).")
+    stuck_factor: float = key(10.0, "Auto stuck threshold: this many times the phase's recent per-item time.")
+    stuck_floor_s: float = key(1800.0, "Auto stuck threshold: never less than this.")
+    max_error_rate: float = key(0.2, "Verify: alarm when timeouts + errors exceed this share of checked proofs.")
+    slow_phase_factor: float = key(3.0, "Alarm when a phase runs this many times its recent average wall time.")
+    slow_phase_rounds: int = key(3, "The recent average is over this many previous rounds.")
+    disk_budget_gb: float = key(0.0, "Alarm when disk projected to the planned rounds exceeds this; 0 = no "
+                                     "budget.")
 
 
 @dataclass(frozen=True)
@@ -324,53 +394,56 @@ class ShardsConfig:
     array is done (afterok): few GPU tasks (one engine start each) with many CPU tasks for Lean.
     """
 
-    conjecture: int = 8
-    solve: int = 64
-    guide: int = 8
-    verify: int = 0
+    conjecture: int = key(8, "Conjecture tasks per round.")
+    solve: int = key(64, "Solve tasks per round.")
+    guide: int = key(8, "Guide tasks per round.")
+    verify: int = key(0, "Verify tasks per round: 0 = one per solve task (each starts when its solve task "
+                         "ends), or a multiple of shards.solve (the array starts when solve is done).")
 
 
 @dataclass(frozen=True)
 class SlurmPhaseConfig:
-    partition: str = ""
-    account: str = ""
-    qos: str = ""
-    gpus: int = 0  # GPUs per task (per node)
-    cpus: int = 1  # CPUs per task (per node)
-    nodes: int = 1  # nodes per task: train only (one Slurm task per node, ranks = nodes x gpus)
-    mem: str = "8G"
-    time_min: int = 240
-    array_parallelism: int = 64
-    signal_delay_s: int = 120  # SIGUSR2 this long before the time limit
-    extra: dict[str, str] = field(default_factory=dict)  # more sbatch options, e.g. {constraint = "h200"}
-    # node-local directory to copy a model's weights into before loading (e.g. "$TMPDIR"; "" = load in place)
-    scratch: str = ""
-    # shell lines run at the top of the job script, before the task starts (e.g. "module load cuda/12",
-    # "export HF_HOME=/shared/hf"); one line per item. Usually set once for all phases in [slurm.defaults].
-    setup: tuple[str, ...] = ()
+    """One phase's Slurm job (`[slurm.<phase>]`; `[slurm.defaults]` for every phase)."""
+
+    partition: str = key("", "Slurm partition; \"\" = the site's default.")
+    account: str = key("", "Slurm account; \"\" = yours by default.")
+    qos: str = key("", "Slurm QOS; \"\" = the default.")
+    gpus: int = key(0, "GPUs per task (per node).")
+    cpus: int = key(1, "CPUs per task (per node).")
+    nodes: int = key(1, "Nodes per task: train only (one Slurm task per node, ranks = nodes x gpus).")
+    mem: str = key("8G", "Memory per task (per node), a Slurm size such as \"64G\".")
+    time_min: int = key(240, "Time limit per task in minutes (a task stopped at it requeues and resumes).")
+    array_parallelism: int = key(64, "Tasks of the phase's array running at once.")
+    signal_delay_s: int = key(120, "SIGUSR2 this long before the time limit (the task saves and requeues).")
+    extra: dict[str, str] = field(default_factory=dict, metadata={
+        "help": "More sbatch options, e.g. {constraint = \"h200\"}."})
+    scratch: str = key("", "Node-local directory to copy a model's weights into before loading (e.g. "
+                           "\"$TMPDIR\"); \"\" = load in place.")
+    setup: tuple[str, ...] = key((), "Shell lines run at the top of the job script (e.g. \"module load "
+                                      "cuda/12\"); usually set once in [slurm.defaults].")
 
 
 @dataclass(frozen=True)
 class ScalingConfig:
     """`sgsbatch fit`: the scaling law of the cumulative solve rate (SGS-SPEC.md) and the paper's fit."""
 
-    min_generations: int = 100_000  # points below this many generations so far are dropped before fitting
-    halves: int = 20  # random-half refits for the spread of A (0 = none)
-    paper_asymptote: float = 0.671  # the paper's SGS fit, printed for comparison
-    paper_c_mid: float = 1_252_336.0
-    paper_b: float = 0.585
-    paper_halves_asymptote: float = 0.676  # the paper's random-half fits: A = 67.6% +- 1.1%
-    paper_halves_std: float = 0.011
+    min_generations: int = key(100_000, "Points below this many generations so far are dropped before fitting.")
+    halves: int = key(20, "Random-half refits for the spread of A; 0 = none.")
+    paper_asymptote: float = key(0.671, "The paper's SGS fit: A, printed for comparison.")
+    paper_c_mid: float = key(1_252_336.0, "The paper's SGS fit: C_mid.")
+    paper_b: float = key(0.585, "The paper's SGS fit: B.")
+    paper_halves_asymptote: float = key(0.676, "The paper's random-half fits: mean A (67.6%).")
+    paper_halves_std: float = key(0.011, "The paper's random-half fits: std of A (1.1%).")
 
 
 @dataclass(frozen=True)
 class ReportConfig:
     """`sgsbatch report`: what the shared HTML page shows (ops/report.py)."""
 
-    recent_rounds: int = 3  # example conjectures come from this many last rounds that have any
-    examples: int = 5  # example conjectures per such round (highest guide score first)
-    score_bins: int = 20  # histogram bins of the guide score distributions
-    max_statement_chars: int = 600  # an example statement longer than this is cut (with a mark)
+    recent_rounds: int = key(3, "Example conjectures come from this many last rounds that have any.")
+    examples: int = key(5, "Example conjectures per such round (highest guide score first).")
+    score_bins: int = key(20, "Histogram bins of the guide score distributions.")
+    max_statement_chars: int = key(600, "An example statement longer than this is cut (with a mark).")
 
 
 def _gpu(gpus: int, cpus: int, mem: str, time_min: int) -> SlurmPhaseConfig:
@@ -405,17 +478,24 @@ class SlurmConfig:
 class CanaryConfig:
     """`sgsbatch canary`: one short Slurm job per job shape running each real component (canary/)."""
 
-    targets: int = 4  # run targets whose real prompts each generation check renders and samples
-    max_tokens: int = 256  # tokens per canary sample (the Guide check uses guide.max_tokens: a reply must be whole)
-    min_guide_parse_rate: float = 0.9  # the published Guide fine-tune parses >99% of its replies, the base model ~55%
-    loop_timeout_s: float = 20.0  # the per-proof timeout the looping canary proof must run into
-    checkpoint_share: float = 0.5  # a stop checkpoint may take at most this share of slurm.train.signal_delay_s
-    time_min: int = 30  # each canary job's time limit (never more than its phase's slurm.<phase>.time_min)
-    max_age_days: float = 14.0  # launch accepts a passed canary this recent (same config fingerprint, environment)
+    targets: int = key(4, "Run targets whose real prompts each generation check renders and samples.")
+    max_tokens: int = key(256, "Tokens per canary sample (the Guide check uses guide.max_tokens: a reply must "
+                               "be whole).")
+    min_guide_parse_rate: float = key(0.9, "Share of Guide replies that must parse (the published Guide "
+                                           "parses >99%, the base model ~55%).")
+    loop_timeout_s: float = key(20.0, "The per-proof timeout the looping canary proof must run into.")
+    checkpoint_share: float = key(0.5, "A stop checkpoint may take at most this share of "
+                                       "slurm.train.signal_delay_s.")
+    time_min: int = key(30, "Each canary job's time limit in minutes (never more than its phase's "
+                            "slurm.<phase>.time_min).")
+    max_age_days: float = key(14.0, "Launch accepts a passed canary this recent (same config fingerprint and "
+                                    "environment).")
 
 
 @dataclass(frozen=True)
 class Config:
+    """A run's whole configuration: one table per part (`sgsbatch config keys` lists every key)."""
+
     run: RunConfig = field(default_factory=RunConfig)
     data: DataConfig = field(default_factory=DataConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)

@@ -28,7 +28,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.errors import RunError
+from sgsbatch.errors import InputError, RunError
 from sgsbatch.ops.proofs import conjecture_lineage, found_proofs
 from sgsbatch.ops.status import run_status
 from sgsbatch.run.handle import RunHandle
@@ -164,12 +164,12 @@ def export_run(h: RunHandle, out: Path, force: bool = False) -> dict[str, int]:
     """Write the dataset and its card to `out`; returns the row count per config."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         if not force:
-            raise RunError(f"--out {out} exists and is not empty; choose another directory or pass --force")
+            raise InputError(f"--out {out} exists and is not empty; choose another directory or pass --force")
         if not out.is_dir():
-            raise RunError(f"--out {out} is a file; choose a directory")
+            raise InputError(f"--out {out} is a file; choose a directory")
         if not is_export(out):
-            raise RunError(f"--out {out} is not an earlier export (no sgsbatch dataset card README.md); --force "
-                           "replaces only an export, never another directory: choose an empty or new directory")
+            raise InputError(f"--out {out} is not an earlier export (no sgsbatch dataset card README.md); --force "
+                             "replaces only an export, never another directory: choose an empty or new directory")
         shutil.rmtree(out)
     rows = export_rows(h)
     out.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sgsbatch.config.schema import Config
-from sgsbatch.errors import RunError
+from sgsbatch.errors import InputError, RunError
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.journal import read_journal
 from sgsbatch.run.paths import RunPaths
@@ -77,12 +77,12 @@ def _submitit_logs(paths: RunPaths, r: int, phase: str, job: tuple[str, int]) ->
 
 def choose_log(paths: RunPaths, cfg: Config, r: int | None = None, phase: str | None = None,
                shard: int | None = None, attempt: int | None = None) -> LogChoice:
-    """The log of one shard attempt; a RunError naming the valid choices when one does not exist."""
+    """The log of one shard attempt; an InputError naming the valid choices when one does not exist (exit 2)."""
     if phase == DRIVER:
         log = paths.local / "driver.log"
         if not log.exists():
-            raise RunError(f"{log} does not exist: the run has no local driver log (executor "
-                           f"{cfg.run.executor}); choose a phase with --phase")
+            raise InputError(f"{log} does not exist: the run has no local driver log (executor "
+                             f"{cfg.run.executor}); choose a phase with --phase")
         return LogChoice(r or 0, DRIVER, 0, 1, 1, (log,), log)
     rounds = _rounds_with_files(paths)
     if not rounds:
@@ -90,8 +90,8 @@ def choose_log(paths: RunPaths, cfg: Config, r: int | None = None, phase: str | 
     if r is None:
         r = rounds[-1]
     elif r not in rounds:
-        raise RunError(f"round {r} has no files in {paths.root / 'rounds'}; rounds that exist: "
-                       f"{', '.join(map(str, rounds))} (0-based)")
+        raise InputError(f"round {r} has no files in {paths.root / 'rounds'}; rounds that exist: "
+                         f"{', '.join(map(str, rounds))} (0-based)")
     phases = [p for p in cfg.phases_of_round(r) if _phase_has_files(paths, r, p)]
     valid = ", ".join(cfg.phases_of_round(r)) + (f", {DRIVER}" if (paths.local / "driver.log").exists() else "")
     if phase is None:
@@ -99,22 +99,22 @@ def choose_log(paths: RunPaths, cfg: Config, r: int | None = None, phase: str | 
             raise RunError(f"round {r} has started no phase yet; phases of round {r}: {valid}")
         phase = phases[-1]
     elif phase not in cfg.phases_of_round(r):
-        raise RunError(f"round {r} has no phase {phase!r}; its phases: {valid}")
+        raise InputError(f"round {r} has no phase {phase!r}; its phases: {valid}")
     n = shards_at(cfg, paths, r, phase)
     if shard is None:
         if n > 1:
-            raise RunError(f"round {r} {phase} has {n} shards: choose one with --shard 0..{n - 1}")
+            raise InputError(f"round {r} {phase} has {n} shards: choose one with --shard 0..{n - 1}")
         shard = 0
     elif not 0 <= shard < n:
-        raise RunError(f"round {r} {phase} has no shard {shard}; its shards: 0..{n - 1}")
+        raise InputError(f"round {r} {phase} has no shard {shard}; its shards: 0..{n - 1}")
     worker_log = paths.phase_dir(r, phase) / f"shard_{shard:05d}.attempt.log"
     subs = _submissions(paths, r, phase, shard)
     attempts = max(1, len(subs))
     k = attempts if attempt is None else attempt
     if not 1 <= k <= attempts:
         kept = "1" if attempts == 1 else f"1..{attempts}"
-        raise RunError(f"round {r} {phase} shard {shard} has no attempt {attempt}; attempts with logs: {kept}"
-                       + ("" if subs else " (the local executor keeps the latest attempt's log only)"))
+        raise InputError(f"round {r} {phase} shard {shard} has no attempt {attempt}; attempts with logs: {kept}"
+                         + ("" if subs else " (the local executor keeps the latest attempt's log only)"))
     files = _submitit_logs(paths, r, phase, subs[k - 1]) if subs else []
     latest = k == attempts
     if latest and worker_log.exists():

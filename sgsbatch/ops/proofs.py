@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlmodel import func, select
 
-from sgsbatch.errors import RunError
+from sgsbatch.errors import InputError
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.state.schema import Attempt, Conjecture, ProblemRow, ReviewRow, StoredProof
 
@@ -43,7 +43,21 @@ def proof_id(problem_id: str, slot: int) -> str:
 
 def _check_round(h: RunHandle, round_: int | None) -> None:
     if round_ is not None and not 0 <= round_ < h.cfg.run.rounds:
-        raise RunError(f"--round {round_}: run {h.cfg.run.name} has rounds 0..{h.cfg.run.rounds - 1}")
+        raise InputError(f"--round {round_}: run {h.cfg.run.name} has rounds 0..{h.cfg.run.rounds - 1}")
+
+
+def _check_target(h: RunHandle, target: str | None) -> None:
+    """`target` is a problem (target or recorded conjecture) of the run; an InputError (exit 2) naming some when not."""
+    if target is None:
+        return
+    with h.db.read() as s:
+        if s.exec(select(ProblemRow.id).where(ProblemRow.run_id == h.run_id, ProblemRow.problem_id == target)).first():
+            return
+        some = s.exec(select(ProblemRow.problem_id).where(ProblemRow.run_id == h.run_id)
+                      .order_by(ProblemRow.id).limit(3)).all()  # type: ignore[arg-type]
+    raise InputError(f"--target {target}: run {h.cfg.run.name} has no target or conjecture with this id "
+                     f"(its ids look like {', '.join(some) or '(none)'}; `sgsbatch proofs {h.cfg.run.name} --json` "
+                     "lists the solved ones)")
 
 
 def found_proofs(h: RunHandle, target: str | None = None, round_: int | None = None) -> list[dict[str, Any]]:
@@ -52,6 +66,7 @@ def found_proofs(h: RunHandle, target: str | None = None, round_: int | None = N
     Each row is also a row `sgsbatch verify` reads: `id` (`proof_id`), `header`, `statement` (read
     as its `theorem`) and `proof`; header and statement are None where the problem was not recorded."""
     _check_round(h, round_)
+    _check_target(h, target)
     with h.db.read() as s:
         q = select(StoredProof).where(StoredProof.run_id == h.run_id)
         if target is not None:
@@ -96,6 +111,7 @@ def conjecture_lineage(h: RunHandle, target: str | None = None, round_: int | No
                        weights: bool = True) -> list[dict[str, Any]]:
     """Every unique conjecture (of `target`, of round `round_`) with its lineage; see the module docstring."""
     _check_round(h, round_)
+    _check_target(h, target)
     with h.db.read() as s:
         q = select(Conjecture).where(Conjecture.run_id == h.run_id, Conjecture.status == "ok",
                                      Conjecture.conjecture_id.is_not(None))  # type: ignore[union-attr]

@@ -36,7 +36,7 @@ from sqlmodel import select
 
 from sgsbatch.config.loading import from_toml_text
 from sgsbatch.data import Target
-from sgsbatch.errors import RunError
+from sgsbatch.errors import InputError, RunError
 from sgsbatch.round.results import run_targets
 from sgsbatch.run import amendments, environment
 from sgsbatch.run.handle import RunHandle, database_url, insert_run
@@ -79,8 +79,8 @@ def _fresh_database(paths: RunPaths, url: str, name: str, external: bool, force:
     if not paths.db.exists():
         return open_db(url), None
     if not force:
-        raise RunError(f"{paths.db} exists; rebuild replaces a lost or corrupt database: pass --force to move it "
-                       f"aside (kept as state.db.bad-<time>) and rebuild from the run directory")
+        raise InputError(f"{paths.db} exists; rebuild replaces a lost or corrupt database: pass --force to move it "
+                         f"aside (kept as state.db.bad-<time>) and rebuild from the run directory")
     aside = paths.db.with_name(f"state.db.bad-{time.strftime('%Y%m%d-%H%M%S')}")
     for suffix in ("-journal", "-wal", "-shm"):  # SQLite's side files belong to the old database
         side = paths.db.with_name(paths.db.name + suffix)
@@ -118,7 +118,7 @@ def _restore_amendments(h: RunHandle) -> int:
 def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None] | None = None) -> RebuildReport:
     """Recreate the run's database from `paths` (see the module docstring); `progress(r)` after each round."""
     if not paths.config.exists() or not paths.targets.exists():
-        raise RunError(f"{paths.root} is not a run directory: rebuild needs its config.toml and targets.jsonl")
+        raise InputError(f"{paths.root} is not a run directory: rebuild needs its config.toml and targets.jsonl")
     text = paths.config.read_text(encoding="utf-8")
     cfg = from_toml_text(text, str(paths.config))
     url = database_url(cfg, paths)
@@ -167,8 +167,8 @@ def restore_config(paths: RunPaths, force: bool = False) -> str:
         if paths.config.read_bytes() == run.config_toml.encode():
             return f"{paths.config} already is the config run {run.name} was launched with"
         if not force:
-            raise RunError(f"{paths.config} exists and differs from the config run {run.name} was launched with; "
-                           f"pass --force to keep it aside (config.toml.edited-<time>) and restore the launch's")
+            raise InputError(f"{paths.config} exists and differs from the config run {run.name} was launched with; "
+                             f"pass --force to keep it aside (config.toml.edited-<time>) and restore the launch's")
         aside = paths.config.with_name(f"config.toml.edited-{time.strftime('%Y%m%d-%H%M%S')}")
         paths.config.rename(aside)
         atomic_write_text(paths.config, run.config_toml)

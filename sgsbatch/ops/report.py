@@ -1,16 +1,19 @@
-"""`sgsbatch report`: one self-contained HTML page about one or several runs, to share.
+"""`sgsbatch report`: one self-contained HTML page about one or several runs, to share and compare.
 
-Covered: per run, the curves (cumulative solve rate against rounds and against generations,
-pass@8 and pass@1, the Solver's clipped tokens per side and drift from the sampler where the
-trainer recorded them (CISPO, the GRPO family), the conjecture funnel per round, the Guide's score distributions of the recent
-rounds), the scaling-law fit with its random-half spread (ops/fit.py) and its figure (ops/plot.py),
-GPU/CPU-hours per round (the `cost/*` metrics, recorded on Slurm; "not recorded" otherwise), the
+Covered: the runs' times (launched, elapsed, rounds timed, mean and last round duration, projected
+finish: round/timing.py), the scaling-law figure of all runs (ops/plot.py), each curve overlaid
+across the runs, one chart per metric and one line per run (cumulative solve rate against rounds
+and against generations, pass@8, pass@1, round duration: `OVERLAYS`), the config keys in which the
+runs differ (ops/comparison.py), and per run: the conjecture funnel per round, the Guide's score
+distributions of the recent rounds, the scaling-law fit with its random-half spread (ops/fit.py),
+the Solver's clipped tokens per side and drift from the sampler where the trainer recorded them
+(CISPO, the GRPO family), GPU/CPU-hours per round (the `cost/*` metrics, recorded on Slurm; "not recorded" otherwise), the
 config changes made after launch (`resume --set`: every amendment, its kind and first round), and
 example conjectures of the recent rounds with their guide scores and whether the Solver proved
 them. Images are inline base64 PNGs; there is no script, no stylesheet link and no external URL,
 so the page opens offline. Every string that comes from a model or a config (conjectures,
-run names, messages) is HTML-escaped. A run with a simulated component says SIMULATED in the
-page title and in a banner.
+run names, config values, messages) is HTML-escaped. A run with a simulated component says
+SIMULATED in the page title and in a banner.
 
 Reads the run database only (runs opened read-only by the caller); writes only `out`.
 Not covered: live state (see `sgsbatch status`), proofs (`sgsbatch proofs`), TensorBoard's curves
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,10 +32,14 @@ from typing import TYPE_CHECKING, Any
 from sqlmodel import col, select
 
 from sgsbatch.ops.amend import history
+from sgsbatch.ops.comparison import config_diff, read_metrics
+from sgsbatch.ops.console import timing_text, when
 from sgsbatch.ops.fit import NotEnoughPoints, fit_run
 from sgsbatch.ops.plot import draw_fit, hist_png, lines_png, png_bytes, stacked_png
 from sgsbatch.round import metrics as M
-from sgsbatch.state.schema import Attempt, Conjecture, Metric, ReviewRow
+from sgsbatch.round.timing import run_timing
+from sgsbatch.run.progress import duration
+from sgsbatch.state.schema import Attempt, Conjecture, ReviewRow
 
 if TYPE_CHECKING:
     from sgsbatch.run.handle import RunHandle
@@ -53,16 +61,6 @@ def esc(value: Any) -> str:
 def _img(png: bytes, alt: str) -> str:
     return (f'<figure><img class="plot" alt="{esc(alt)}" '
             f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}"></figure>')
-
-
-def read_metrics(h: RunHandle) -> dict[int, dict[str, float]]:
-    """Every metric row of the run: round -> name -> value."""
-    with h.db.read() as s:
-        rows = s.exec(select(Metric.round, Metric.name, Metric.value).where(Metric.run_id == h.run_id)).all()
-    out: dict[int, dict[str, float]] = {}
-    for rnd, name, value in rows:
-        out.setdefault(rnd, {})[name] = value
-    return dict(sorted(out.items()))
 
 
 def _series(metrics: dict[int, dict[str, float]], name: str, x: str | None = None) -> tuple[list[float], list[float]]:
@@ -231,18 +229,11 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
                  f"seed {h.cfg.run.seed}.</p>")
     data["amendments"] = history(h)
     parts.append(_amendments_table(data["amendments"]))
+    data["timing"] = run_timing(h)
+    parts.append(f"<p>Time: {esc(timing_text(data['timing'], h.row().state.value))}.</p>")
     figs = []
     if done:
-        figs.append(_img(lines_png("Cumulative solve rate by round", "round", "solve rate",
-                                   {name: _series(metrics, M.CUMULATIVE_SOLVE_RATE)}, percent=True),
-                         "cumulative solve rate by round"))
-        figs.append(_img(lines_png("Cumulative solve rate by generations", "generations so far", "solve rate",
-                                   {name: _series(metrics, M.CUMULATIVE_SOLVE_RATE, M.GENERATIONS_TOTAL)},
-                                   logx=True, percent=True), "cumulative solve rate by generations"))
-        figs.append(_img(lines_png("pass@8 and pass@1 of the targets", "round", "rate",
-                                   {"pass@8": _series(metrics, M.PASS_AT_8), "pass@1": _series(metrics, M.PASS_AT_1)},
-                                   percent=True), "pass@8 by round"))
-        figs += _ratio_figures(metrics)
+        figs += _ratio_figures(metrics)  # the Solver's clip fractions and sampler drift (CISPO, GRPO family)
     funnel_rounds = [r for r, m in metrics.items() if M.conjectures("generated") in m]
     data["funnel"] = {s: [metrics[r].get(M.conjectures(s), 0.0) for r in funnel_rounds] for s in M.CONJECTURE_STAGES}
     data["funnel_rounds"] = funnel_rounds
@@ -256,7 +247,7 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
         figs.append(_img(hist_png("Guide scores of the recent rounds", "guide score", scores, rc.score_bins),
                          "guide score distributions"))
     parts.append(f'<div class="grid">{"".join(figs)}</div>' if figs else
-                 '<p class="note">No completed round yet: no curves.</p>')
+                 '<p class="note">No conjecture funnel recorded yet.</p>')
     if not any(scores.values()):
         parts.append('<p class="note">Guide scores: none recorded (no parsed review yet, or guide.enabled = false).</p>')
     parts.append("<h3>Scaling-law fit</h3>")
@@ -271,8 +262,70 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
     return "\n".join(parts), data
 
 
+# the curves overlaid across runs: (metric, x metric or None for the round, title, x label, y label, y scale, log x)
+OVERLAYS: tuple[tuple[str, str | None, str, str, str, float, bool], ...] = (
+    (M.CUMULATIVE_SOLVE_RATE, None, "Cumulative solve rate by round", "round", "solve rate (%)", 100.0, False),
+    (M.CUMULATIVE_SOLVE_RATE, M.GENERATIONS_TOTAL, "Cumulative solve rate by generations", "generations so far",
+     "solve rate (%)", 100.0, True),
+    (M.PASS_AT_8, None, "pass@8 of the targets", "round", "pass@8 (%)", 100.0, False),
+    (M.PASS_AT_1, None, "pass@1 of the targets", "round", "pass@1 (%)", 100.0, False),
+    (M.ROUND_WALL_S, None, "Round duration (first task start to the round's end)", "round", "hours", 1 / 3600, False),
+)
+
+
+def overlay_section(handles: list[RunHandle], metrics: list[dict[int, dict[str, float]]]) -> tuple[str, dict[str, Any]]:
+    """One chart per metric of OVERLAYS with one line per run (charts no run has points for left out),
+    and the data drawn: {"<title>": {run: (x, y)}} with y as stored (unscaled)."""
+    figs, data = [], {}
+    for metric, x, title, xlabel, ylabel, scale, logx in OVERLAYS:
+        series = {h.cfg.run.name: _series(m, metric, x) for h, m in zip(handles, metrics, strict=True)}
+        if not any(ys for _, ys in series.values()):
+            continue
+        data[title] = series
+        shown = {name: (xs, [y * scale for y in ys]) for name, (xs, ys) in series.items()}
+        figs.append(_img(lines_png(title, xlabel, ylabel, shown, logx=logx), title))
+    if not figs:
+        return '<p class="note">No completed round yet: no curves.</p>', data
+    return f'<div class="grid">{"".join(figs)}</div>', data
+
+
+def timing_table(handles: list[RunHandle], timings: list[dict[str, Any]]) -> str:
+    """Per run (its `run_timing`): launched, state, elapsed, rounds timed, mean and last round
+    duration, projected finish."""
+    rows = []
+    for h, t in zip(handles, timings, strict=True):
+        row = h.row()
+        rs = t["round_s"]
+        finish = (f"finished {when(t['finish_at'])}" if row.state.value == "completed" and t["finish_at"] else
+                  f"in {duration(t['eta_s'])} (about {when(t['finish_at'])})" if t["eta_s"] is not None else
+                  "not projected (no timed round yet)" if row.state.value not in ("failed", "cancelled") else
+                  row.state.value)
+        rows.append(f"<tr><td>{esc(h.cfg.run.name)}</td><td>{when(t['started_at'])}</td><td>{esc(row.state.value)}</td>"
+                    f"<td>{duration(t['elapsed_s'])}</td><td>{len(rs)} of {row.rounds}</td>"
+                    f"<td>{duration(t['mean_round_s']) if rs else '-'}</td>"
+                    f"<td>{duration(rs[max(rs)]) if rs else '-'}</td><td>{esc(finish)}</td></tr>")
+    head = ("<table><tr><th>run</th><th>launched</th><th>state</th><th>elapsed</th><th>rounds timed</th>"
+            "<th>mean round</th><th>last round</th><th>projected finish</th></tr>")
+    return head + "".join(rows) + "</table>"
+
+
+def diff_table(handles: list[RunHandle]) -> tuple[str, dict[str, list[Any]]]:
+    """The config keys whose values differ between the runs (ops/comparison.py), one column per run."""
+    diff = config_diff(handles)
+    if len(handles) < 2:
+        return "", diff
+    if not diff:
+        return '<p class="note">The runs\' configs are identical (run.name apart).</p>', diff
+    head = "".join(f"<th>{esc(h.cfg.run.name)}</th>" for h in handles)
+    body = "".join(f"<tr><td>{esc(k)}</td>" + "".join(f"<td>{esc(json.dumps(v))}</td>" for v in vals) + "</tr>"
+                   for k, vals in diff.items())
+    return (f"<p>{len(diff)} key(s) differ (each run's config now, amendments included).</p>"
+            f"<table><tr><th>key</th>{head}</tr>{body}</table>"), diff
+
+
 def render_report(handles: list[RunHandle], examples: int | None = None) -> tuple[str, dict[str, Any]]:
-    """The whole page and its data: a header, the fit figure of all runs, then one section per run."""
+    """The whole page and its data: a header, the runs' times, the fit figure of all runs, each curve
+    overlaid across the runs, the config differences, then one section per run."""
     simulated = any(h.cfg.simulated for h in handles)
     names = ", ".join(h.cfg.run.name for h in handles)
     title = f"{'SIMULATED - ' if simulated else ''}sgsbatch report: {names}"
@@ -282,13 +335,18 @@ def render_report(handles: list[RunHandle], examples: int | None = None) -> tupl
         sections.append(sec)
         runs.append(data)
     fig, fit_data = draw_fit(handles)
+    times_html = timing_table(handles, [r["timing"] for r in runs])
+    curves_html, curves = overlay_section(handles, [r["metrics"] for r in runs])
+    diff_html, diff = diff_table(handles)
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>"
             f"<h1>{esc(title)}</h1><p>Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from the run "
-            "database(s), read-only.</p>"
+            f"database(s), read-only.</p><h2>Time</h2>{times_html}"
             "<h2>Scaling law: cumulative solve rate against generations</h2>"
-            f"{_img(png_bytes(fig), 'scaling-law fit')}\n" + "\n".join(sections) + "</body></html>\n")
-    return page, {"title": title, "runs": runs, "fit_plot": fit_data}
+            f"{_img(png_bytes(fig), 'scaling-law fit')}\n<h2>Curves (one line per run)</h2>{curves_html}\n"
+            + (f"<h2>Config differences</h2>{diff_html}\n" if diff_html else "")
+            + "\n".join(sections) + "</body></html>\n")
+    return page, {"title": title, "runs": runs, "fit_plot": fit_data, "curves": curves, "config_diff": diff}
 
 
 def write_report(handles: list[RunHandle], out: Path, examples: int | None = None) -> dict[str, Any]:

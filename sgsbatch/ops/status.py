@@ -21,6 +21,7 @@ from sgsbatch.ops.progress import alarms, phase_progress, sparkline
 from sgsbatch.round.disk import disk_usage
 from sgsbatch.round.lifecycle import current_phase
 from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
+from sgsbatch.round.timing import run_timing
 from sgsbatch.run import environment
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import command
@@ -63,6 +64,8 @@ class RunStatus:
     canary: dict[str, Any] | None = None  # what cleared the launch (canary/record.py); None: none was asked for
     # the watcher job (`watch --submit`, ops/watcher.py): {"job_id", "state"}; state None: not in the queue
     watcher: dict[str, Any] | None = None
+    # launch time, elapsed, round durations, the running round's time, the projected finish (round/timing.py)
+    timing: dict[str, Any] | None = None
 
     @property
     def repairable(self) -> bool:
@@ -80,7 +83,7 @@ class RunStatus:
             "stall": self.stall.value if self.stall else None, "environment": self.environment,
             "progress": self.progress, "solve_rate_curve": self.solve_rate_curve,
             "sparkline": sparkline(self.solve_rate_curve, 0.0, 1.0), "disk": self.disk, "alerts": self.alerts,
-            "amendments": self.amendments, "canary": self.canary, "watcher": self.watcher,
+            "amendments": self.amendments, "canary": self.canary, "watcher": self.watcher, "timing": self.timing,
         }
         if self.jobs is not None:
             out["jobs"] = self.jobs
@@ -126,7 +129,7 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
                    smoke=row.smoke, targets=row.targets, run_dir=row.run_dir, metrics=metrics,
                    environment=launch_env, solve_rate_curve=curve, disk=disk_usage(h.cfg, h.paths, completed),
                    rehearsal=h.cfg.run.rehearsal, amendments=amendment_summary(h),
-                   canary=read_run_record(h.paths.root))
+                   canary=read_run_record(h.paths.root), timing=run_timing(h))
     if row.state not in (RunState.completed, RunState.cancelled) and phase is not None:
         st.progress = phase_progress(h.cfg, h.paths, r, phase)
     st.alerts = alarms(h.cfg, h.paths, r, st.progress, st.disk) if row.state != RunState.completed else []

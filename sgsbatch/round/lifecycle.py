@@ -4,10 +4,11 @@
 the Solver samples) before any of its jobs is submitted. `round_rows` derives everything a round
 adds to the database from its shard files, and `ingest_round` writes it (state/ingest.py: one
 transaction, idempotent). `finish_round` records checkpoints and train metrics, the headline
-cumulative solve rate and generations so far, applies the weight retention policy, writes
-TensorBoard points with the alarms judged at the round's end (round/alarms.py; purge_step makes a
-repeated finish not duplicate them), marks the round
-completed and prepares the next one, or completes the run. All are idempotent, so a retried or
+cumulative solve rate and generations so far, the round's and its phases' start and end times
+(round/timing.py; `wall_s/round`), applies the weight retention policy, writes TensorBoard points
+with the alarms judged at the round's end (round/alarms.py; purge_step makes a repeated finish not
+duplicate them) and the run's HParams session, marks the round completed and prepares the next
+one, or completes the run. All are idempotent, so a retried or
 resumed train job can run them again. Not covered: Slurm bookkeeping and submitting the next
 round (scheduling/chain.py does both around these).
 """
@@ -21,6 +22,7 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from sgsbatch.backends.batches import GRPO_FAMILY, RATIO_OBJECTIVES
+from sgsbatch.config.loading import flat_config
 from sgsbatch.config.schema import Config
 from sgsbatch.rewards import length_penalty, uses_try
 from sgsbatch.round import metrics as M
@@ -29,6 +31,7 @@ from sgsbatch.round.checkpoints import prune
 from sgsbatch.round.compaction import token_count
 from sgsbatch.round.examples import in_band_conjectures
 from sgsbatch.round.results import ProblemResult, guide_reviews, round_conjectures, round_results, run_targets
+from sgsbatch.round.timing import round_spans
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
@@ -207,9 +210,12 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
             new |= res.get("metrics", {})  # the examples' own (phases/train.prepare)
         marker = Shard(h.paths.phase_dir(r, "train"), 0)  # done: ending a round again (resume, rebuild)
         ended = float(marker.meta()["time"]) if marker.is_done() else time.time()
-        train_wall = phase_wall_s(h.paths.phase_dir(r, "train"), 1, end=ended)
-        if train_wall is not None:
-            new[M.wall_s("train")] = train_wall
+        spans = round_spans(h.cfg, h.paths, r, train_end=ended)
+        if "train" in spans:
+            new[M.wall_s("train")] = ended - spans["train"][0]
+        started = min((start for start, _ in spans.values()), default=None)
+        if started is not None:
+            new[M.ROUND_WALL_S] = ended - started
         have = set(s.exec(select(Metric.name).where(Metric.run_id == h.run_id, Metric.round == r)).all())
         for k, v in new.items():
             if k not in have:
@@ -217,6 +223,8 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
         rnd = s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == r)).one()
         if rnd.state != "completed":  # ending a round again keeps its first completion time
             rnd.completed_at = ended
+        if not rnd.started_at and started is not None:
+            rnd.started_at = started
         rnd.state, rnd.generations = "completed", int(prev + this)
         s.add(rnd)
         if last:
@@ -232,6 +240,8 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
         metrics = {m.name: m.value for m in rows}
         for phase in s.exec(select(Phase).where(Phase.run_id == h.run_id, Phase.round == r)).all():
             phase.status, phase.wall_s = PhaseStatus.completed, metrics.get(M.wall_s(phase.kind), 0.0)
+            start, end = spans.get(phase.kind, (0.0, 0.0))
+            phase.started_at, phase.completed_at = start, end or 0.0
             s.add(phase)
         return metrics
 
@@ -242,6 +252,7 @@ def finish_round(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> None
     deleted = prune(h.cfg, h.paths, r)  # before the alarms: the disk they project is what stays
     M.write_tensorboard(h.paths.tb, r, metrics, simulated=h.cfg.simulated, smoke=h.cfg.run.smoke,
                         rehearsal=h.cfg.run.rehearsal, alerts=round_end_values(h.cfg, h.paths, r, metrics))
+    M.write_hparams(h.paths.tb, r, flat_config(h.cfg), metrics)
     if deleted:
         with h.db.write() as s:
             for ck in s.exec(select(Checkpoint).where(Checkpoint.run_id == h.run_id)).all():

@@ -11,7 +11,9 @@ generations so far), so `tensorboard --logdir runs/` shows every run. Writing a 
 (a retried train job) first purges that round's points (`purge_step`), so resuming never
 duplicates them. Simulated and smoke runs are labelled in a text summary on every round.
 The per-bin counts `solve_rate_hist/<kind>_<k>` (problems with k of n samples verified) are
-also written as one TensorBoard histogram of solve rates k/n per kind (HISTOGRAMS tab).
+also written as one TensorBoard histogram of solve rates k/n per kind (HISTOGRAMS tab). Each
+round's end also replaces the run's one HParams session (`tb/hparams/`, HPARAMS tab): every config
+key's value beside the latest headline metrics, so runs compare by their config in one table.
 
 Alarms (`alerts/<kind>`, judged by round/alarms.py; value: the number raised, 0 = none): a round's
 end writes those it can judge beside its metrics (step = round, not by generations); `watch`
@@ -44,6 +46,7 @@ VERIFY_ERROR_RATE = "verify/error_rate"
 VERIFY_VERIFIED = "verify/verified"
 GUIDE_FAILED_REVIEWS = "guide/failed_reviews"
 STORE_NEW_PROOFS = "store/new_proofs"
+ROUND_WALL_S = "wall_s/round"  # the round's duration: first task start to its end (round/timing.py)
 CONJECTURE_STAGES = ("generated", "well_formed", "unique", "valid", "in_band")
 GUIDE_MEANS = ("score", "relevance", "redundant", "complexity")
 HIST_PREFIX = "solve_rate_hist/"
@@ -129,6 +132,8 @@ def wall_s(phase: str) -> str:
     return f"wall_s/{phase}"
 
 
+
+
 def train(role: str, what: str) -> str:
     assert what in ("steps", "sequences", "loss"), what
     return f"train/{role}_{what}"
@@ -179,6 +184,33 @@ def write_tensorboard(tb_dir: Path, r: int, metrics: Mapping[str, float], *, sim
     with SummaryWriter(str(tb_dir / "by_generations"), purge_step=generations) as w:
         for name, value in sorted(metrics.items()):
             w.add_scalar(name, value, generations)
+
+
+HPARAMS = "hparams"  # the `tb/` subdirectory of the run's one HParams session
+HPARAM_METRICS = (CUMULATIVE_SOLVE_RATE, PASS_AT_8, PASS_AT_1, SOLVED_TARGETS, GENERATIONS_TOTAL, ROUND_WALL_S)
+
+
+def write_hparams(tb_dir: Path, r: int, hparams: Mapping[str, Any], metrics: Mapping[str, float]) -> None:
+    """The run's HParams entry (TensorBoard's HPARAMS tab): every config key's value (`hparams`, a flat
+    config; booleans, lists and tables as JSON text: true, [0.9, 0.95]) and round r's `HPARAM_METRICS`, under `tb/hparams/`. One
+    session per run: each round's end replaces the last, so the tab shows the latest values."""
+    import json
+
+    from torch.utils.tensorboard import SummaryWriter
+    from torch.utils.tensorboard.summary import hparams as hparams_summary
+
+    out = tb_dir / HPARAMS
+    for old in out.glob("events.out.tfevents.*"):
+        old.unlink()
+    # TOML's spelling for what is not a number or a string (torch would record a bool as 1.0)
+    values = {k: v if isinstance(v, int | float | str) and not isinstance(v, bool) else json.dumps(v, sort_keys=True)
+              for k, v in hparams.items()}
+    final = {k: float(metrics[k]) for k in HPARAM_METRICS if k in metrics}
+    with SummaryWriter(str(out)) as w:
+        for summary in hparams_summary(values, final):
+            w.file_writer.add_summary(summary)
+        for name, value in final.items():
+            w.add_scalar(name, value, r)
 
 
 ALERT_KINDS = ("stuck_shards", "verify_error_rate", "slow_phase", "disk_over_budget")

@@ -56,6 +56,19 @@ def _git() -> dict[str, Any] | None:
     return {"commit": commit, "dirty": bool(status)}
 
 
+def code_version() -> str:
+    """`sgsbatch --version`: the version and git commit of the code that runs (its checkout), e.g.
+    `sgsbatch 0.1.0, commit 637532a1... (uncommitted changes) in /home/me/sgsbatch`."""
+    import sgsbatch
+
+    git = _git()
+    where = Path(sgsbatch.__file__).resolve().parent
+    if git is None:
+        return f"sgsbatch {sgsbatch.__version__}, no git commit (not a git checkout: {where})"
+    dirty = " (uncommitted changes)" if git["dirty"] else ""
+    return f"sgsbatch {sgsbatch.__version__}, commit {git['commit']}{dirty} in {where.parent}"
+
+
 def _torch_cuda() -> str | None:
     """The CUDA version torch was built for, read from torch/version.py without importing torch."""
     spec = importlib.util.find_spec("torch")

@@ -22,7 +22,7 @@ from sqlmodel import select
 from sgsbatch.config.loading import config_changes, from_toml_text, to_dict, to_toml
 from sgsbatch.config.schema import Config
 from sgsbatch.data import Target
-from sgsbatch.errors import ConfigError, RunError
+from sgsbatch.errors import ConfigError, InputError, RunError
 from sgsbatch.run import environment
 from sgsbatch.run.amendments import config_at, shards_at
 from sgsbatch.run.paths import RunPaths, command, run_paths
@@ -75,8 +75,8 @@ def new_run_paths(cfg: Config) -> RunPaths:
     """Where a new run would live; a RunError when a run (or anything) is already there."""
     paths = run_paths(cfg.run.runs_dir, cfg.run.name)
     if paths.root.exists():
-        raise RunError(f"run {cfg.run.name!r} already exists in {paths.root.parent}; choose another name "
-                       f"(--set run.name=...) or continue it with `{command('resume', paths)}`")
+        raise InputError(f"run {cfg.run.name!r} already exists in {paths.root.parent}; choose another name "
+                         f"(--set run.name=...) or continue it with `{command('resume', paths)}`")
     return paths
 
 
@@ -111,7 +111,7 @@ def insert_run(db: Database, cfg: Config, paths: RunPaths, text: str, targets: l
     and its phases."""
     with db.write() as s:
         if s.exec(select(Run).where(Run.name == cfg.run.name)).first() is not None:
-            raise RunError(f"run {cfg.run.name!r} already exists in {db.url}; choose another run.name")
+            raise InputError(f"run {cfg.run.name!r} already exists in {db.url}; choose another run.name")
         run = Run(name=cfg.run.name, run_dir=str(paths.root), created_at=created_at, updated_at=time.time(),
                   config_toml=text, config_hash=hashlib.sha256(text.encode()).hexdigest(), executor=executor,
                   state=RunState.pending, simulated=cfg.simulated, smoke=cfg.run.smoke, rounds=cfg.run.rounds,
@@ -143,14 +143,14 @@ def existing_run_paths(runs_dir: str | Path, name: str) -> RunPaths:
     if is_run_path(name):
         root = Path(name).expanduser().resolve()
         if not is_run_dir(root):
-            raise RunError(f"{root} is not a run directory (it has neither config.toml nor state.db); a RUN "
-                           f"with a / is a path to a run directory, a RUN without one a run name in --runs-dir")
+            raise InputError(f"{root} is not a run directory (it has neither config.toml nor state.db); a RUN "
+                             f"with a / is a path to a run directory, a RUN without one a run name in --runs-dir")
         return RunPaths(root)
     paths = run_paths(runs_dir, name)
     if not is_run_dir(paths.root):
         known = sorted(p.name for p in list_runs(runs_dir))
-        raise RunError(f"no run named {name!r} in {Path(runs_dir).resolve()}; runs there: "
-                       f"{', '.join(known) or '(none)'}")
+        raise InputError(f"no run named {name!r} in {Path(runs_dir).resolve()}; runs there: "
+                         f"{', '.join(known) or '(none)'}")
     return paths
 
 

@@ -15,8 +15,10 @@ from typing import TextIO
 
 
 def duration(seconds: float) -> str:
-    """`2h05m`, `4m10s`, `12s`: a human duration."""
+    """`3d04h`, `2h05m`, `4m10s`, `12s`: a human duration."""
     s = int(max(0.0, seconds))
+    if s >= 86400:
+        return f"{s // 86400}d{s % 86400 // 3600:02d}h"
     if s >= 3600:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     if s >= 60:

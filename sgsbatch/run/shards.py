@@ -272,12 +272,21 @@ def failed_reason(phase_dir: Path, count: int) -> str | None:
     return None
 
 
-def phase_wall_s(phase_dir: Path, count: int, end: float | None = None) -> float | None:
-    """Seconds from the phase's first task start to its last completion marker (or `end`)."""
+def phase_span(phase_dir: Path, count: int, end: float | None = None) -> tuple[float, float | None] | None:
+    """(first task start, last completion marker's time or `end`; None while no task has finished),
+    or None before any task started: the phase's real start and end, from its shard files."""
     ss = shards(phase_dir, count)
     starts = [t for t in (s.started() for s in ss) if t is not None]
-    ends = [s.meta()["time"] for s in ss if s.is_done()] if end is None else [end]
-    return max(ends) - min(starts) if starts and ends else None
+    if not starts:
+        return None
+    ends = [float(s.meta()["time"]) for s in ss if s.is_done()] if end is None else [end]
+    return min(starts), (max(ends) if ends else None)
+
+
+def phase_wall_s(phase_dir: Path, count: int, end: float | None = None) -> float | None:
+    """Seconds from the phase's first task start to its last completion marker (or `end`)."""
+    span = phase_span(phase_dir, count, end)
+    return span[1] - span[0] if span is not None and span[1] is not None else None
 
 
 def read_phase(phase_dir: Path, count: int) -> list[dict[str, Any]]:

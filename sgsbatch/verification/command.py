@@ -18,7 +18,8 @@ one, so an interrupted run resumes: ids already in the output are skipped, a tor
 first, and a complete line that is not a verdict row (or `--out` naming the input) is refused
 before anything is written. The verifier starts before the output is opened, so a REPL that is not
 installed leaves no empty output behind. Covered: reading,
-splitting, resuming, progress on stderr. Not covered: the checks themselves (lean.py, pool.py).
+splitting, resuming, progress on stderr (a counter redrawn with \\r on a terminal, plain lines
+in a file or pipe). Not covered: the checks themselves (lean.py, pool.py).
 """
 
 from __future__ import annotations
@@ -190,16 +191,17 @@ def verify_file(input_path: Path, out_path: Path, cfg: Config, progress: bool, p
             verifier.close()
         raise
 
+    tty = sys.stderr.isatty()  # a counter redrawn in place (\r) on a terminal; plain lines, every 10%, elsewhere
+
     def tick(verdict: Verdict) -> None:
         nonlocal finished
         finished += 1
         counts[verdict.verdict] = counts.get(verdict.verdict, 0) + 1
-        if progress and (finished == total or finished % max(1, total // 100) == 0):
+        if progress and (finished == total or finished % max(1, total // (100 if tty else 10)) == 0):
             rate = finished / max(time.monotonic() - t0, 1e-9)
             summary = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
-            sys.stderr.write(f"\rverify: {finished}/{total} ({rate:.1f}/s) {summary}  ")
-            if finished == total:
-                sys.stderr.write("\n")
+            line = f"verify: {finished}/{total} ({rate:.1f}/s) {summary}"
+            sys.stderr.write(f"\r{line}  " + ("\n" if finished == total else "") if tty else line + "\n")
             sys.stderr.flush()
 
     with out:

@@ -162,11 +162,11 @@ def test_lineage_reads_the_rewards_the_train_job_wrote(runs: Path) -> None:
 
 def test_bad_input_is_a_clean_message(runs: Path) -> None:
     proc = sgsbatch("proofs", NAME, "--runs-dir", str(runs), "--round", "7")
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "rounds 0..1" in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "rounds 0..1" in proc.stderr
     proc = sgsbatch("proofs", "nope", "--runs-dir", str(runs))
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "nope" in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "nope" in proc.stderr
     proc = sgsbatch("proofs", NAME, "--runs-dir", str(runs), "--target", "no_such_problem")
-    assert proc.returncode == 0 and "no proofs for no_such_problem" in proc.stderr
+    assert proc.returncode == 2 and "has no target or conjecture with this id" in proc.stderr
 
 
 def test_export_loads_each_config_with_load_dataset(runs: Path, tmp_path: Path) -> None:

@@ -22,11 +22,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reportlib import HOSTILE, curve_run  # noqa: E402
+from reportlib import HOSTILE, curve_run, round_seconds, round_start  # noqa: E402
 from runlib import sgsbatch  # noqa: E402
 
 from sgsbatch.ops.plot import write_fit_plot  # noqa: E402
-from sgsbatch.ops.report import render_report, write_report  # noqa: E402
+from sgsbatch.ops.report import diff_table, render_report, write_report  # noqa: E402
 
 
 def _db_points(run_dir: Path) -> dict[int, tuple[float, float]]:
@@ -114,7 +114,8 @@ def test_report_is_self_contained_escaped_and_labelled(tmp_path: Path, cli_env: 
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page, re.I)
     assert "<link" not in page.lower() and "@import" not in page
     assert "&lt;script&gt;console.error(&#x27;pwned&#x27;)&lt;/script&gt;" in page
-    assert page.count("data:image/png;base64,") == 6  # fit, 2 solve-rate curves, pass@k, funnel, guide scores
+    # fit; solve rate by round and by generations, pass@8, pass@1, round duration; funnel, guide scores
+    assert page.count("data:image/png;base64,") == 8
     assert "GPU-hours" in page and "<td>1.50</td>" in page
 
     from sgsbatch.state.schema import Metric
@@ -148,7 +149,49 @@ def test_report_is_self_contained_escaped_and_labelled(tmp_path: Path, cli_env: 
                    "--examples", "1", env=cli_env)
     assert few.returncode == 0 and (tmp_path / "e.html").read_text().count("<pre>") == 3
     missing = sgsbatch("report", "nope", "--runs-dir", str(tmp_path), "--out", str(out), env=cli_env)
-    assert missing.returncode == 1 and missing.stderr.startswith("Error: no run named 'nope'")
+    assert missing.returncode == 2 and missing.stderr.startswith("Error: no run named 'nope'")
+
+
+def _db_series(run_dir: Path, name: str) -> tuple[list[float], list[float]]:
+    con = sqlite3.connect(f"file:{run_dir / 'state.db'}?mode=ro", uri=True)
+    try:
+        rows = con.execute("SELECT round, value FROM metrics WHERE name = ? ORDER BY round", (name,)).fetchall()
+    finally:
+        con.close()
+    return [float(r) for r, _ in rows], [v for _, v in rows]
+
+
+def test_report_overlays_the_runs_curves_diffs_their_configs_and_times_them(tmp_path: Path) -> None:
+    """Two runs: one chart per metric with one line per run (the metrics rows read with sqlite3),
+    the config keys that differ, and each run's round times, mean duration and finish."""
+    fast = ("scaling.halves=0",)  # no random-half refits: this test is about the comparison
+    a = curve_run(tmp_path, "alpha", 10, sets=fast)
+    b = curve_run(tmp_path, "beta", 6, simulated=False, costs=False, sets=fast)
+    page, data = render_report([a, b])
+    curves = data["curves"]
+    assert list(curves) == ["Cumulative solve rate by round", "Cumulative solve rate by generations",
+                            "pass@8 of the targets", "pass@1 of the targets",
+                            "Round duration (first task start to the round's end)"]
+    for title, metric in (("Cumulative solve rate by round", "cumulative_solve_rate"), ("pass@1 of the targets", "pass@1"),
+                          ("Round duration (first task start to the round's end)", "wall_s/round")):
+        assert list(curves[title]) == ["alpha", "beta"]  # one line per run on one chart
+        for name in ("alpha", "beta"):
+            assert curves[title][name] == _db_series(tmp_path / name, metric), (title, name)
+    assert curves["Round duration (first task start to the round's end)"]["beta"][1] == [round_seconds(i) for i in range(6)]
+    assert page.count("data:image/png;base64,") == 1 + 5 + 2 * 2  # fit, 5 overlays, funnel and guide per run
+
+    diff = data["config_diff"]
+    assert diff["run.rounds"] == [10, 6] and diff["verification.backend"] == ["simulated", "lean"]
+    assert "run.name" not in diff and "solver.lr" not in diff
+    assert "<h2>Config differences</h2>" in page and "<td>verification.backend</td><td>&quot;simulated&quot;</td>" in page
+
+    t = data["runs"][1]["timing"]
+    assert t["round_s"] == {i: round_seconds(i) for i in range(6)}
+    assert t["mean_round_s"] == pytest.approx(sum(round_seconds(i) for i in range(6)) / 6)
+    assert t["finish_at"] == round_start(5) + round_seconds(5) and t["eta_s"] is None  # completed: no projection
+    assert t["elapsed_s"] == t["finish_at"] - (round_start(0) - 60.0)
+    assert "finished 2025-06-15" in page and "<th>mean round</th>" in page
+    assert diff_table([a]) == ("", {})  # one run: no differences section
 
 
 def test_report_config_keys_are_validated(tmp_path: Path) -> None:
@@ -241,7 +284,7 @@ def test_report_opens_in_headless_chromium_and_shows_its_plots(tmp_path: Path) -
     seen, console = _probe(exe, out)
     assert seen["errors"] == [] and console == [], (seen["errors"], console)
     imgs = seen["images"]
-    assert len(imgs) == 6 and all(i["ok"] and i["w"] > 300 and i["h"] > 150 for i in imgs), imgs
+    assert len(imgs) == 8 and all(i["ok"] and i["w"] > 300 and i["h"] > 150 for i in imgs), imgs
 
     shot = tmp_path / "shot.png"
     width, height = 1280, int(seen["height"]) + 20

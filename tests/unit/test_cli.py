@@ -10,7 +10,9 @@ import pytest
 
 from sgsbatch.cli import main
 
-COMMANDS = sorted(main.commands)  # every command, so a new one cannot be missed
+# every command and subcommand (`config show`), so a new one cannot be missed
+COMMANDS = sorted(n for name, cmd in main.commands.items()
+                  for n in [name, *(f"{name} {sub}" for sub in getattr(cmd, "commands", {}))])
 HEAVY = ("torch", "vllm", "deepspeed", "transformers", "matplotlib")
 
 
@@ -20,7 +22,7 @@ def test_help_has_example_and_imports_nothing_heavy(command: str | None) -> None
         "import sys, json\n"
         "from click.testing import CliRunner\n"
         "from sgsbatch.cli import main\n"
-        f"args = {[command] if command else []!r} + ['--help']\n"
+        f"args = {command.split() if command else []!r} + ['--help']\n"
         "r = CliRunner().invoke(main, args)\n"
         f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
         "print(json.dumps({'code': r.exit_code, 'out': r.output, 'heavy': heavy}))\n"
@@ -34,5 +36,5 @@ def test_help_has_example_and_imports_nothing_heavy(command: str | None) -> None
 def test_unknown_run_is_a_clean_error(tmp_path: pytest.TempPathFactory) -> None:
     proc = subprocess.run([sys.executable, "-m", "sgsbatch.cli", "status", "nope", "--runs-dir", str(tmp_path)],
                           capture_output=True, text=True)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stderr.startswith("Error: no run named 'nope'") and "Traceback" not in proc.stderr

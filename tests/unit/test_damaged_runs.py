@@ -96,7 +96,7 @@ def test_restore_config_from_the_database(tmp_path: Path) -> None:
     assert h.paths.config.read_bytes() == original
     h.paths.config.write_text("edited = true\n")
     res = CliRunner().invoke(main, ["rebuild", "rc", "--runs-dir", str(tmp_path), "--restore-config"])
-    assert res.exit_code == 1 and "--force" in res.stderr
+    assert res.exit_code == 2 and "--force" in res.stderr
     res = CliRunner().invoke(main, ["rebuild", "rc", "--runs-dir", str(tmp_path), "--restore-config", "--force"])
     assert res.exit_code == 0 and h.paths.config.read_bytes() == original
     assert [p.read_text() for p in tmp_path.glob("rc/config.toml.edited-*")] == ["edited = true\n"]
@@ -107,7 +107,7 @@ def test_runs_dir_follows_the_environment_and_messages_name_it(tmp_path: Path, m
     make_run(tmp_path / "elsewhere", "e1")
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(main, ["status", "e1"])
-    assert res.exit_code == 1 and "no run named 'e1'" in res.stderr
+    assert res.exit_code == 2 and "no run named 'e1'" in res.stderr
     res = CliRunner().invoke(main, ["status", "e1"], env={"SGSBATCH_RUNS_DIR": str(tmp_path / "elsewhere")})
     assert res.exit_code == 0, res.output
     assert "sgsbatch resume e1`" in res.stdout  # found by the default: no --runs-dir needed

@@ -50,3 +50,29 @@ def test_event_files_hold_scalars_and_histograms_without_duplicates(tmp_path: Pa
     assert [h.step for h in acc.Histograms("solve_rate_hist/conjectures")] == [0, 1]  # type: ignore[attr-defined]
     gen = _load(tb / "by_generations")
     assert [e.step for e in gen.Scalars("cumulative_solve_rate")] == [100, 200, 300]  # type: ignore[attr-defined]
+
+
+def test_hparams_session_holds_every_config_key_and_the_latest_metrics(tmp_path: Path) -> None:
+    """One HParams session per run under tb/hparams: each round's end replaces the last, with every
+    config key (lists as JSON text) and the round's headline metrics."""
+    from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+
+    from sgsbatch.config.loading import flat_config
+    from sgsbatch.config.schema import Config
+    from sgsbatch.round.metrics import write_hparams
+
+    tb = tmp_path / "tb"
+    hp = flat_config(Config())
+    for r in range(2):
+        write_hparams(tb, r, hp, {"cumulative_solve_rate": 0.1 * (r + 1), "pass@8": 0.5, "tokens/round": 9.0})
+    assert len(list((tb / "hparams").glob("events.*"))) == 1  # replaced, not added to
+    acc = _load(tb / "hparams")
+    content = acc.PluginTagToContent("hparams")  # type: ignore[attr-defined]
+    start = HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
+    values = {k: v.WhichOneof("kind") and getattr(v, v.WhichOneof("kind")) for k, v in start.hparams.items()}
+    assert set(values) == set(hp)
+    assert values["solver.lr"] == pytest.approx(3e-6) and values["run.name"] == "sgs"
+    assert values["train.betas"] == "[0.9, 0.95]" and values["guide.enabled"] == "true"
+    experiment = HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    assert sorted(m.name.tag for m in experiment.metric_infos) == ["cumulative_solve_rate", "pass@8"]
+    assert [(e.step, round(e.value, 6)) for e in acc.Scalars("cumulative_solve_rate")] == [(1, 0.2)]  # type: ignore[attr-defined]

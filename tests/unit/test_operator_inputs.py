@@ -1,5 +1,5 @@
 """Inputs that once reached a Python traceback or a later failure: each is refused at launch (and by
-`--dry-run`, with the same message), exits 2 (1 for a name already taken) and creates nothing.
+`--dry-run`, with the same message), exits 2 and creates nothing.
 
 Also a seeded property test: random bytes, random TOML and random `--set` values fed to
 `launch --dry-run` and `verify` end with exit code 0, 1 or 2 and never a traceback.
@@ -76,7 +76,7 @@ def test_binary_config_file(tmp_path: Path) -> None:
 def test_dry_run_refuses_a_name_that_exists(tmp_path: Path) -> None:
     (tmp_path / "taken").mkdir()
     res = _invoke(["launch", str(TINY), "--set", f"run.runs_dir={tmp_path}", "--set", "run.name=taken", "--dry-run"])
-    assert res.exit_code == 1 and "run 'taken' already exists" in res.stderr
+    assert res.exit_code == 2 and "run 'taken' already exists" in res.stderr
     assert "nothing created" not in res.stdout
 
 

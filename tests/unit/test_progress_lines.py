@@ -33,6 +33,7 @@ def test_lines_are_throttled_and_end_with_the_total() -> None:
 
 def test_duration() -> None:
     assert (duration(12), duration(250), duration(7500)) == ("12s", "4m10s", "2h05m")
+    assert (duration(86399), duration(90000)) == ("23h59m", "1d01h")  # a run's elapsed time and ETA
 
 
 def test_item_count_and_total(tmp_path: Path) -> None:

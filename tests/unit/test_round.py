@@ -54,7 +54,7 @@ from sgsbatch.round.results import (
 from sgsbatch.run.checkpoint import publish_dir, staging_dir
 from sgsbatch.run.handle import RunHandle, create_run
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import Shard, read_json
+from sgsbatch.run.shards import Shard, atomic_write_json, read_json
 from sgsbatch.scheduling.chain import end_round_from_marker
 from sgsbatch.state.ingest import is_ingested
 from sgsbatch.state.schema import Attempt, Checkpoint, Metric, Phase, Round, Run, RunState
@@ -144,9 +144,10 @@ def _snapshot(h: RunHandle) -> list[Any]:
     """Every row finishing a round writes."""
     with h.db.read() as s:
         return [sorted((m.round, m.name, m.value) for m in s.exec(select(Metric)).all()),
-                sorted((x.index, x.state, x.unsolved, x.generations, x.completed_at)
+                sorted((x.index, x.state, x.unsolved, x.generations, x.started_at, x.completed_at)
                        for x in s.exec(select(Round))),
-                sorted((p.round, p.kind, p.status, p.wall_s) for p in s.exec(select(Phase)).all()),
+                sorted((p.round, p.kind, p.status, p.wall_s, p.started_at, p.completed_at)
+                       for p in s.exec(select(Phase)).all()),
                 sorted((c.round, c.role, c.path, c.steps, c.deleted) for c in s.exec(select(Checkpoint)).all())]
 
 
@@ -421,7 +422,17 @@ def test_end_round_from_marker_ingests_and_completes_the_round(tmp_path: Path) -
     train.mark_started()
     train.finish([{"key": "solver", "role": "solver", "steps": 2, "sequences": 5, "mean_loss": 0.5,
                    "target_tokens": 10}])
+    solve = Shard(h.paths.phase_dir(0, "solve"), 0)
+    atomic_write_json(solve.started_file, {"time": 1000.0})  # the round's first task started then
     assert end_round_from_marker(h, 0) is True
+    with h.db.read() as s:  # the real start and end times, from the shard files
+        rnd = s.exec(select(Round).where(Round.index == 0)).one()
+        phases = {p.kind: (p.started_at, p.completed_at) for p in s.exec(select(Phase).where(Phase.round == 0))}
+    assert rnd.started_at == 1000.0 and rnd.completed_at == train.meta()["time"]
+    assert phases["solve"] == (1000.0, solve.meta()["time"])
+    assert phases["train"] == (train.started(), train.meta()["time"])
+    assert phases["verify"] == (0.0, 0.0)  # never marked started: unknown
+    assert _metrics(h, 0)["wall_s/round"] == pytest.approx(train.meta()["time"] - 1000.0)
     with h.db.read() as s:
         attempts = {(a.problem_id, a.sample): a for a in s.exec(select(Attempt)).all()}
         completed_at = s.exec(select(Round).where(Round.index == 0)).one().completed_at

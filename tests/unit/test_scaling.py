@@ -189,7 +189,7 @@ def test_fit_command_json_on_a_run_database(tmp_path: Path, cli_env: dict[str, s
     assert "Traceback" not in few.stderr
 
     unknown = sgsbatch("fit", "nope", "--runs-dir", str(tmp_path), env=cli_env)
-    assert unknown.returncode == 1 and unknown.stderr.startswith("Error: no run named 'nope'")
+    assert unknown.returncode == 2 and unknown.stderr.startswith("Error: no run named 'nope'")
 
 
 def test_fit_help_has_an_example_and_imports_nothing_heavy() -> None:

@@ -283,9 +283,9 @@ def test_run_may_be_a_path_to_its_run_directory(tmp_path: Path, monkeypatch: pyt
         assert res.exit_code == 0, res.output
         assert '"name": "pathy"' in res.output
     res = CliRunner().invoke(main, ["status", "pathy"])  # a name: looked up in $SGSBATCH_RUNS_DIR
-    assert res.exit_code == 1 and "no run named 'pathy'" in res.output
+    assert res.exit_code == 2 and "no run named 'pathy'" in res.output
     res = CliRunner().invoke(main, ["logs", "runs/nope"])
-    assert res.exit_code == 1 and "is not a run directory" in res.output
+    assert res.exit_code == 2 and "is not a run directory" in res.output
 
 
 def test_a_smoke_run_keeps_the_sites_account_qos_and_setup(tmp_path: Path) -> None:

@@ -1,0 +1,81 @@
+"""The click plumbing every command module shares: clean errors and exit codes, the common options, --version.
+
+`clean_errors` is the one place a command's failure becomes one line on stderr and an exit code
+from the table in errors.py (0 ok, 1 failed, 2 usage or bad input, 130 interrupted): typed errors
+by their `exit_code`, a database failure as 1, Ctrl-C as 130 (click alone would say "Aborted!"
+and exit 1). Commands that wait on or watch a run turn Ctrl-C into `UserInterrupt` first
+(ops/console.py `run_goes_on`), whose message says the run goes on and how to stop it.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from sgsbatch.errors import EXIT_FAILED, EXIT_INTERRUPTED, SgsError, UserInterrupt
+from sgsbatch.run.paths import default_runs_dir
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def clean_errors(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UserInterrupt as e:
+            click.echo("", err=True)
+            click.echo(click.style(str(e), fg="yellow"), err=True)
+            sys.exit(e.exit_code)
+        except SgsError as e:
+            click.echo(click.style("Error:", fg="red", bold=True) + f" {e}", err=True)
+            sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            click.echo("\ninterrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except Exception as e:
+            from sqlalchemy.exc import DBAPIError
+
+            if not isinstance(e, DBAPIError):
+                raise
+            click.echo(f"Error: the run's database failed ({e.orig}); if its state.db is damaged, rebuild it "
+                       f"from the run directory with `sgsbatch rebuild RUN --force`", err=True)
+            sys.exit(EXIT_FAILED)
+
+    return wrapper  # type: ignore[return-value]
+
+
+runs_dir_option = click.option("--runs-dir", default=default_runs_dir, show_default="$SGSBATCH_RUNS_DIR or runs",
+                               type=click.Path(file_okay=False),
+                               help="Directory holding the run directories. RUN may also be a path to a run "
+                                    "directory (it has a /: runs/sgs, ./sgs, /scratch/runs/sgs).")
+# launch, canary, preflight: where runs go, by the rule of every command (config/loading.runs_dir_layer)
+new_runs_dir_option = click.option("--runs-dir", default=None, type=click.Path(file_okay=False),
+                                   help="Directory the run directory goes in [default: $SGSBATCH_RUNS_DIR, else "
+                                        "the config's run.runs_dir, else runs].")
+site_option = click.option("--site", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                           envvar="SGSBATCH_SITE", show_envvar=True,
+                           help="Site file laid over CONFIG (before --set): this cluster's [slurm] settings "
+                                "([slurm.defaults] for every phase), run.runs_dir and the like; see "
+                                "jobs/site.example.toml.")
+set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                          help="Override a config key (dotted TOML path); repeatable. Values parse as TOML, else "
+                               "as strings.")
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from sgsbatch.run.environment import code_version
+
+    click.echo(code_version())
+    ctx.exit()
+
+
+version_option = click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+                              help="Print the version and the git commit of the code that runs, and exit.")

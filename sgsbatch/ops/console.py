@@ -1,0 +1,164 @@
+"""What the commands print about a run on a terminal: status lines and details, redrawing, colour, Ctrl-C.
+
+Covered: `status_line` (one line per run: `status`, `launch --wait`, `resume --wait`, `watch`),
+`status_text` (`status RUN`: the line, then its details: jobs, times, progress, sparkline, disk,
+amendments, alarms, metrics), `timing_text` (launch time, elapsed, round duration, projected
+finish; round/timing.py computes them), `show` (`status --watch`: on a terminal the screen is
+cleared and redrawn; in a file or pipe each refresh is appended after a blank line), `finished`
+(the states `status --watch` stops at) and `run_goes_on` (Ctrl-C while waiting or watching: the
+run's jobs go on, and the message says how to follow and how to stop it; exit 130).
+
+Colour: `click.style`; `click.echo` drops the styles where the stream is not a terminal, so files
+and pipes never get escape codes. Not covered: JSON output (the commands print `to_json` as is).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from sgsbatch.errors import UserInterrupt
+from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
+from sgsbatch.run.paths import RunPaths, command
+from sgsbatch.run.progress import duration
+
+STATE_COLOURS = {"completed": "green", "running": "cyan", "pending": "blue", "stalled": "yellow",
+                 "failed": "red", "cancelled": "magenta", "unreadable": "red"}
+CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen
+
+
+def is_terminal(err: bool = False) -> bool:
+    """Whether stdout (stderr with `err`) is a terminal: redrawing, colour and `\\r` progress only then."""
+    return (sys.stderr if err else sys.stdout).isatty()
+
+
+def when(t: float) -> str:
+    """An epoch time for people, in UTC: `2026-11-25 18:40 UTC`."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
+
+
+def timing_short(t: dict[str, Any] | None, state: str) -> str:
+    """`; elapsed 3h12m, 41m00s a round, ETA 2h30m` for one status line ("" when nothing is known)."""
+    if not t:
+        return ""
+    parts = [("took " if state == "completed" else "elapsed ") + duration(t["elapsed_s"])]
+    if t.get("mean_round_s") is not None:
+        parts.append(f"{duration(t['mean_round_s'])} a round")
+    if t.get("eta_s") is not None:
+        parts.append(f"ETA {duration(t['eta_s'])}")
+    return "; " + ", ".join(parts)
+
+
+def timing_text(t: dict[str, Any], state: str) -> str:
+    """The times of `status RUN`: launch, elapsed, round durations, the running round, the projected finish."""
+    out = [f"launched {when(t['started_at'])}, " + ("took " if state == "completed" else "elapsed ")
+           + duration(t["elapsed_s"])]
+    rs = t.get("round_s") or {}
+    if rs:
+        last = rs[max(rs)]
+        out.append(f"rounds take {duration(t['mean_round_s'])} on average ({len(rs)} timed; last "
+                   f"{duration(last)})")
+    if t.get("current_s") is not None:
+        out.append(f"round {t['current_round'] + 1} running for {duration(t['current_s'])}")
+    if t.get("eta_s") is not None:
+        out.append(f"projected finish in {duration(t['eta_s'])} (about {when(t['finish_at'])})")
+    elif state == "completed" and t.get("finish_at"):
+        out.append(f"finished {when(t['finish_at'])}")
+    return "; ".join(out)
+
+
+def status_line(st: dict[str, Any]) -> str:
+    """One run in one line (1-based round for people), its state coloured on a terminal."""
+    flags = "".join(f" [{x.upper() if x == 'rehearsal' else x}]" for x in ("rehearsal", "simulated", "smoke")
+                    if st.get(x))
+    rate = st["metrics"].get(CUMULATIVE_SOLVE_RATE)
+    rate_s = f" solve rate {rate:.1%}" if rate is not None else ""
+    phase = f" {st['phase']}" if st.get("phase") else ""
+    shown = st["round"] + 1 if isinstance(st["round"], int) else st["round"]
+    done = "" if st["state"] == "completed" else f" ({st['rounds_completed']} completed)"
+    state = click.style(st["state"], fg=STATE_COLOURS.get(st["state"]), bold=st["state"] in ("failed", "stalled") or None)
+    return (f"{st['name']}: {state} round {shown} of {st['rounds']}{phase}{done}{rate_s}{flags}"
+            f"{timing_short(st.get('timing'), st['state'])}" + (f" - {st['message']}" if st.get("message") else ""))
+
+
+def _watch_details(st: dict[str, Any]) -> list[str]:
+    """A run's live progress, solve-rate sparkline, disk use, amendments and alarms (ops/progress.py)."""
+    out = []
+    p = st.get("progress")
+    if p and p["shards_started"]:
+        total = "?" if p["items_total"] is None else p["items_total"]
+        eta = "" if p["eta_s"] is None else f", ETA {duration(p['eta_s'])}"
+        slow = p["slowest_shard"]
+        out.append(f"  progress: {p['phase']} {p['items_done']}/{total} items, {p['shards_done']}/{p['shards']} "
+                   f"shards done, {p['rate_items_per_s']:.2f} items/s{eta}; requeues {p['requeues']}, restarts "
+                   f"{p['restarts']}" + (f"; slowest shard {slow['shard']} ({slow['done']}/{slow['total'] or '?'})"
+                                         if slow else ""))
+    if st.get("solve_rate_curve"):
+        out.append(f"  solve rate by round: {st['sparkline']} {st['solve_rate_curve'][-1]:.1%}")
+    d = st.get("disk")
+    if d:
+        used = ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in d["used_bytes"].items())
+        out.append(f"  disk: {d['total_bytes'] / 1e9:.2f} GB ({used}); projected {d['projected_bytes'] / 1e9:.1f} GB "
+                   f"at round {d['planned_rounds']} ({d['checkpoints_kept_at_end']} checkpoint rounds kept)")
+    am = st.get("amendments")
+    if am:
+        out.append(f"  amended after launch: {am['count']} change(s), {am['method']} of method; last: {am['last_text']}")
+    w = st.get("watcher")
+    if w:
+        out.append(f"  watcher job {w['job_id']}: {(w['state'] or 'not in the queue').lower()}"
+                   + ("" if w["state"] else f" (again: sgsbatch watch {st['name']} --submit)"))
+    for a in st.get("alerts", []):
+        out.append(click.style(f"  ALERT {a['metric']}: {a['message']}", fg="red"))
+    return out
+
+
+def status_text(st: dict[str, Any]) -> str:
+    """`status RUN`: the status line, then the run's details."""
+    out = [status_line(st)]
+    if st.get("rehearsal"):
+        out.append("  REHEARSAL: SIMULATED generation, verifier and trainer (launch --rehearse)")
+    out += [f"  {k}: {st[k]}" for k in ("executor", "run_dir", "targets")]
+    if st.get("timing"):
+        out.append(f"  time: {timing_text(st['timing'], st['state'])}")
+    out += [f"  job {j['job_id']} r{j['round']} {j['phase']}: {j.get('task_states', {})} "
+            f"restarts={j.get('restarts', '?')}" for j in st.get("jobs", [])]
+    out += _watch_details(st)
+    out += [f"  {k} = {v:g}" for k, v in sorted(st["metrics"].items())]
+    return "\n".join(out)
+
+
+def finished(st: dict[str, Any]) -> bool:
+    """A state `status --watch` stops at: ended (completed, failed, cancelled), or stalled on a shard
+    out of retries (a person must fix its cause; other stalls are repaired by `resume`/`watch`)."""
+    from sgsbatch.scheduling.liveness import StallReason
+
+    return st["state"] in ("completed", "failed", "cancelled") or (
+        st["state"] == "stalled" and st.get("stall") is not None and not StallReason(st["stall"]).repairable)
+
+
+def show(text: str, redraw: bool) -> None:
+    """Print one refresh of `status --watch`: redrawn over the last on a terminal, else appended."""
+    if redraw:
+        click.echo(CLEAR + text, color=True)
+    else:
+        click.echo(text)
+
+
+@contextmanager
+def run_goes_on(paths: RunPaths | None, stopped: str) -> Iterator[None]:
+    """Ctrl-C inside: a UserInterrupt (exit 130) saying what `stopped`, that the run (`paths`; None:
+    every run) goes on, and how to follow and how to stop it."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if paths is None:
+            raise UserInterrupt(f"interrupted: {stopped}; the runs go on (their jobs are not stopped); "
+                                "stop one with `sgsbatch cancel RUN`") from None
+        raise UserInterrupt(f"interrupted: {stopped}; run {paths.name} goes on (its jobs are not stopped). "
+                            f"Follow it with `{command('status', paths, '--watch')}`; stop it with "
+                            f"`{command('cancel', paths)}`") from None
