@@ -8,7 +8,11 @@ zero-weight dummy micro-batches so collectives stay in lockstep. One epoch, dete
 order (seeded shuffle; CISPO keeps groups whole, never split across optimizer steps).
 Preemption: after each optimizer step `should_stop()` is polled; if true, a DeepSpeed checkpoint
 plus progress file go to `state_dir` and `TrainingInterrupted` is raised; the same call later
-resumes and ends with bitwise-identical weights. Export: HF weights + tokenizer into `out_dir`
+resumes and ends with bitwise-identical weights. Progress: rank 0 logs one line per optimizer step
+(step, loss, completion tokens, step time) and every rank calls `on_step(TrainStep)` after it.
+Collectives: `collective_timeout_s` is the process group's timeout (NCCL with
+TORCH_NCCL_ASYNC_ERROR_HANDLING=1, or gloo): a rank waiting that long for a dead or hung peer fails
+instead of waiting for the time limit. Export: HF weights + tokenizer into `out_dir`
 atomically, with the `TrainResult` stored beside them (a finished `out_dir` is not retrained;
 loading, carrying and exporting weights live in backends/weights.py).
 
@@ -28,6 +32,8 @@ import shutil
 import socket
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +57,22 @@ from sgsbatch.backends.weights import (
     stored_result,
 )
 
-__all__ = ["OBJECTIVES", "Example", "TrainResult", "TrainSettings", "TrainingInterrupted", "batch_loss",
+__all__ = ["OBJECTIVES", "Example", "TrainResult", "TrainSettings", "TrainStep", "TrainingInterrupted", "batch_loss",
            "completion_logprobs", "group_indices", "loss_scales", "plan_steps", "train"]
 log = logging.getLogger(__name__)
 PROGRESS = "progress.json"
 STEP_SLEEP_ENV = "SGSBATCH_TRAIN_STEP_SLEEP_S"  # test aid: seconds to wait after each optimizer step
+
+
+@dataclass(frozen=True)
+class TrainStep:
+    """One finished optimizer step, as every rank sees it (the loss and tokens are global)."""
+
+    step: int  # 1-based
+    steps: int  # in this call's epoch
+    loss: float
+    tokens: int  # completion tokens trained on in this step, over all ranks
+    step_s: float  # this rank's wall time for the step, its collectives included
 
 
 class TrainingInterrupted(Exception):
@@ -112,8 +129,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _init_distributed(on_gpu: bool) -> None:
-    """Join the ranks the launcher started (RANK/WORLD_SIZE set), or a world of one."""
+def _init_distributed(on_gpu: bool, timeout_s: float | None = None) -> None:
+    """Join the ranks the launcher started (RANK/WORLD_SIZE set), or a world of one; collectives
+    fail after `timeout_s` (None: DeepSpeed's default) instead of waiting for a lost peer forever."""
     import deepspeed
     import torch.distributed as dist
 
@@ -122,6 +140,8 @@ def _init_distributed(on_gpu: bool) -> None:
     if on_gpu:
         import torch
 
+        # NCCL's watchdog aborts a collective that outlives the timeout and ends the process
+        os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1"
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if "WORLD_SIZE" not in os.environ:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -129,7 +149,8 @@ def _init_distributed(on_gpu: bool) -> None:
         os.environ["RANK"] = "0"
         os.environ["WORLD_SIZE"] = "1"
         os.environ["LOCAL_RANK"] = "0"
-    deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo", verbose=False)
+    kwargs = {} if timeout_s is None else {"timeout": timedelta(seconds=timeout_s)}
+    deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo", verbose=False, **kwargs)
 
 
 def _ds_config(settings: TrainSettings, world: int) -> dict[str, Any]:
@@ -161,10 +182,13 @@ def train(
     *,
     state_dir: Path,
     should_stop: Callable[[], bool] = lambda: False,
+    on_step: Callable[[TrainStep], None] = lambda step: None,
+    collective_timeout_s: float | None = None,
 ) -> TrainResult:
     """Train one epoch over `examples` from `model_dir`; export to `out_dir` (see module docs).
 
     `model_dir` may be a hub id only when there is nothing to train (the weights are carried).
+    `collective_timeout_s` applies to the process group this call creates (the first call of a process).
     """
     out_dir, state_dir = Path(out_dir), Path(state_dir)
     stored = stored_result(out_dir)
@@ -190,7 +214,7 @@ def train(
     import deepspeed
     import torch.distributed as dist
 
-    _init_distributed(on_gpu)
+    _init_distributed(on_gpu, collective_timeout_s)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(settings.seed)
     device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
@@ -220,12 +244,16 @@ def train(
                 _clear_state(state_dir)
         sleep_s = float(os.environ.get(STEP_SLEEP_ENV, "0") or 0)
         for step_no in range(done_steps, len(steps)):
+            t0 = time.monotonic()
             step_loss, *step_stats = _optimizer_step(engine, examples, steps[step_no], settings, rank, world)
+            report = TrainStep(step_no + 1, len(steps), step_loss, int(step_stats[0]), time.monotonic() - t0)
             loss_sum += step_loss
             stats = [a + b for a, b in zip(stats, step_stats, strict=True)]
             finished = step_no + 1
             if rank == 0:
-                log.info("train %s: optimizer step %d/%d loss %.6g", out_dir.name, finished, len(steps), step_loss)
+                log.info("train %s: optimizer step %d/%d loss %.6g tokens %d step %.2f s", out_dir.name, finished,
+                         len(steps), step_loss, report.tokens, report.step_s)
+            on_step(report)
             if sleep_s:
                 time.sleep(sleep_s)
             if finished < len(steps) and _agree_stop(should_stop(), engine.device):

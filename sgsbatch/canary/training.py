@@ -56,7 +56,8 @@ def rank_main(spec_file: Path, stage: str) -> int:
         result["resumed_at"] = json.loads((state / PROGRESS).read_text())["steps"]
     t0 = time.perf_counter()
     try:
-        res = train(spec["weights"], out, examples, settings, state_dir=state, should_stop=lambda: stage == "stop")
+        res = train(spec["weights"], out, examples, settings, state_dir=state, should_stop=lambda: stage == "stop",
+                    collective_timeout_s=cfg.train.collective_timeout_s)
         result.update(steps=res.steps, mean_loss=res.mean_loss, seconds=time.perf_counter() - t0)
     except TrainingInterrupted as e:
         result.update(interrupted=str(e), checkpoint_s=e.checkpoint_s, checkpoint_bytes=tree_bytes(state),

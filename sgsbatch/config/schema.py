@@ -307,6 +307,11 @@ class TrainConfig:
                                         "generation); false (the reference): each round trains from the last "
                                         "bf16 weights.")
     cpu_ranks: int = key(1, "Training processes per node when slurm.train.gpus = 0 (gloo; CPU rehearsals).")
+    # the process group's timeout: a collective (NCCL or gloo) that waits this long for a dead or hung
+    # rank fails its rank, so the job fails and is retried like a crash; it must exceed the longest wait
+    # of the other ranks at a collective (rank 0's weight export, a checkpoint save, a slow model load)
+    collective_timeout_s: float = key(600.0, "Seconds a collective (NCCL or gloo) waits for a dead or hung rank "
+                                             "before the job fails and is retried like a crash.")
 
 
 @dataclass(frozen=True)
@@ -377,6 +382,12 @@ class AlertsConfig:
                                     "(stuck_factor x the phase's per-item time, at least stuck_floor_s).")
     stuck_factor: float = key(10.0, "Auto stuck threshold: this many times the phase's recent per-item time.")
     stuck_floor_s: float = key(1800.0, "Auto stuck threshold: never less than this.")
+    # a train job without a new optimizer step for max(train_stuck_floor_s, train_stuck_factor x its
+    # slowest step so far) is stuck (the floor covers ingesting, loading the weights, exporting them)
+    train_stuck_factor: float = key(10.0, "A train job without a new optimizer step for this many times its "
+                                          "slowest step so far is stuck (at least train_stuck_floor_s).")
+    train_stuck_floor_s: float = key(1800.0, "The train stuck threshold's floor (ingesting, loading and exporting "
+                                             "weights take time without steps).")
     max_error_rate: float = key(0.2, "Verify: alarm when timeouts + errors exceed this share of checked proofs.")
     slow_phase_factor: float = key(3.0, "Alarm when a phase runs this many times its recent average wall time.")
     slow_phase_rounds: int = key(3, "The recent average is over this many previous rounds.")
@@ -634,6 +645,8 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
           f"applies only when slurm.train.gpus = 0 (CPU training); with GPUs there is one rank per GPU, got "
           f"{t.cpu_ranks} with slurm.train.gpus = {cfg.slurm.train.gpus}")
     check(t.grad_clip >= 0, "train.grad_clip", "must be >= 0")
+    check(t.collective_timeout_s > 0, "train.collective_timeout_s",
+          f"must be > 0 seconds (a collective waits this long for a dead or hung rank), got {t.collective_timeout_s}")
     v = cfg.verification
     check(v.timeout_s > 0, "verification.timeout_s", "must be > 0")
     check(len(v.repl_command) >= 1, "verification.repl_command", "must name a program")
@@ -659,7 +672,8 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(cfg.checkpoints.keep_every >= 0, "checkpoints.keep_every", "must be >= 0")
     check(cfg.checkpoints.estimate_gb_per_role >= 0, "checkpoints.estimate_gb_per_role", "must be >= 0")
     check(cfg.alerts.progress_every_s > 0, "alerts.progress_every_s", "must be > 0")
-    for key in ("stuck_after_s", "stuck_factor", "stuck_floor_s", "disk_budget_gb", "slow_phase_factor"):
+    for key in ("stuck_after_s", "stuck_factor", "stuck_floor_s", "train_stuck_factor", "train_stuck_floor_s",
+                "disk_budget_gb", "slow_phase_factor"):
         check(getattr(cfg.alerts, key) >= 0, f"alerts.{key}", "must be >= 0")
     check(0 <= cfg.alerts.max_error_rate <= 1, "alerts.max_error_rate", "must be in [0, 1]")
     check(cfg.alerts.slow_phase_rounds >= 1, "alerts.slow_phase_rounds", "must be >= 1")

@@ -90,7 +90,13 @@ def _watch_details(st: dict[str, Any]) -> list[str]:
     """A run's live progress, solve-rate sparkline, disk use, amendments and alarms (ops/progress.py)."""
     out = []
     p = st.get("progress")
-    if p and p["shards_started"]:
+    if p and p["shards_started"] and p["phase"] == "train":
+        t = p.get("train")
+        steps = "no optimizer step yet" if not t else (
+            f"{t['role']} optimizer step {t['step']}/{t['steps']}, loss {t['loss']:.4g}, {t['tokens']} tokens "
+            f"({t['role_tokens']} this role), {t['step_s']:.2f} s/step (slowest {t['slowest_step_s']:.2f} s)")
+        out.append(f"  progress: train {steps}; requeues {p['requeues']}, restarts {p['restarts']}")
+    elif p and p["shards_started"]:
         total = "?" if p["items_total"] is None else p["items_total"]
         eta = "" if p["eta_s"] is None else f", ETA {duration(p['eta_s'])}"
         slow = p["slowest_shard"]

@@ -2,13 +2,16 @@
 
 Progress comes from the shard files only: items done by counting the lines of each item log
 (`.partial.jsonl`, no JSON parsed), totals from `.total`, restarts from `.failures`, requeues at
-the time limit from `.timelimits`, last progress from the item log's mtime. Alarms (names in
-round/metrics.py, `alerts/*`): stuck shards (judged here, from the progress), and verify
-timeout+error rate, a phase running far longer than its recent average, disk projected over
+the time limit from `.timelimits`, last progress from the item log's mtime. The train job's
+progress is its optimizer steps (`steps.jsonl`, run/progress.py): its last progress is its last
+step, or the start of its latest attempt if later. Alarms (names in round/metrics.py, `alerts/*`):
+stuck shards (judged here, from the progress: an item phase's shard without a new item, the train
+job without a new step, for longer than the bound of `stuck_after_s` / `train_stuck_after_s`), and
+verify timeout+error rate, a phase running far longer than its recent average, disk projected over
 `alerts.disk_budget_gb` (judged by round/alarms.py, which the round's end shares). Not covered
-here: disk use (round/disk.py), stuck detection of init and train (no item logs: their progress is
-training steps; the supervisor's time-limit rule covers them), acting on alarms (`resume`
-resubmits unfinished shards) and writing them to TensorBoard (round/metrics.py).
+here: disk use (round/disk.py), stuck detection of init (no items, no steps; the supervisor's
+time-limit rule covers it), acting on alarms (`resume` resubmits unfinished shards) and writing
+them to TensorBoard (round/metrics.py).
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ from sgsbatch.round.metrics import alert
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.journal import read_journal
 from sgsbatch.run.paths import RunPaths, command
-from sgsbatch.run.progress import duration
+from sgsbatch.run.progress import duration, train_steps, train_steps_file
 from sgsbatch.run.shards import shards
 
 SPARK = "▁▂▃▄▅▆▇█"
-ITEM_PHASES = ("conjecture", "solve", "guide", "verify")  # the phases with item logs; init/train are never "stuck"
+ITEM_PHASES = ("conjecture", "solve", "guide", "verify")  # the phases with item logs
+STUCK_PHASES = (*ITEM_PHASES, "train")  # init is never "stuck"
 
 
 def sparkline(values: list[float], lo: float = 0.0, hi: float | None = None) -> str:
@@ -57,10 +61,41 @@ def stuck_after_s(cfg: Config, per_item_s: float | None) -> float:
     return max(a.stuck_floor_s, a.stuck_factor * (per_item_s or 0.0))
 
 
+def train_stuck_after_s(cfg: Config, slowest_step_s: float | None) -> float:
+    """How long the train job may go without a new optimizer step: `alerts.train_stuck_factor` x
+    its slowest step so far, never less than `alerts.train_stuck_floor_s` (the floor alone before
+    its first step: ingesting, loading the weights)."""
+    a = cfg.alerts
+    return max(a.train_stuck_floor_s, a.train_stuck_factor * (slowest_step_s or 0.0))
+
+
+def train_progress(paths: RunPaths, r: int) -> dict[str, Any] | None:
+    """Round r's training so far: the last optimizer step's role, step/steps, loss, tokens and time,
+    the role's tokens so far, the slowest step; None before the first step."""
+    records = train_steps(train_steps_file(paths, r))
+    if not records:
+        return None
+    last = records[-1]
+    tokens = {int(x["step"]): int(x["tokens"]) for x in records if x["role"] == last["role"]}  # a redone step once
+    return {"role": last["role"], "step": int(last["step"]), "steps": int(last["steps"]), "loss": float(last["loss"]),
+            "tokens": int(last["tokens"]), "step_s": float(last["step_s"]), "last_step_at": float(last["time"]),
+            "role_tokens": sum(t for k, t in tokens.items() if k <= int(last["step"])),
+            "slowest_step_s": max(float(x["step_s"]) for x in records)}
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return None
+
+
 def phase_progress(cfg: Config, paths: RunPaths, r: int, phase: str, now: float | None = None) -> dict[str, Any]:
-    """Items done/total, rate, ETA, slowest shard, requeues, restarts and stuck shards of one phase."""
+    """Items done/total, rate, ETA, slowest shard, requeues, restarts and stuck shards of one phase
+    (the train phase: its optimizer steps under `train`)."""
     now = time.time() if now is None else now
     n = shards_at(cfg, paths, r, phase)
+    trained = train_progress(paths, r) if phase == "train" else None
     rows: list[dict[str, Any]] = []
     for s in shards(paths.phase_dir(r, phase), n):
         done_marker = s.is_done()
@@ -70,6 +105,9 @@ def phase_progress(cfg: Config, paths: RunPaths, r: int, phase: str, now: float 
         last: float | None = started
         if s.partial.exists():
             last = s.partial.stat().st_mtime
+        if phase == "train" and started is not None:  # the last step, or a later attempt's start (its pid file)
+            step_at = None if trained is None else trained["last_step_at"]
+            last = max(t for t in (started, _mtime(s.pid_file), step_at) if t is not None)
         rows.append({"shard": s.index, "done": done, "total": total, "finished": done_marker, "started": started,
                      "last": last, "failed": s.failed_marker.exists(), "restarts": s.failure_count(),
                      "requeues": _count_lines(s.time_limits)})
@@ -80,10 +118,13 @@ def phase_progress(cfg: Config, paths: RunPaths, r: int, phase: str, now: float 
     elapsed = now - min(starts) if starts else 0.0
     rate = done / elapsed if elapsed > 0 and done else 0.0
     per_item = [(now - x["started"]) / x["done"] for x in rows if x["started"] and x["done"] and not x["finished"]]
-    threshold = stuck_after_s(cfg, sum(per_item) / len(per_item) if per_item else None)
+    if phase == "train":
+        threshold = train_stuck_after_s(cfg, None if trained is None else trained["slowest_step_s"])
+    else:
+        threshold = stuck_after_s(cfg, sum(per_item) / len(per_item) if per_item else None)
     running = [x for x in rows if x["started"] is not None and not x["finished"] and not x["failed"]]
     stuck = [{"shard": x["shard"], "idle_s": round(now - x["last"], 1), "job_id": _job_of(paths, r, phase, x["shard"])}
-             for x in running if phase in ITEM_PHASES and x["last"] is not None and now - x["last"] > threshold]
+             for x in running if phase in STUCK_PHASES and x["last"] is not None and now - x["last"] > threshold]
     slowest = min(running, key=lambda x: x["done"] / x["total"] if x["total"] else 0.0, default=None)
     return {
         "round": r, "phase": phase, "shards": n, "shards_done": sum(x["finished"] for x in rows),
@@ -92,7 +133,7 @@ def phase_progress(cfg: Config, paths: RunPaths, r: int, phase: str, now: float 
         "eta_s": round((total - done) / rate, 1) if total is not None and rate > 0 else None,
         "slowest_shard": None if slowest is None else {k: slowest[k] for k in ("shard", "done", "total")},
         "requeues": sum(x["requeues"] for x in rows), "restarts": sum(x["restarts"] for x in rows),
-        "stuck_after_s": threshold, "stuck": stuck,
+        "stuck_after_s": threshold, "stuck": stuck, "train": trained,
     }
 
 
@@ -133,10 +174,12 @@ def alarms(cfg: Config, paths: RunPaths, r: int, progress: dict[str, Any] | None
     `progress` (phase_progress), the others judged by round/alarms.py."""
     out: list[dict[str, Any] | None] = []
     if progress is not None:
+        train = progress["phase"] == "train"
         for s in progress["stuck"]:
+            what = "no optimizer step" if train else "no item progress"
             out.append({"metric": alert("stuck_shards"), "shard": s["shard"], "job_id": s["job_id"],
                         "message": f"round {r} {progress['phase']} shard {s['shard']} (job {s['job_id'] or 'local'}) "
-                                   f"made no item progress for {duration(s['idle_s'])} "
+                                   f"made {what} for {duration(s['idle_s'])} "
                                    f"(threshold {duration(progress['stuck_after_s'])}); `{command('resume', paths)}` "
                                    "resubmits it"})
         out.append(slow_phase_alarm(cfg, paths, r, progress["phase"], progress["elapsed_s"], running=True))

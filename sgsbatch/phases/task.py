@@ -37,6 +37,9 @@ class Task:
     phase: str
     shard: Shard
     should_stop: Callable[[], bool]
+    # called with each optimizer step's number (1-based, per role) after the step: a test fault
+    # injector's hook (SGSBATCH_FAULT_INJECT_RANK, scheduling/worker.py); nothing else sets it
+    after_step: Callable[[int], None] | None = None
 
     @property
     def shards(self) -> int:

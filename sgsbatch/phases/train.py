@@ -11,6 +11,8 @@ data; a role with no examples carries its weights over unchanged. On a stop requ
 saves a resumable checkpoint after the current optimizer step and this phase raises
 `Interrupted`; a role whose weights are complete is not trained again (its stored result is
 returned), so calling `run` after the ranks finished reads the results without loading anything.
+Rank 0 records each optimizer step in `steps.jsonl` (run/progress.py: what `status` and the stuck
+alarm read); collectives time out after `train.collective_timeout_s`.
 Not covered: ingesting, ending the round, launching ranks (scheduling/chain.py).
 """
 
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -31,7 +34,7 @@ from sgsbatch.backends.batches import (
     load_examples,
     save_examples,
 )
-from sgsbatch.backends.trainer import TrainingInterrupted, train
+from sgsbatch.backends.trainer import TrainingInterrupted, TrainStep, train
 from sgsbatch.backends.weights import stored_result
 from sgsbatch.config.schema import Config
 from sgsbatch.phases.task import Interrupted, Task
@@ -39,6 +42,7 @@ from sgsbatch.round.checkpoints import weights_for
 from sgsbatch.round.examples import conjecturer_examples, solver_examples, solver_group_metrics
 from sgsbatch.round.results import ProblemResult
 from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.progress import record_train_step, train_steps_file
 from sgsbatch.run.shards import atomic_write_json, atomic_write_text, read_json
 
 PREPARED = "prepared.json"
@@ -130,6 +134,20 @@ def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[t
     atomic_write_text(train_dir(task) / PREPARED, json.dumps(meta) + "\n")  # role order kept: Solver first
 
 
+def step_recorder(task: Task, role: str) -> Callable[[TrainStep], None]:
+    """What each rank does after an optimizer step: rank 0 records it for `status`; then the task's hook."""
+    path = train_steps_file(task.paths, task.round)
+    first = os.environ.get("RANK", "0") == "0"
+
+    def on_step(step: TrainStep) -> None:
+        if first:
+            record_train_step(path, {"role": role, **asdict(step)})
+        if task.after_step is not None:
+            task.after_step(step.step)
+
+    return on_step
+
+
 def train_role(task: Task, role: str, examples: list[Example]) -> dict[str, Any]:
     if task.cfg.train.backend == "simulated":  # SIMULATED: counts steps, publishes tiny weights
         from sgsbatch.backends.simulated_trainer import simulated_train
@@ -140,7 +158,8 @@ def train_role(task: Task, role: str, examples: list[Example]) -> dict[str, Any]
     try:
         res = train(weights_for(task.cfg, task.paths, role, task.round), task.paths.checkpoint(task.round, role),
                     examples, settings_for(task, role), state_dir=train_dir(task) / role,
-                    should_stop=task.should_stop)
+                    should_stop=task.should_stop, on_step=step_recorder(task, role),
+                    collective_timeout_s=task.cfg.train.collective_timeout_s)
     except TrainingInterrupted as e:
         raise Interrupted(str(e)) from e
     return asdict(res)

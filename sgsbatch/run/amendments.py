@@ -41,6 +41,7 @@ OPERATIONAL_KEYS = (
     *(f"slurm.{p}.{k}" for p in SLURM_TABLES for k in SLURM_KEYS),
     "run.rounds", "run.max_task_retries", "run.allow_env_drift", "run.poll_interval_s", "run.local_workers",
     "checkpoints.keep_last", "checkpoints.keep_every", "checkpoints.estimate_gb_per_role",
+    "train.collective_timeout_s",
 )
 OPERATIONAL_SECTIONS = ("alerts", "report", "scaling")
 # a change of method -> the phases of a round that read it (None: every phase, the round's partition)

@@ -3,15 +3,25 @@
 One line at most every `alerts.progress_every_s` seconds (and one at the end), e.g.
 `progress r0 solve shard 3: 120/400 items (30.0%) 2.10 items/s ETA 2m13s`: plain lines a file
 and `sgsbatch logs --follow` show as they are (no carriage returns). Written to stderr, which the
-supervisor sends to the shard's attempt log. Not covered: training (its steps are logged by the
-trainer) and the reading side (ops/progress.py counts the item logs instead).
+supervisor sends to the shard's attempt log. Training logs a line per optimizer step itself
+(backends/trainer.py) and its rank 0 appends each step to `rounds/rNNNN/train/steps.jsonl`
+(`record_train_step`): role, step, steps, loss, tokens, step_s, time; what `status` and the stuck
+alarm read (ops/progress.py, which also counts the item logs of the other phases).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import time
-from typing import TextIO
+from pathlib import Path
+from typing import Any, TextIO
+
+from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.shards import read_jsonl
+
+TRAIN_STEPS = "steps.jsonl"
 
 
 def duration(seconds: float) -> str:
@@ -60,3 +70,25 @@ class ProgressLine:
         out = self._out or sys.stderr
         out.write(self.text() + "\n")
         out.flush()
+
+
+def train_steps_file(paths: RunPaths, r: int) -> Path:
+    """Round r's record of optimizer steps (the one home of this path)."""
+    return paths.phase_dir(r, "train") / TRAIN_STEPS
+
+
+def record_train_step(path: Path, record: dict[str, Any]) -> None:
+    """Append one optimizer step's record (with the time now): one line, one write, so a reader
+    never sees half of it (a torn line of a killed writer is skipped by `read_jsonl`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({**record, "time": time.time()}, sort_keys=True) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def train_steps(path: Path) -> list[dict[str, Any]]:
+    """The steps recorded so far, oldest first (requeued attempts repeat the steps they redo)."""
+    return read_jsonl(path)

@@ -11,6 +11,9 @@ train job, started by the train job's launcher (scheduling/chain.py) with its ra
 
 Test aids: `SGSBATCH_FAULT_INJECT="phase:shard:mode:times[,...]"` (mode raise | kill9 | hang) makes the
 first `times` attempts of that shard fail that way, counted by the shard's failure log;
+`SGSBATCH_FAULT_INJECT_RANK="rank:step:mode:times[,...]"` (mode hang | kill9) makes that rank of a
+multi-rank train job hang or die right after its optimizer step `step` (of the role it trains) while
+the train shard has failed fewer than `times` times (its peers then wait in a collective);
 `SGSBATCH_TRAIN_STEP_SLEEP_S` makes the trainer wait after each optimizer step (backends/trainer.py).
 """
 
@@ -35,6 +38,7 @@ from sgsbatch.run.shards import Shard
 from sgsbatch.scheduling.ranks import is_first_task
 
 FAULT_ENV = "SGSBATCH_FAULT_INJECT"
+RANK_FAULT_ENV = "SGSBATCH_FAULT_INJECT_RANK"
 _stop = {"requested": False}
 
 
@@ -47,6 +51,27 @@ def _inject_fault(phase: str, shard: Shard) -> None:
         f_phase, f_shard, mode, times = spec.split(":")
         if f_phase == phase and int(f_shard) == shard.index and shard.failure_count() < int(times):
             _fault(mode, spec)
+
+
+def _rank_fault(shard: Shard) -> Callable[[int], None] | None:
+    """The hook that makes this train rank hang or die after a step (RANK_FAULT_ENV), if armed now."""
+    rank = int(os.environ.get("RANK", "0"))
+    armed: dict[int, tuple[str, str]] = {}
+    for spec in filter(None, os.environ.get(RANK_FAULT_ENV, "").split(",")):
+        f_rank, step, mode, times = spec.split(":")
+        if int(f_rank) == rank and shard.failure_count() < int(times):
+            armed.setdefault(int(step), (mode, spec))
+    if not armed:
+        return None
+
+    def after_step(step: int) -> None:
+        if step in armed:
+            mode, spec = armed[step]
+            print(f"sgsbatch worker: rank {rank} after optimizer step {step}: injected {mode} ({RANK_FAULT_ENV}={spec})",
+                  file=sys.stderr, flush=True)
+            _fault(mode, spec)
+
+    return after_step
 
 
 def _fault(mode: str, spec: str) -> None:
@@ -96,6 +121,7 @@ def run_shard(run_dir: Path, r: int, phase: str, index: int, rank: bool = False)
     if rank:
         from sgsbatch.scheduling.chain import train_rank
 
+        task.after_step = _rank_fault(shard)
         train_rank(task)
         return
     if not is_first_task(os.environ):  # the other nodes of a multi-node train job: task 0 owns the shard

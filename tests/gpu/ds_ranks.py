@@ -16,6 +16,10 @@ interruptions and a sha256 of the weights its engine holds at the end (every ran
 them under ZeRO-2), so the test can check that the ranks agree bit for bit.
 
     python tests/gpu/ds_ranks.py MODEL_DIR WORK_DIR [--plain-only]   (or launch_ds_ranks(G, ...))
+
+With `--fault RANK:STEP:MODE` (mode hang | kill9) it instead trains one case (fp32 REINFORCE, one
+sequence per optimizer step) with `collective_timeout_s = --collective-timeout-s`, and rank RANK
+hangs or dies right after optimizer step STEP; a rank that finishes writes `<out>/rank<R>.json`.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -112,7 +118,12 @@ def main() -> None:
     ap.add_argument("model_dir", type=Path)
     ap.add_argument("work_dir", type=Path)
     ap.add_argument("--plain-only", action="store_true")
+    ap.add_argument("--fault", default="")
+    ap.add_argument("--collective-timeout-s", type=float, default=None)
     args = ap.parse_args()
+    if args.fault:
+        fault_main(args)
+        return
 
     import torch
 
@@ -165,6 +176,27 @@ def main() -> None:
     (out / f"rank{rank}.json").write_text(json.dumps(report, indent=1) + "\n")
     dist.barrier()
     dist.destroy_process_group()
+
+
+def fault_main(args: argparse.Namespace) -> None:
+    """One training in which rank RANK hangs or dies after optimizer step STEP (`--fault`)."""
+    f_rank, f_step, mode = args.fault.split(":")
+    rank = int(os.environ.get("RANK", "0"))
+
+    def on_step(step: Any) -> None:
+        if rank == int(f_rank) and step.step == int(f_step):
+            print(f"rank {rank}: injected {mode} after optimizer step {step.step}", flush=True)
+            if mode == "kill9":
+                os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(10**6)
+
+    settings = TrainSettings(lr=LR, batch_size=1, micro_batch_size=1, zero_stage=2, seed=1)
+    res = train(args.model_dir, args.work_dir / "fault", examples(args.model_dir), settings,
+                state_dir=args.work_dir / "state-fault", on_step=on_step,
+                collective_timeout_s=args.collective_timeout_s)
+    out = args.work_dir / "ranks"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"rank{rank}.json").write_text(json.dumps({"rank": rank, "result": res.__dict__}) + "\n")
 
 
 if __name__ == "__main__":

@@ -42,3 +42,14 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory, targets: list[tuple[str, 
     out = tmp_path_factory.mktemp("tiny") / "model"
     build_tiny_random(out, seed=0, corpus=corpus_for_tokenizer(targets[:80]))
     return out
+
+
+@pytest.fixture(scope="session")
+def rank_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model of the multi-rank trainer tests (tests/gpu/gpulib.build_model, unsharpened)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu"))
+    from gpulib import build_model
+
+    return build_model(tmp_path_factory.mktemp("cpu-ranks"), sharpen=False)

@@ -22,7 +22,6 @@ import pytest
 GPU_TESTS = Path(__file__).resolve().parents[1] / "gpu"
 sys.path.insert(0, str(GPU_TESTS))
 from ds_ranks import LR, close_weights, launch_ds_ranks, weights  # noqa: E402
-from gpulib import build_model  # noqa: E402
 
 from sgsbatch.run.checkpoint import is_complete  # noqa: E402
 
@@ -37,9 +36,9 @@ def reports(work: Path, world: int) -> dict[str, Any]:
     return reps[0]
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_model(tmp_path_factory.mktemp("cpu-ranks"), sharpen=False)
+@pytest.fixture
+def model_dir(rank_model_dir: Path) -> Path:
+    return rank_model_dir
 
 
 def test_two_cpu_ranks_train_like_one_and_resume_bit_for_bit(model_dir: Path, tmp_path: Path) -> None:

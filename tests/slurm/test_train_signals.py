@@ -1,4 +1,5 @@
-"""A 2-rank train job on the real local Slurm, stopped in the middle of a role's epoch three ways.
+"""A 2-rank train job on the real local Slurm: stopped in the middle of a role's epoch three ways;
+losing a rank (hung, then dead) in two attempts.
 
 The train job of a 1-round tiny run starts 2 CPU ranks (gloo; `train.cpu_ranks = 2`), one
 sequence per optimizer step, a 2 s pause after each (`SGSBATCH_TRAIN_STEP_SLEEP_S`, a test aid)
@@ -8,6 +9,10 @@ SIGUSR2, grace time, requeue), then by `scontrol requeue` (SIGTERM only, KillWai
 time every rank must save at the same step and the job must come back and resume from that
 step (the log says "resuming ... at optimizer step k", k > 0). Finally the trained weights
 of both roles equal, bit for bit, those of the same run trained uninterrupted (local executor).
+Lost ranks (`SGSBATCH_FAULT_INJECT_RANK`, a test aid): rank 1 hangs after optimizer step 1 in the
+first attempt (rank 0's collective times out after `train.collective_timeout_s`), dies after step 2
+in the second; each is a crash of the train job, counted and retried, and the third attempt ends
+the run.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from pathlib import Path
 
 import pytest
 from runlib import launch_args, sgsbatch, status
+
+from sgsbatch.run.shards import read_jsonl
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -97,3 +104,23 @@ def test_a_signalled_two_rank_train_job_resumes_at_its_step_and_ends_bit_for_bit
     sacct = subprocess.run(["sacct", "-n", "-P", "-X", "-D", "--name", "sgs.hit.r0000.train", "-o", "JobID,State"],
                            capture_output=True, text=True).stdout
     assert sum(1 for line in sacct.splitlines() if line.split("|")[1].startswith(("REQUEUED", "PREEMPTED"))) >= 3, sacct
+
+
+def test_a_hung_then_a_dead_rank_fail_the_train_job_which_is_counted_and_retried(
+        slurm_cluster: object, tmp_path: Path, cli_env: dict[str, str]) -> None:
+    env = {**cli_env, "SGSBATCH_FAULT_INJECT_RANK": "1:1:hang:1,1:2:kill9:2"}
+    proc = sgsbatch(*launch_args(tmp_path, "lost", "run.executor=slurm", *SETTINGS, "train.collective_timeout_s=5"),
+                    "--wait", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    st = status(tmp_path, "lost")
+    assert st["state"] == "completed", st
+    train = tmp_path / "lost" / "rounds" / "r0000" / "train"
+    failures = read_jsonl(train / "shard_00000.failures")
+    assert len(failures) == 2 and all("ranks exited with" in f["reason"] for f in failures), failures
+    # the job's stderr holds every attempt's log: rank 0 timed out on the hung rank, then lost the dead one
+    err = "".join(p.read_text(errors="replace") for p in (tmp_path / "lost" / "slurm").rglob("*_log.err")
+                  if "train" in str(p))
+    assert "rank 1 after optimizer step 1: injected hang" in err and "Timed out waiting 5000ms" in err
+    assert "rank 1 after optimizer step 2: injected kill9" in err
+    steps = read_jsonl(train / "steps.jsonl")  # rank 0's records: every attempt's steps, the last to the end
+    assert steps and steps[-1]["step"] == steps[-1]["steps"] and {s["role"] for s in steps} <= {"solver", "conjecturer"}

@@ -48,7 +48,8 @@ def test_resources_amended_reach_the_next_submission_and_are_no_drift(tmp_path: 
                            "slurm.solve.account=proj2", "slurm.solve.qos=long", "slurm.solve.cpus=4",
                            "slurm.solve.array_parallelism=3", "slurm.solve.signal_delay_s=300",
                            "slurm.solve.scratch=$TMPDIR", "slurm.solve.extra.constraint=h200",
-                           "alerts.stuck_floor_s=60", "run.poll_interval_s=5", "checkpoints.keep_every=20"])
+                           "alerts.stuck_floor_s=60", "run.poll_interval_s=5", "checkpoints.keep_every=20",
+                           "train.collective_timeout_s=120", "alerts.train_stuck_floor_s=900"])
     assert any(c.startswith("slurm.solve.time_min: 20 -> 960 (for jobs submitted from now on") for c in changes)
     p = slurm._parameters(stale, 0, "solve", 8, None)  # read at submission: the newest resources
     assert (p["partition"], p["time"], p["mem"], p["account"], p["qos"], p["cpus_per_task"]) == \
@@ -58,8 +59,9 @@ def test_resources_amended_reach_the_next_submission_and_are_no_drift(tmp_path: 
     assert slurm._parameters(stale, 0, "verify", 2, None).get("partition") is None  # other phases untouched
     again = open_run(tmp_path, "res")  # config.toml and the database agree: no drift
     assert again.cfg.slurm.solve.scratch == "$TMPDIR" and again.cfg.alerts.stuck_floor_s == 60
+    assert again.cfg.train.collective_timeout_s == 120 and again.cfg.alerts.train_stuck_floor_s == 900
     recs = history(again)
-    assert len(recs) == 13 and {r["kind"] for r in recs} == {"operational"} and recs[0]["from_round"] is None
+    assert len(recs) == 15 and {r["kind"] for r in recs} == {"operational"} and recs[0]["from_round"] is None
     assert amendments.read(again.paths) == recs  # the run directory keeps the same history
     assert "--set slurm.solve.partition=gpu2" in recs[0]["command"]
 

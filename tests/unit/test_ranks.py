@@ -130,3 +130,50 @@ def test_a_round_submitted_from_a_train_job_inherits_none_of_its_resources(monke
               "SUBMITIT_EXECUTOR", "SLURMD_NODENAME"):
         assert k not in seen, k
     assert seen["HOME_SITE"] == "kept" and os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"  # restored afterwards
+
+
+def test_the_rank_fault_injector_is_armed_for_its_rank_while_the_shard_failed_fewer_times(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sgsbatch.run.shards import Shard
+    from sgsbatch.scheduling import worker
+
+    shard = Shard(tmp_path, 0)
+    fired: list[str] = []
+    monkeypatch.setattr(worker, "_fault", lambda mode, spec: fired.append(f"{mode}@{spec}"))
+    monkeypatch.setenv(worker.RANK_FAULT_ENV, "1:2:hang:1,1:3:kill9:2")
+    monkeypatch.setenv("RANK", "0")
+    assert worker._rank_fault(shard) is None  # another rank's fault
+    monkeypatch.setenv("RANK", "1")
+    for failures, expected in ((0, ["hang@1:2:hang:1", "kill9@1:3:kill9:2"]), (1, ["kill9@1:3:kill9:2"])):
+        while shard.failure_count() < failures:
+            shard.record_failure("an earlier attempt")
+        fired.clear()
+        hook = worker._rank_fault(shard)
+        assert hook is not None
+        for step in (1, 2, 3, 4):
+            hook(step)
+        assert fired == expected, failures
+    shard.record_failure("the second attempt")
+    assert worker._rank_fault(shard) is None  # disarmed: the next attempt trains to the end
+
+
+def test_rank_zero_alone_records_each_step_and_the_task_hook_runs_on_every_rank(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sgsbatch.backends.trainer import TrainStep
+    from sgsbatch.phases.task import Task
+    from sgsbatch.phases.train import step_recorder
+    from sgsbatch.run.paths import RunPaths
+    from sgsbatch.run.progress import train_steps, train_steps_file
+    from sgsbatch.run.shards import Shard
+
+    cfg = load_config(REPO / "jobs" / "tiny.toml", [])
+    paths = RunPaths(tmp_path / "run")
+    hooked: list[int] = []
+    task = Task(cfg, paths, 3, "train", Shard(paths.phase_dir(3, "train"), 0), lambda: False, hooked.append)
+    for rank in ("1", "0"):
+        monkeypatch.setenv("RANK", rank)
+        step_recorder(task, "solver")(TrainStep(step=2, steps=5, loss=0.5, tokens=64, step_s=1.5))
+    got = train_steps(train_steps_file(paths, 3))
+    assert len(got) == 1 and got[0]["role"] == "solver" and got[0]["step"] == 2 and got[0]["tokens"] == 64
+    assert got[0]["step_s"] == 1.5 and got[0]["time"] > 0
+    assert hooked == [2, 2]

@@ -129,14 +129,83 @@ def test_launch_dry_run_prints_checkpoint_projection(tmp_path: Path) -> None:
     assert "checkpoints: 5 rounds kept" in out and "over alerts.disk_budget_gb 1" in out
 
 
-def test_train_without_item_log_is_never_stuck(tmp_path: Path) -> None:
+def test_train_stuck_bound_is_a_factor_of_its_slowest_step_with_a_floor(tmp_path: Path) -> None:
+    from sgsbatch.config.loading import load_config
+    from sgsbatch.ops.progress import train_stuck_after_s
+    from tests.runlib import TINY
+
+    cfg = load_config(TINY, ["alerts.train_stuck_floor_s=600", "alerts.train_stuck_factor=5"])
+    assert train_stuck_after_s(cfg, None) == 600  # before the first step: the floor alone
+    assert train_stuck_after_s(cfg, 30.0) == 600  # 5 x 30 s is under the floor
+    assert train_stuck_after_s(cfg, 300.0) == 1500
+
+
+def _at_train(h: Any) -> Shard:
+    """Round 0 with every phase before train done and its train shard started (at `started`)."""
+    for phase in h.cfg.phases_of_round(0)[:-1]:
+        for i in range(h.cfg.shard_count(phase)):
+            Shard(h.paths.phase_dir(0, phase), i).finish([], {})
+    s = Shard(h.paths.phase_dir(0, "train"), 0)
+    s.mark_started()
+    return s
+
+
+def _steps(h: Any, role: str, step_s: list[float], at: float, steps: int = 5) -> None:
+    from sgsbatch.run.progress import record_train_step, train_steps_file
+
+    path = train_steps_file(h.paths, 0)
+    for k, dt in enumerate(step_s, start=1):
+        record_train_step(path, {"role": role, "step": k, "steps": steps, "loss": 2.0 / k, "tokens": 100 + k,
+                                 "step_s": dt})
+    lines = path.read_text().splitlines()  # the last step's time, as if written at `at`
+    path.write_text("\n".join(lines[:-1] + [json.dumps({**json.loads(lines[-1]), "time": at})]) + "\n")
+
+
+def test_train_job_without_a_step_beyond_its_bound_is_stuck(tmp_path: Path) -> None:
+    """Bound = max(alerts.train_stuck_floor_s, alerts.train_stuck_factor x the slowest step): a train
+    job with steps of up to 300 s is stuck 10 x 300 s after its last step, not before; `status`
+    shows its steps and raises the alarm that `resume` acts on."""
+    from sgsbatch.ops.progress import alarms, phase_progress
+
+    h = recorded_run(tmp_path, "t", executor="slurm")
+    shard = _at_train(h)
+    journal_job(h.paths.jobs_journal(0), {"phase": "train", "job_id": "77", "shards": [0]})
+    now = time.time()
+    shard.started_file.write_text(json.dumps({"time": now - 9000}))
+    _steps(h, "solver", [120.0, 300.0], at=now - 2000)
+    p = phase_progress(h.cfg, h.paths, 0, "train", now=now)
+    assert p["stuck_after_s"] == 3000 and p["stuck"] == []  # 10 x 300 s, over the 1800 s floor
+    t = p["train"]
+    assert (t["role"], t["step"], t["steps"], t["tokens"], t["role_tokens"]) == ("solver", 2, 5, 102, 203)
+    assert t["loss"] == 1.0 and t["step_s"] == 300.0 and t["slowest_step_s"] == 300.0
+    p = phase_progress(h.cfg, h.paths, 0, "train", now=now + 1500)  # 3500 s since the last step
+    assert [(s["shard"], s["job_id"]) for s in p["stuck"]] == [(0, "77_0")]
+    raised = [a for a in alarms(h.cfg, h.paths, 0, p, None) if a["metric"] == "alerts/stuck_shards"]
+    assert len(raised) == 1 and "train shard 0 (job 77_0) made no optimizer step for 58m20s" in raised[0]["message"]
+
+    code, out = _status(tmp_path)  # now: not stuck, its steps shown
+    assert code == 0, out
+    assert "progress: train solver optimizer step 2/5, loss 1, 102 tokens (203 this role)" in out
+    assert "300.00 s/step" in out and "ALERT" not in out
+
+
+def test_train_job_before_its_first_step_is_judged_by_the_floor(tmp_path: Path) -> None:
+    """No step yet: stuck once the floor has passed since the job started, or since its latest
+    attempt started (its pid file): a retried job loading its weights again is not stuck."""
     from sgsbatch.ops.progress import phase_progress
 
     h = recorded_run(tmp_path, "t")
-    s = Shard(h.paths.phase_dir(0, "train"), 0)
-    s.mark_started()
-    p = phase_progress(h.cfg, h.paths, 0, "train", now=time.time() + 10 * 3600)
-    assert p["shards_started"] == 1 and p["stuck"] == []
+    shard = _at_train(h)
+    now = time.time()
+    shard.started_file.write_text(json.dumps({"time": now - 3600}))
+    p = phase_progress(h.cfg, h.paths, 0, "train", now=now)
+    assert p["train"] is None and p["stuck_after_s"] == h.cfg.alerts.train_stuck_floor_s == 1800
+    assert [s["shard"] for s in p["stuck"]] == [0]
+    shard.pid_file.write_text("123")  # a new attempt started 10 min ago
+    os.utime(shard.pid_file, (now - 600, now - 600))
+    assert phase_progress(h.cfg, h.paths, 0, "train", now=now)["stuck"] == []
+    code, out = _status(tmp_path)
+    assert "progress: train no optimizer step yet" in out
 
 
 def test_watch_writes_live_alarms_to_tensorboard_when_they_change(tmp_path: Path, monkeypatch: Any) -> None:
