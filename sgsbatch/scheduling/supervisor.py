@@ -1,10 +1,10 @@
 """The task supervisor: runs one shard's worker as a child process, retries crashes, requeues.
 
 Both executors use it. On Slurm it is the function submitit runs in the job; locally the driver
-runs one per shard. Each start of the worker is an attempt with its own log (run/attempts.py). A crash (non-zero
-exit, an exception, `kill -9`) is recorded in the shard's failure log with one line of reason
-(the exception's own line; the traceback stays in the attempt's log) and the worker is started again, until
-`run.max_task_retries` retries are spent; then the shard gets a `.failed` marker with the reason
+runs one per shard. Each start of the worker is an attempt with its own log (run/attempts.py).
+A crash (non-zero exit, an exception, `kill -9`) is recorded in the shard's failure log with one
+line of reason (the exception's own line; the traceback stays in the attempt's log) and the
+worker is started again, until `run.max_task_retries` retries are spent; then the shard gets a `.failed` marker with the reason
 and the supervisor fails, which leaves dependent Slurm jobs never satisfiable: the run shows as
 stalled until `sgsbatch resume`. A worker that exits with REQUEUE_EXIT stopped on SIGUSR2: on
 Slurm the supervisor requeues the job (`scontrol requeue`; if Slurm is already requeuing it for
