@@ -4,9 +4,9 @@ Both executors use it. On Slurm it is the function submitit runs in the job; loc
 runs one per shard. Each start of the worker is an attempt with its own log (run/attempts.py).
 A crash (non-zero exit, an exception, `kill -9`) is recorded in the shard's failure log with one
 line of reason (the exception's own line; the traceback stays in the attempt's log) and the
-worker is started again, until `run.max_task_retries` retries are spent; then the shard gets a `.failed` marker with the reason
-and the supervisor fails, which leaves dependent Slurm jobs never satisfiable: the run shows as
-stalled until `sgsbatch resume`. A worker that exits with REQUEUE_EXIT stopped on SIGUSR2: on
+worker is started again, until `run.max_task_retries` retries are spent; then the shard gets a
+`.failed` marker with the reason and the supervisor fails, which leaves the Slurm jobs that need
+the shard never satisfiable: the run shows as stalled until `sgsbatch resume`. A worker that exits with REQUEUE_EXIT stopped on SIGUSR2: on
 Slurm the supervisor requeues the job (`scontrol requeue`; if Slurm is already requeuing it for
 a preemption that fails harmlessly) and waits to be killed; locally it reports `interrupted`.
 SIGUSR2 is the time limit's warning (`slurm.<phase>.signal_delay_s`) and a preemption's; when
