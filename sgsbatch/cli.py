@@ -266,48 +266,72 @@ def cancel(run: str, runs_dir: str) -> None:
 @click.option("--submit", is_flag=True,
               help="Run the watcher as a Slurm job (slurm.watcher resources) that requeues itself before its "
                    "time limit and after a preemption, until the run ends; prints its job id and returns.")
+@click.option("--notify", "notify_cmd", default=None, metavar="CMD",
+              help="Shell command run on every stall and every newly raised alarm, with SGSBATCH_RUN, "
+                   "SGSBATCH_RUN_DIR, SGSBATCH_EVENT (stall, needs-person, alarm), SGSBATCH_STATE and "
+                   "SGSBATCH_MESSAGE in its environment.")
 @clean_errors
-def watch(run: str, runs_dir: str, interval: float, max_checks: int | None, submit: bool) -> None:
+def watch(run: str, runs_dir: str, interval: float, max_checks: int | None, submit: bool,
+          notify_cmd: str | None) -> None:
     """Drive RUN's chain from outside the cluster's jobs (for sites where jobs may not submit jobs).
 
     Resumes the run whenever it is stalled for a reason `resume` repairs (a cancelled or failed
-    dependency, no live job, a dead local driver); a shard out of retries is reported and left
-    for you to fix. The alarms it sees (stuck shards included) go to TensorBoard under
-    RUN's tb/live_alerts/ whenever they change. Returns when the run completes, fails or is
-    cancelled.
+    dependency, no live job, a dead local driver). Prints a line when the run's state changes.
+    The alarms it sees (stuck shards included) go to TensorBoard under RUN's tb/live_alerts/
+    whenever they change.
+
+    Exit status: 0 when the run completed (or --max-checks checks were made); 1 when only a person
+    can take it on: a shard ran out of retries (fix the cause, then `sgsbatch resume`), or the run
+    failed or was cancelled. So `watch` in cron or a job script ends and says so.
 
     With --submit the watcher runs on the cluster as a small CPU job that outlives your login
     session (ops/watcher.py): it requeues itself before its time limit, comes back after a
     preemption and ends with the run. One watcher per run.
 
     \b
-    Example:
+    Examples:
         sgsbatch watch tiny --interval 120
         sgsbatch watch sgs --submit --interval 300    # for a 200-round run: survives logouts
+        sgsbatch watch sgs --notify 'echo "$SGSBATCH_MESSAGE" | mail -s "sgsbatch $SGSBATCH_RUN: $SGSBATCH_EVENT" me'
     """
     from sgsbatch.ops import control
+    from sgsbatch.ops.notify import ALARM, notify
     from sgsbatch.run.handle import open_run
 
     if submit:
         from sgsbatch.ops import watcher
 
-        if max_checks is not None:
-            raise click.UsageError("--max-checks is for a watcher in this terminal; a submitted watcher runs "
-                                   "until the run ends")
+        if max_checks is not None or notify_cmd is not None:
+            raise click.UsageError("--max-checks and --notify are for a watcher in this terminal; a submitted "
+                                   "watcher runs until the run ends and logs every change")
         h = open_run(runs_dir, run)
         job_id = watcher.submit(h, interval)
         click.echo(f"watcher job {job_id} submitted for run {run} (every {interval:g} s); its log: "
                    f"{watcher.log_path(h.paths, job_id)}; to stop it: scancel {job_id}")
         return
 
+    last: list[tuple[Any, ...]] = []
+
     def report(st: Any, action: str | None) -> None:
-        click.echo(console.status_line(st.to_json()))
+        key = (st.state, st.round, st.phase, st.message)
+        if action or not last or last[-1] != key:
+            click.echo(console.status_line(st.to_json()))
+        last[:] = [key]
         if action:
             click.echo(action)
 
+    def on_event(st: Any, event: Any) -> None:
+        if event.kind == ALARM:
+            click.echo(f"  ALERT {event.message}")
+        if notify_cmd:
+            why = notify(notify_cmd, st, event)
+            if why:
+                click.echo(f"Warning: {why}", err=True)
+
     h = open_run(runs_dir, run)
     with console.run_goes_on(h.paths, "stopped watching: nothing resumes its stalls now"):
-        control.watch(h, interval, report, max_checks=max_checks)
+        st = control.watch(h, interval, report, max_checks=max_checks, on_event=on_event)
+    sys.exit(EXIT_FAILED if st.needs_person else EXIT_OK)
 
 
 @main.command()
@@ -486,9 +510,10 @@ def canary(config: Path, overrides: tuple[str, ...], local: bool, as_json: bool,
 @click.option("--phase", default=None, help="Phase (init, conjecture, guide, solve, verify, train) or `driver` "
               "(the local driver's log); default: the round's latest started phase.")
 @click.option("--shard", type=click.IntRange(min=0), default=None,
-              help="Shard index (needed when the phase has several).")
+              help="Shard index; default: the shard out of retries, if one is (else needed when the phase has several).")
 @click.option("--attempt", type=click.IntRange(min=1), default=None,
-              help="Attempt, 1-based (Slurm: the K-th submission of the shard); default: the latest.")
+              help="Attempt, 1-based: the K-th start of the shard's worker (retries, requeues and resumes "
+                   "included); default: the latest.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing the log as it grows; end when the shard ends.")
 @click.option("--poll", default=1.0, show_default=True, type=click.FloatRange(min=0.05),
               help="Seconds between reads with --follow.")
@@ -497,22 +522,24 @@ def logs(run: str, runs_dir: str, round_: int | None, phase: str | None, shard: 
          attempt: int | None, follow: bool, poll: float) -> None:
     """Print the log of one shard of one phase, on either executor, without knowing where it is.
 
+    Without --phase/--shard it shows the shard that ran out of retries, if one did (what a stalled
+    run's message points at); the header says which attempt of how many and how it ended.
+
     \b
     Examples:
-        sgsbatch logs tiny                      # the latest phase of the latest round
+        sgsbatch logs tiny                      # the failed shard, else the latest phase of the latest round
         sgsbatch logs tiny --round 1 --phase solve --shard 3
         sgsbatch logs tiny --phase solve --shard 3 --attempt 1
         sgsbatch logs tiny --phase verify --shard 0 --follow
     """
-    from sgsbatch.ops.logs import choose_log, phase_ended
+    from sgsbatch.ops.logs import choose_log, describe, phase_ended
     from sgsbatch.ops.logs import follow as follow_log
     from sgsbatch.run.handle import existing_run_paths, read_frozen_config
 
     paths = existing_run_paths(runs_dir, run)
     cfg = read_frozen_config(paths)
     choice = choose_log(paths, cfg, round_, phase, shard, attempt)
-    header = f"round {choice.round} {choice.phase} shard {choice.shard} attempt {choice.attempt}/{choice.attempts}"
-    click.echo(f"# {header}", err=True)
+    click.echo(f"# {describe(choice)}", err=True)
     shown = [f for f in choice.files if not (follow and f == choice.live)]
     for f in shown:
         click.echo(f"==> {f} <==")

@@ -401,8 +401,8 @@ class ShardsConfig:
 
     verify = 0: as many verify tasks as solve tasks, verify task i checks solve shard i and starts
     as soon as solve task i is done (aftercorr). verify = k x solve: verify task j checks every
-    verify-th problem of solve shard j mod solve and the verify array starts when the whole solve
-    array is done (afterok): few GPU tasks (one engine start each) with many CPU tasks for Lean.
+    verify-th problem of solve shard j mod solve (`Config.solve_shard_of`) and starts as soon as
+    that solve task is done: few GPU tasks (one engine start each) with many CPU tasks for Lean.
     """
 
     conjecture: int = key(8, "Conjecture tasks per round.")
@@ -552,6 +552,10 @@ class Config:
             return self.shards.verify or self.shards.solve
         count: int = getattr(self.shards, phase)
         return count
+
+    def solve_shard_of(self, verify_shard: int) -> int:
+        """The one solve shard whose proofs verify shard j checks (and the only one it waits for)."""
+        return verify_shard % self.shard_count("solve")
 
     def phases_of_round(self, round_index: int) -> tuple[str, ...]:
         """The phases a round runs: no conjecture/guide without a Conjecturer, init only in round 0."""

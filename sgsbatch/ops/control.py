@@ -6,7 +6,7 @@ it cancels what is left of the run's jobs, clears the failure markers of unfinis
 ends a round whose training is done but whose ending was lost (scheduling/chain.py), and
 resubmits only unfinished work. `cancel` stops every job (or the local driver) and marks the run
 cancelled; nothing recorded is deleted, and `resume` can continue it. `watch` resumes every
-repairable stall (`StallReason.repairable`) until the run ends. All of it goes through the
+repairable stall (`StallReason.repairable`) until the run ends or needs a person. All of it goes through the
 run's `Executor`; nothing here branches on which one it is. `watch` also writes the live alarms
 to TensorBoard (`status` itself is read-only).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +24,7 @@ from typing import Any
 from sgsbatch.config.loading import Origins, load_config, origin_of, parse_override
 from sgsbatch.config.schema import PUBLISHED_CLIP, Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
+from sgsbatch.ops.notify import Event, events
 from sgsbatch.ops.status import RunStatus, run_status
 from sgsbatch.round.alarms import alert_values
 from sgsbatch.round.lifecycle import first_unfinished_round, prepare_round
@@ -311,13 +312,13 @@ def wait(h: RunHandle, poll_s: float | None = None, on_change: Callable[[RunStat
         if on_change and key != last:
             on_change(st)
         last = key
-        if st.state == "stalled":  # a chain hand-over can look stalled for a moment: confirm it
+        if st.state == "stalled" and not st.needs_person:  # a repairable stall: confirm it is not a passing moment
             stalled_since = stalled_since or time.time()
             if time.time() - stalled_since > 3 * poll_s:
                 return st
         else:
             stalled_since = None
-        if st.state in ENDED:
+        if st.state in ENDED or st.needs_person:
             return st
         time.sleep(poll_s)
 
@@ -335,9 +336,13 @@ def watch_step(h: RunHandle) -> tuple[RunStatus, str | None]:
 
 
 def watch(h: RunHandle, interval: float, on_check: Callable[[RunStatus, str | None], None],
-          max_checks: int | None = None, stop: Callable[[], bool] | None = None) -> RunStatus:
-    """Repair the run whenever it stalls repairably, until it ends (or `max_checks` checks, or
-    `stop()` turns true: checked every second between checks); the live alarms go to TensorBoard
+          max_checks: int | None = None, on_event: Callable[[RunStatus, Event], None] | None = None,
+          stop: Callable[[], bool] | None = None, until_person: bool = True) -> RunStatus:
+    """Repair the run whenever it stalls repairably, until it ends, only a person can take it on
+    (`RunStatus.needs_person`: a shard out of retries, failed, cancelled; with `until_person` false,
+    as in the watcher job, it goes on watching for that person's `resume`), `max_checks` checks
+    were made, or `stop()` turns true (checked every second between checks). `on_event` gets every
+    stall and every newly raised alarm (ops/notify.py). The live alarms go to TensorBoard
     (`tb/live_alerts/`, step = the round) whenever they change, so nothing is written while none
     was ever raised and zeros are written when they clear. One watcher per run: it holds the run's
     `watch.lock`, and a second is a RunError naming the first."""
@@ -349,16 +354,21 @@ def watch(h: RunHandle, interval: float, on_check: Callable[[RunStatus, str | No
     with lock:
         checks = 0
         written = alert_values([], ALERT_KINDS)
+        raised: set[Hashable] = set()
         while True:
             h = _fresh(h)  # alarm thresholds and the rest amended with `resume --set` since it started
             st, action = watch_step(h)
             on_check(st, action)
+            for event in events(st, action, raised):
+                if on_event is not None:
+                    on_event(st, event)
             values = alert_values(st.alerts, ALERT_KINDS)
             if values != written:
                 write_live_alerts(h.paths.tb, st.round, values)
                 written = values
             checks += 1
-            if st.state in ENDED or (max_checks is not None and checks >= max_checks):
+            if (st.state in ENDED or (until_person and st.needs_person)
+                    or (max_checks is not None and checks >= max_checks)):
                 return st
             end = time.monotonic() + interval
             while time.monotonic() < end:

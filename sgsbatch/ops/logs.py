@@ -1,16 +1,16 @@
 """Finding and following a run's logs (`sgsbatch logs`) without knowing where the executors put them.
 
-A shard's worker writes its output to `rounds/rNNNN/<phase>/shard_NNNNN.attempt.log` on both
-executors (scheduling/supervisor.py rewrites it at each attempt, so it holds the latest attempt).
-On Slurm, every submission of a shard (the round's `jobs.jsonl`, run/journal.py) also has
-submitit's own stdout/stderr under `slurm/rNNNN/<phase>/<job>_<task>/`: attempt K is the K-th
-submission that covered the shard, and its submitit log holds the tail of that attempt's worker
-output. The local driver's own log is `local/driver.log` (phase `driver`).
+Each start of a shard's worker is an attempt (run/attempts.py): the latest attempt's output is
+`rounds/rNNNN/<phase>/shard_NNNNN.attempt.log`, attempt K's once a later one started
+`shard_NNNNN.attempt-K.log`, on both executors and across `resume`. On Slurm the job that ran an
+attempt also has submitit's own stdout/stderr under `slurm/rNNNN/<phase>/<job>_<task>/` (the
+supervisor's account: every attempt of that job, with the tail of each). The local driver's own
+log is `local/driver.log` (phase `driver`).
 
-Covered: choosing the round/phase/shard/attempt (defaults: the latest round with files, its
-latest phase, the shard when there is only one), listing the valid choices in the error, and
-`follow` (tail until the shard or the phase ends). Not covered: Slurm logs of requeues within one
-job (Slurm reuses the job's log files; they are one attempt here).
+Covered: choosing the round/phase/shard/attempt (defaults: the latest round with files; there
+the shard out of retries if there is one, else the latest phase and its only shard; the latest
+attempt), listing the valid choices in the error, and `follow` (tail until the shard or the
+phase ends). Not covered: runs from before attempts were recorded keep only their latest log.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 from sgsbatch.config.schema import Config
 from sgsbatch.errors import InputError, RunError
 from sgsbatch.run.amendments import shards_at
+from sgsbatch.run.attempts import Attempt, attempt_log, attempts
 from sgsbatch.run.journal import read_journal
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard
@@ -41,6 +42,7 @@ class LogChoice:
     attempts: int
     files: tuple[Path, ...]
     live: Path | None
+    record: Attempt | None = None  # the attempt's start and end (run/attempts.py); None in older runs
 
 
 def _rounds_with_files(paths: RunPaths) -> list[int]:
@@ -55,34 +57,40 @@ def _phase_has_files(paths: RunPaths, r: int, phase: str) -> bool:
     return d.is_dir() and any(d.iterdir())
 
 
-def _submissions(paths: RunPaths, r: int, phase: str, shard: int) -> list[tuple[str, int]]:
-    """(Slurm job id, array task index) of every submission of this shard, oldest first."""
-    out = []
-    for rec in read_journal(paths.jobs_journal(r)):
+def _submitit_logs(paths: RunPaths, r: int, phase: str, job: str) -> list[Path]:
+    """submitit's stdout/stderr of one Slurm job or array task (`123_4`)."""
+    folder = paths.slurm / f"r{r:04d}" / phase / job
+    return sorted(folder.glob("*_log.out")) + sorted(folder.glob("*_log.err"))
+
+
+def _latest_submission(paths: RunPaths, r: int, phase: str, shard: int) -> str | None:
+    """The Slurm array task (`123_4`) of the shard's latest submission (the round's `jobs.jsonl`)."""
+    for rec in reversed(read_journal(paths.jobs_journal(r))):
         shards = [int(s) for s in rec.get("shards", [])]
         if rec.get("phase") == phase and shard in shards:
-            out.append((str(rec["job_id"]), shards.index(shard)))
-    return out
+            return f"{rec['job_id']}_{shards.index(shard)}"
+    return None
 
 
-def _submitit_logs(paths: RunPaths, r: int, phase: str, job: tuple[str, int]) -> list[Path]:
-    folder = paths.slurm / f"r{r:04d}" / phase
-    found: list[Path] = []
-    for name in (f"{job[0]}_{job[1]}", job[0]):  # an array task, or a single job
-        found += sorted((folder / name).glob("*_log.out")) + sorted((folder / name).glob("*_log.err"))
-        if found:
-            break
-    return found
+def failed_shard(paths: RunPaths, cfg: Config, r: int, phase: str | None = None) -> tuple[str, int] | None:
+    """(phase, shard) of round r's first shard out of retries (of `phase` only, when given), or None."""
+    for p in [phase] if phase else cfg.phases_of_round(r):
+        for i in range(shards_at(cfg, paths, r, p)):
+            if Shard(paths.phase_dir(r, p), i).failed_reason() is not None:
+                return p, i
+    return None
 
 
 def choose_log(paths: RunPaths, cfg: Config, r: int | None = None, phase: str | None = None,
                shard: int | None = None, attempt: int | None = None) -> LogChoice:
-    """The log of one shard attempt; an InputError naming the valid choices when one does not exist (exit 2)."""
+    """The log of one shard attempt; an InputError naming the valid choices when one does not exist (exit 2).
+    Defaults: the latest round with files; there, the shard out of retries if one is, else the
+    latest started phase (its only shard); the latest attempt."""
     if phase == DRIVER:
         log = paths.local / "driver.log"
         if not log.exists():
             raise InputError(f"{log} does not exist: the run has no local driver log (executor "
-                             f"{cfg.run.executor}); choose a phase with --phase")
+                           f"{cfg.run.executor}); choose a phase with --phase")
         return LogChoice(r or 0, DRIVER, 0, 1, 1, (log,), log)
     rounds = _rounds_with_files(paths)
     if not rounds:
@@ -91,38 +99,52 @@ def choose_log(paths: RunPaths, cfg: Config, r: int | None = None, phase: str | 
         r = rounds[-1]
     elif r not in rounds:
         raise InputError(f"round {r} has no files in {paths.root / 'rounds'}; rounds that exist: "
-                         f"{', '.join(map(str, rounds))} (0-based)")
+                       f"{', '.join(map(str, rounds))} (0-based)")
     phases = [p for p in cfg.phases_of_round(r) if _phase_has_files(paths, r, p)]
     valid = ", ".join(cfg.phases_of_round(r)) + (f", {DRIVER}" if (paths.local / "driver.log").exists() else "")
+    if phase is not None and phase not in cfg.phases_of_round(r):
+        raise InputError(f"round {r} has no phase {phase!r}; its phases: {valid}")
+    failed = failed_shard(paths, cfg, r, phase) if shard is None else None
+    if failed is not None:
+        phase, shard = failed
     if phase is None:
         if not phases:
             raise RunError(f"round {r} has started no phase yet; phases of round {r}: {valid}")
         phase = phases[-1]
-    elif phase not in cfg.phases_of_round(r):
-        raise InputError(f"round {r} has no phase {phase!r}; its phases: {valid}")
     n = shards_at(cfg, paths, r, phase)
     if shard is None:
         if n > 1:
-            raise InputError(f"round {r} {phase} has {n} shards: choose one with --shard 0..{n - 1}")
+            raise InputError(f"round {r} {phase} has {n} shards and none failed: choose one with --shard 0..{n - 1}")
         shard = 0
     elif not 0 <= shard < n:
         raise InputError(f"round {r} {phase} has no shard {shard}; its shards: 0..{n - 1}")
-    worker_log = paths.phase_dir(r, phase) / f"shard_{shard:05d}.attempt.log"
-    subs = _submissions(paths, r, phase, shard)
-    attempts = max(1, len(subs))
-    k = attempts if attempt is None else attempt
-    if not 1 <= k <= attempts:
-        kept = "1" if attempts == 1 else f"1..{attempts}"
-        raise InputError(f"round {r} {phase} shard {shard} has no attempt {attempt}; attempts with logs: {kept}"
-                         + ("" if subs else " (the local executor keeps the latest attempt's log only)"))
-    files = _submitit_logs(paths, r, phase, subs[k - 1]) if subs else []
-    latest = k == attempts
-    if latest and worker_log.exists():
+    s = Shard(paths.phase_dir(r, phase), shard)
+    tried = attempts(s)
+    count = max(1, len(tried))
+    k = count if attempt is None else attempt
+    if not 1 <= k <= count:
+        kept = "1" if count == 1 else f"1..{count}"
+        raise InputError(f"round {r} {phase} shard {shard} has no attempt {attempt}; attempts: {kept}")
+    # on Slurm, submitit's own log of the job that ran the attempt (its supervisor's account of it)
+    job = tried[k - 1].job if tried else _latest_submission(paths, r, phase, shard)
+    files = _submitit_logs(paths, r, phase, job) if job and job != "local" else []
+    worker_log = attempt_log(s, k, count)
+    if worker_log.exists():
         files.append(worker_log)
     if not files:
         raise RunError(f"round {r} {phase} shard {shard} attempt {k} has written no log yet "
                        f"(looked for {worker_log}); it may still be waiting for a node")
-    return LogChoice(r, phase, shard, k, attempts, tuple(files), worker_log if latest else None)
+    return LogChoice(r, phase, shard, k, count, tuple(files), s.attempt_log if k == count else None,
+                     tried[k - 1] if tried else None)
+
+
+def describe(choice: LogChoice) -> str:
+    """The header `logs` prints: which attempt of how many, and how it ended."""
+    text = f"round {choice.round} {choice.phase} shard {choice.shard} attempt {choice.attempt}/{choice.attempts}"
+    a = choice.record
+    if a is None or a.outcome is None:
+        return text + ("" if a is None else f" (job {a.job}, running or killed with its job)")
+    return text + f" (job {a.job}, {a.outcome}" + (f": {a.error})" if a.error else ")")
 
 
 def phase_ended(paths: RunPaths, cfg: Config, choice: LogChoice) -> bool:

@@ -91,15 +91,17 @@ def _fresh_database(paths: RunPaths, url: str, name: str, external: bool, force:
 
 
 def _restore_jobs(h: RunHandle) -> int:
-    """SlurmJob rows from every round's journal; the newest submission of a (round, phase) is active."""
+    """SlurmJob rows from every round's journal. A submission is active unless a later one of its
+    (round, phase) covers one of its shards (a resubmission after `resume`); a phase's arrays
+    submitted together (verify: one per solve task) cover different shards and stay active."""
     rows = []
     for r in range(h.cfg.run.rounds):
         records = read_journal(h.paths.jobs_journal(r))
-        newest = {rec["phase"]: i for i, rec in enumerate(records)}
         for i, rec in enumerate(records):
+            later = {s for x in records[i + 1:] if x["phase"] == rec["phase"] for s in x["shards"]}
             rows.append(SlurmJob(run_id=h.run_id, round=r, phase=rec["phase"], job_id=rec["job_id"],
                                  shards=json.dumps(rec["shards"]), submitted_at=rec["submitted_at"],
-                                 active=newest[rec["phase"]] == i))
+                                 active=not later & set(rec["shards"])))
     with h.db.write() as s:
         s.add_all(rows)
     return len(rows)

@@ -2,7 +2,8 @@
 
 The database knows what was decided (completed rounds, metrics, cancelled); the shard files know
 what finished; the executor knows what is still alive. A run with unfinished work is `stalled`
-(with a `StallReason`) when a shard ran out of retries, when a job waits on a dependency that can
+(with a `StallReason`) when a shard ran out of retries (its message: one line, the reason's
+exception line and the `logs` command that shows the rest), when a job waits on a dependency that can
 never be satisfied, or when nothing is alive to do the work; otherwise `pending` until its first
 task starts, then `running`. Reads only small tables (no attempts scan), so it stays fast on a
 database of 200 full-scale rounds. Writes nothing.
@@ -23,6 +24,7 @@ from sgsbatch.round.lifecycle import current_phase
 from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
 from sgsbatch.round.timing import run_timing
 from sgsbatch.run import environment
+from sgsbatch.run.attempts import error_line
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import command
 from sgsbatch.run.shards import failed_reason
@@ -72,6 +74,12 @@ class RunStatus:
         """A stall that `sgsbatch resume` repairs as is (what `watch` resumes on its own)."""
         return self.stall is not None and self.stall.repairable
 
+    @property
+    def needs_person(self) -> bool:
+        """Only a person can take the run on: stalled for a reason `resume` alone does not repair (a
+        shard out of retries), failed, or cancelled (`watch` exits 1)."""
+        return self.state in ("failed", "cancelled") or (self.state == "stalled" and not self.repairable)
+
     def to_json(self) -> dict[str, Any]:
         """The `status --json` object: the fields above; `jobs`, `sacct` and `driver_pid` only when known."""
         out: dict[str, Any] = {
@@ -103,6 +111,15 @@ def amendment_summary(h: RunHandle) -> dict[str, Any] | None:
         return None
     return {"count": len(records), "method": sum(r["kind"] == "method" for r in records), "last": records[-1],
             "last_text": describe(records[-1])}
+
+
+def one_line(reason: str) -> str:
+    """A failure reason as one line: reasons are written that way, but a run's older `.failed` markers
+    may hold a whole traceback (then its exception line is kept)."""
+    if "\n" not in reason.strip():
+        return reason.strip()
+    head, _, rest = reason.partition("\n")
+    return f"{head.rstrip(': ')}: {error_line(rest)}"
 
 
 def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatus:
@@ -140,7 +157,8 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
                                 for p in h.cfg.phases_of_round(r))), None)
     if reason:
         st.state, st.stall = "stalled", StallReason.shard_out_of_retries
-        st.message = reason + f"; fix the cause, then `{command('resume', h.paths)}`"
+        st.message = (f"{one_line(reason)}; the whole log: `{command('logs', h.paths)}`; fix the cause, then "
+                      f"`{command('resume', h.paths)}`")
         return st
     if not live:
         return st

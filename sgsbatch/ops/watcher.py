@@ -111,7 +111,7 @@ class WatcherJob:
                 _say(line + (f" -> {action}" if action else ""))
                 last.append(line)
 
-        st = control.watch(h, interval_s, report, stop=stop.is_set)
+        st = control.watch(h, interval_s, report, stop=stop.is_set, until_person=False)
         if st.state in control.ENDED:
             _say(f"run ended ({st.state}); the watcher ends")
             signal.signal(signal.SIGUSR2, signal.SIG_IGN)

@@ -1,8 +1,8 @@
 """Verify phase (CPU array): shard j checks proofs of solve shard j mod solve (see ShardsConfig).
 
-With as many verify as solve tasks, verify task i checks all of solve shard i and starts when solve
-task i is done (aftercorr); with k times as many, each checks every verify-th problem of its solve
-shard, after the whole solve array.
+With as many verify as solve tasks, verify task i checks all of solve shard i; with k times as many,
+each checks every verify-th problem of its solve shard. Either way it starts when that solve
+shard is done (scheduling/slurm.verify_arrays; the local driver likewise), whatever the others do.
 
 All remaining proofs of the shard go to the verifier at once (a pool of one REPL per allotted
 core stays busy); a problem's record is appended to the item log as soon as its last sample has
@@ -32,7 +32,7 @@ def run(task: Task) -> None:
     if task.shard.is_done():
         return
     problems = task.mine(solve_problems(task.cfg, task.paths, task.round))
-    solve_shard = task.shard.index % task.cfg.shard_count("solve")  # verify is a multiple of solve
+    solve_shard = task.cfg.solve_shard_of(task.shard.index)
     solved = Shard(task.paths.phase_dir(task.round, "solve"), solve_shard).read_keys({p.problem_id for p in problems})
     assert all(p.problem_id in solved for p in problems), "verify shard j checks problems of solve shard j mod solve"
     task.shard.set_total(len(problems))

@@ -4,8 +4,10 @@ A task for shard i of a phase appends each finished item to `shard_0000i.partial
 (one line per item, fsynced), so a requeued task skips what it already did. When all items
 are done it writes `shard_0000i.jsonl` atomically (temp file + rename) and then the completion
 marker `shard_0000i.done`, always last. A torn last line of the item log (the task was killed
-mid-write) is ignored. Crashes are counted in `.failures` (survives requeue); a task that ran out
-of retries leaves a `.failed` marker holding the reason. Not covered: what the items mean.
+mid-write) is ignored. Crashes are recorded in `.failures` (survives requeues, and `resume` too:
+it appends a line that starts the count again instead of deleting the history); a task that ran out
+of retries leaves a `.failed` marker holding the reason. Each start of the shard's worker is an
+attempt with a log of its own (run/attempts.py). Not covered: what the items mean.
 """
 
 from __future__ import annotations
@@ -92,6 +94,8 @@ class Shard:
         self.partial = phase_dir / f"{stem}.partial.jsonl"
         self.failures = phase_dir / f"{stem}.failures"
         self.failed_marker = phase_dir / f"{stem}.failed"
+        self.attempts_file = phase_dir / f"{stem}.attempts.jsonl"  # every start and end of its worker
+        self.attempt_log = phase_dir / f"{stem}.attempt.log"  # the latest attempt's worker output
         self.pid_file = phase_dir / f"{stem}.pid"
         self.lock_file = phase_dir / f"{stem}.lock"  # the owning worker's flock (run/lock.py)
         self.started_file = phase_dir / f"{stem}.started"
@@ -203,13 +207,21 @@ class Shard:
         out: dict[str, Any] = read_json(self.marker)
         return out
 
-    def failure_count(self) -> int:
-        return len(self.failures.read_text().splitlines()) if self.failures.exists() else 0
+    def failure_history(self) -> list[dict[str, Any]]:
+        """Every line of the failure log, oldest first: crashes ({"time", "reason", "attempt"}) and the
+        points where `resume` started the count again ({"time", "cleared": true, "failed": reason|None})."""
+        return read_jsonl(self.failures)
 
-    def record_failure(self, reason: str) -> int:
+    def failure_count(self) -> int:
+        """Crashes since the count last started again (what `run.max_task_retries` limits)."""
+        history = self.failure_history()
+        cleared = max((i for i, rec in enumerate(history) if rec.get("cleared")), default=-1)
+        return len(history) - cleared - 1
+
+    def record_failure(self, reason: str, attempt: int | None = None) -> int:
         self.dir.mkdir(parents=True, exist_ok=True)
         with self.failures.open("a", encoding="utf-8") as f:
-            f.write(json.dumps({"time": time.time(), "reason": reason[-2000:]}) + "\n")
+            f.write(json.dumps({"time": time.time(), "reason": reason[-2000:], "attempt": attempt}) + "\n")
         return self.failure_count()
 
     def mark_failed(self, reason: str) -> None:
@@ -245,13 +257,17 @@ class Shard:
         return {"items": len(self.done_items()), "done": self.marker.exists(), "steps": steps, "markers": markers}
 
     def clear_failures(self) -> None:
-        """What `resume` does to an unfinished shard: its crash count starts again; its stops at the
-        time limit are forgotten only if they failed it (a person raised the limit since), so a
-        resume after a mere broken chain still counts towards the no-progress rule."""
-        if self.failed_marker.exists():
+        """What `resume` does to an unfinished shard: its crash count starts again (a line in the failure
+        log; the history stays) and its `.failed` marker goes; its stops at the time limit are
+        forgotten only if they failed it (a person raised the limit since), so a resume after a mere
+        broken chain still counts towards the no-progress rule."""
+        failed = self.failed_reason()
+        if failed is not None:
             self.time_limits.unlink(missing_ok=True)
-        for p in (self.failures, self.failed_marker):
-            p.unlink(missing_ok=True)
+        if failed is not None or self.failure_count():
+            with self.failures.open("a", encoding="utf-8") as f:
+                f.write(json.dumps({"time": time.time(), "cleared": True, "failed": failed}) + "\n")
+        self.failed_marker.unlink(missing_ok=True)
 
 
 def shards(phase_dir: Path, count: int) -> list[Shard]:

@@ -3,7 +3,8 @@
 `start_driver` launches `python -m sgsbatch.scheduling.local RUN_DIR` in its own session; the
 driver runs every unfinished round phase by phase, up to `run.local_workers` shard supervisors
 at once (each retrying its worker like on Slurm), and exits when the run is completed (0), a
-shard ran out of retries (1; the run shows as stalled) or it was told to stop (SIGTERM, as
+shard ran out of retries (1, after the verify shards of the solve shards that did finish ran, as
+on Slurm; the run shows as stalled) or it was told to stop (SIGTERM, as
 `cancel` sends it: the driver sets its stop flag, then signals its process group; the workers
 stop, the supervisors return without counting a failure or starting a new worker, and the driver
 exits 143). Its pid is in `local/driver.pid`; it
@@ -29,7 +30,7 @@ from sgsbatch.round.lifecycle import prepare_round, round_completed
 from sgsbatch.run.handle import RunHandle, open_run_dir
 from sgsbatch.run.lock import LockHeld, OwnerLock, describe, holder
 from sgsbatch.run.paths import RunPaths, command
-from sgsbatch.run.shards import atomic_write_text, unfinished
+from sgsbatch.run.shards import Shard, atomic_write_text, unfinished
 from sgsbatch.scheduling.liveness import Liveness, StallReason
 from sgsbatch.scheduling.supervisor import DONE, FAILED, run_supervised
 
@@ -126,6 +127,8 @@ def stop_driver(paths: RunPaths, wait_s: float = STOP_WAIT_S) -> bool:
 def run_phase(h: RunHandle, r: int, phase: str) -> str:
     cfg = h.refreshed().at(r)  # amended since the driver started: the newest retries, round r's shards
     todo = unfinished(h.paths.phase_dir(r, phase), cfg.shard_count(phase))
+    if phase == "verify":  # a verify shard needs its own solve shard only (one may have failed)
+        todo = [j for j in todo if Shard(h.paths.phase_dir(r, "solve"), cfg.solve_shard_of(j)).is_done()]
     if not todo:
         return DONE
     with ThreadPoolExecutor(max_workers=min(cfg.run.local_workers, len(todo))) as pool:
@@ -163,14 +166,23 @@ def drive(run_dir: Path) -> int:
             if round_completed(h, r):
                 continue
             prepare_round(h, r)
+            failed: list[str] = []
             for phase in h.cfg.phases_of_round(r):
+                if failed and not (phase == "verify" and failed == ["solve"]):
+                    break  # verify still checks the solve shards that finished; nothing later can run
                 result = run_phase(h, r, phase)
                 if _STOPPING.is_set():
                     print(f"sgsbatch local driver: stopped (round {r} {phase})", file=sys.stderr)
                     return 143
-                if result != DONE:
+                if result == FAILED:
+                    failed.append(phase)
+                elif result != DONE:
                     print(f"sgsbatch local driver: round {r} {phase}: {result}", file=sys.stderr)
                     return 1
+            if failed:
+                print(f"sgsbatch local driver: round {r} {', '.join(failed)}: a shard ran out of retries",
+                      file=sys.stderr)
+                return 1
     return 0
 
 

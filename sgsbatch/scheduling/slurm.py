@@ -1,12 +1,15 @@
 """Submitting a round's phases to Slurm through submitit, and asking Slurm what became of them.
 
-A round is a chain of job arrays: [init ->] conjecture -> solve -> verify (aftercorr: verify
-task i starts when solve task i succeeded) -> guide -> train; each afterok on the one before.
-Array task k runs the shard named in the SlurmJob row's `shards` list (a resubmission after
-`resume` covers only unfinished shards, so task k need not be shard k). Every job is
-`--requeue`able and gets SIGUSR2 `signal_delay_s` before its time limit. Submission is
-idempotent per (round, phase): an active job already recorded is reused, so a retried train job
-does not submit the next round twice. SLURM_* variables of the submitting job, a trainer's rank
+A round is a chain of job arrays: [init ->] conjecture -> solve -> verify -> guide -> train;
+each afterok on the one before, except verify: verify shard j waits only for the solve task of
+shard j mod shards.solve (`verify_arrays`), so a solve shard out of retries holds back its own
+verify shards and no others. Array task k runs the shard named in the SlurmJob row's `shards`
+list (a resubmission after `resume` covers only unfinished shards, so task k need not be shard
+k). Every job is `--requeue`able and gets SIGUSR2 `signal_delay_s` before its time limit; a task
+step killed by that signal before its shell could ignore it is requeued by the job script
+(`early_signal_requeue`). Submission is idempotent per (round, phase, shard): a shard covered by
+an active job already recorded is not submitted again, so a retried train job does not submit
+the next round twice. SLURM_* variables of the submitting job, a trainer's rank
 variables (MASTER_PORT, OMP_NUM_THREADS, ...) and its devices (CUDA_VISIBLE_DEVICES) are
 scrubbed so a round submitted from inside a job inherits none of that job's resources. A train
 job over several nodes runs one task per node (`--nodes N --ntasks-per-node 1`). Every
@@ -25,6 +28,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -75,13 +79,19 @@ def clean_env() -> Iterator[None]:
         yield
 
 
-def _active_job(h: RunHandle, r: int, phase: str) -> SlurmJob | None:
+@dataclass(frozen=True)
+class Array:
+    """One job array of a phase: its Slurm job id and the shard each task runs (task k: shards[k])."""
+
+    job_id: str
+    shards: tuple[int, ...]
+
+
+def _active_arrays(h: RunHandle, r: int, phase: str) -> list[Array]:
     with h.db.read() as s:
-        job = s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.round == r,
-                                            SlurmJob.phase == phase, SlurmJob.active)).first()
-        if job is not None:
-            s.expunge(job)
-        return job
+        jobs = s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.round == r,
+                                             SlurmJob.phase == phase, SlurmJob.active)).all()
+        return [Array(j.job_id, tuple(json.loads(j.shards))) for j in jobs]
 
 
 def _parameters(h: RunHandle, r: int, phase: str, n: int, dependency: str | None) -> dict[str, object]:
@@ -109,6 +119,7 @@ def _parameters_for(cfg: Config, r: int, phase: str, n: int, dependency: str | N
             params[key] = getattr(res, key)
     if res.setup:  # slurm.<phase>.setup: shell lines at the top of the job script, before the task starts
         params["setup"] = list(res.setup)
+    params["teardown"] = early_signal_requeue()
     return params
 
 
@@ -120,10 +131,31 @@ def python_command(python: str = sys.executable) -> str:
     have a handler, its default action killed the task: the job FAILED and every dependent job
     could never start. An ignored disposition survives `exec`, so the task starts ignoring it and
     its handlers (submitit's, then the supervisor's) replace SIG_IGN once installed. A signal lost
-    that way costs nothing: a preemption requeues the job after its grace time anyway. Not covered:
-    the few milliseconds between the step's start and the shell's `trap`.
+    that way costs nothing: a preemption requeues the job after its grace time anyway. The few
+    milliseconds between the step's start and the shell's `trap` are covered by the job script's
+    `early_signal_requeue`.
     """
     return f"/bin/sh -c 'trap \"\" USR2; exec \"$0\" \"$@\"' {shlex.quote(python)}"
+
+
+def early_signal_requeue() -> list[str]:
+    """Job-script lines after the task step (submitit's `teardown`): a step that died of SIGUSR2 was
+    signalled in its first milliseconds, before its shell's `trap` (every later SIGUSR2 is ignored
+    or handled, `python_command`): a preemption or a warning it could not see, never a crash of its
+    own. The job requeues itself (as the supervisor does on SIGUSR2) instead of failing, which would
+    leave its dependent jobs waiting for a person. Only the steps get the signal (`--signal=USR2`,
+    not `B:`), so the batch shell running these lines is never the one it kills. Any other exit
+    status is the job's own, unchanged."""
+    died = 128 + int(signal.SIGUSR2)  # srun's exit status for a task killed by SIGUSR2
+    return [
+        "rc=$?  # the task step's exit status",
+        f'if [ "$rc" -eq {died} ]; then  # killed by SIGUSR2 before it could ignore it: run it again',
+        '    task="${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}}"',
+        '    echo "sgsbatch: the task died of SIGUSR2 as it started; requeueing ${task:-$SLURM_JOB_ID}" >&2',
+        '    scontrol requeue "${task:-$SLURM_JOB_ID}" && sleep 600',
+        "fi",
+        'exit "$rc"',
+    ]
 
 
 def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], dependency: str | None,
@@ -155,14 +187,39 @@ def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], depend
     return job_id
 
 
-def dependency(prev: tuple[str, str, bool], phase: str, todo: int, n: int, solve_n: int) -> str:
-    """The sbatch dependency of a phase on the one before (`prev`: job id, phase, covers all its shards).
+def arrays_after(phase: str, todo: list[int], n: int, prev: tuple[str, list[Array]] | None,
+                 cfg: Config) -> list[tuple[list[int], str | None]]:
+    """How to submit shards `todo` of a phase of `n` shards after the phase before (`prev`: its name and
+    arrays; None when it has nothing left to run): (shards, sbatch dependency) per job array.
 
-    Verify task i may start when solve task i is done (aftercorr) only when both arrays are whole
-    and of one size (task i checks solve shard i); otherwise, and for every other phase, afterok.
+    Every phase waits for the whole phase before (afterok on all its arrays) except verify, whose
+    shard j needs one solve shard only (`Config.solve_shard_of`): a solve task out of retries then
+    holds back just its own verify shards (`verify_arrays`)."""
+    if prev is None:
+        return [(todo, None)]
+    if phase == "verify" and prev[0] == "solve":
+        return verify_arrays(todo, n, prev[1], cfg)
+    return [(todo, "afterok:" + ":".join(a.job_id for a in prev[1]))]
+
+
+def verify_arrays(todo: list[int], n: int, solve: list[Array], cfg: Config) -> list[tuple[list[int], str | None]]:
+    """Verify shard j starts when the task of its solve shard j mod solve_n succeeded, never later.
+
+    A whole round (one solve array of every shard, every verify shard to run) is k = n / solve_n
+    arrays of solve_n tasks, array m holding shards m*solve_n .. m*solve_n + solve_n - 1, each
+    `aftercorr` on the solve array (task i waits for solve task i only; one array when verify =
+    solve). A partial one (after `resume`) has one array per solve task it waits for
+    (`afterok:JOB_TASK`), and one without dependency for the shards whose solve shard is done.
     """
-    corr = phase == "verify" and prev[1] == "solve" and prev[2] and todo == n == solve_n and n > 1
-    return f"{'aftercorr' if corr else 'afterok'}:{prev[0]}"
+    solve_n = cfg.shard_count("solve")
+    if len(solve) == 1 and solve[0].shards == tuple(range(solve_n)) and todo == list(range(n)) and solve_n > 1:
+        return [(todo[m:m + solve_n], f"aftercorr:{solve[0].job_id}") for m in range(0, n, solve_n)]
+    task = {shard: f"{a.job_id}_{k}" for a in solve for k, shard in enumerate(a.shards)}
+    groups: dict[str | None, list[int]] = {}
+    for j in todo:
+        t = task.get(cfg.solve_shard_of(j))
+        groups.setdefault(None if t is None else f"afterok:{t}", []).append(j)
+    return [(shards, dep) for dep, shards in groups.items()]
 
 
 def submission_config(h: RunHandle, r: int) -> Config:
@@ -172,9 +229,10 @@ def submission_config(h: RunHandle, r: int) -> Config:
 
 
 def submit_round(h: RunHandle, r: int, only_unfinished: bool = False) -> list[str]:
-    """Submit round r's phases chained by dependencies; phases already active or done are skipped."""
+    """Submit round r's phases chained by dependencies (`arrays_after`); shards already covered by an
+    active job of their phase, and phases done, are skipped. Returns the new job ids."""
     ids = []
-    prev: tuple[str, str, bool] | None = None  # (job id, phase, covers all shards)
+    prev: tuple[str, list[Array]] | None = None  # the phase before: its arrays, active or new
     cfg = submission_config(h, r)
     for phase in cfg.phases_of_round(r):
         n = cfg.shard_count(phase)
@@ -182,14 +240,14 @@ def submit_round(h: RunHandle, r: int, only_unfinished: bool = False) -> list[st
         if not todo:
             prev = None
             continue
-        active = _active_job(h, r, phase)
-        if active is not None:
-            prev = (active.job_id, phase, len(json.loads(active.shards)) == n)
-            continue
-        dep = None if prev is None else dependency(prev, phase, len(todo), n, cfg.shard_count("solve"))
-        job_id = submit_phase(h, r, phase, todo, dep, cfg)
-        ids.append(job_id)
-        prev = (job_id, phase, len(todo) == n)
+        arrays = _active_arrays(h, r, phase)
+        covered = {i for a in arrays for i in a.shards}
+        rest = [i for i in todo if i not in covered]
+        for shards, dep in arrays_after(phase, rest, n, prev, cfg) if rest else []:
+            job_id = submit_phase(h, r, phase, shards, dep, cfg)
+            ids.append(job_id)
+            arrays.append(Array(job_id, tuple(shards)))
+        prev = (phase, arrays)
     return ids
 
 
@@ -401,12 +459,26 @@ def liveness(h: RunHandle, r: int, phase: str, detail: bool = True) -> Liveness:
         # the train job may have submitted the next round between our reads: look once more
         if _active_jobs(h, r + 1):
             return out
+        if _handing_over(h, r):
+            out.message = f"round {r - 1}'s train job is submitting round {r}"
+            return out
         out.state, out.stall = "stalled", StallReason.no_live_job
         out.message = f"no live Slurm job but unfinished work (round {r}, {phase}); run `{command('resume', h.paths)}`"
         return out
     started = any(t.state != "PENDING" for t in live) or h.paths.phase_dir(0, "init").exists()
     out.state = "running" if started else "pending"
     return out
+
+
+def _handing_over(h: RunHandle, r: int) -> bool:
+    """True while round r - 1's train job, which ended its round (the database says round r is
+    current) and submits round r (chain.py), is still in the queue: a hand-over, not a stall."""
+    if r == 0:
+        return False
+    with h.db.read() as s:
+        ids = list(s.exec(select(SlurmJob.job_id).where(SlurmJob.run_id == h.run_id, SlurmJob.round == r - 1,
+                                                        SlurmJob.phase == "train", SlurmJob.active)).all())
+    return bool(ids) and bool(squeue(ids))
 
 
 class SlurmExecutor:

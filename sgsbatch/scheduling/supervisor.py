@@ -1,11 +1,12 @@
 """The task supervisor: runs one shard's worker as a child process, retries crashes, requeues.
 
 Both executors use it. On Slurm it is the function submitit runs in the job; locally the driver
-runs one per shard. A crash (non-zero exit, an exception, `kill -9`) is recorded in the shard's
-failure log (which survives requeues) and the worker is started again, until
-`run.max_task_retries` retries are spent; then the shard gets a `.failed` marker with the reason
-and the supervisor fails, which leaves dependent Slurm jobs never satisfiable: the run shows as
-stalled until `sgsbatch resume`. A worker that exits with REQUEUE_EXIT stopped on SIGUSR2: on
+runs one per shard. Each start of the worker is an attempt with its own log (run/attempts.py).
+A crash (non-zero exit, an exception, `kill -9`) is recorded in the shard's failure log with one
+line of reason (the exception's own line; the traceback stays in the attempt's log) and the
+worker is started again, until `run.max_task_retries` retries are spent; then the shard gets a
+`.failed` marker with the reason and the supervisor fails, which leaves the Slurm jobs that need
+the shard never satisfiable: the run shows as stalled until `sgsbatch resume`. A worker that exits with REQUEUE_EXIT stopped on SIGUSR2: on
 Slurm the supervisor requeues the job (`scontrol requeue`; if Slurm is already requeuing it for
 a preemption that fails harmlessly) and waits to be killed; locally it reports `interrupted`.
 SIGUSR2 is the time limit's warning (`slurm.<phase>.signal_delay_s`) and a preemption's; when
@@ -32,6 +33,8 @@ from pathlib import Path
 from types import FrameType
 
 from sgsbatch.phases.task import REQUEUE_EXIT
+from sgsbatch.run.attempts import CRASHED, STOPPED, end_attempt, error_line, start_attempt
+from sgsbatch.run.attempts import DONE as ATTEMPT_DONE
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard, atomic_write_json, atomic_write_text, read_json
 from sgsbatch.scheduling.ranks import DIST_ENV, DIST_PREFIXES, is_first_task
@@ -101,7 +104,8 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
             return FAILED
         if stopping():
             return INTERRUPTED
-        log = shard.dir / f"shard_{shard_index:05d}.{'attempt' if first else 'node' + os.environ['SLURM_NODEID']}.log"
+        k = start_attempt(shard, slurm_task() or "local") if first else 0
+        log = shard.attempt_log if first else shard.dir / f"shard_{shard_index:05d}.node{os.environ['SLURM_NODEID']}.log"
         with log.open("wb") as out:
             child[:] = [subprocess.Popen(worker_command(run_dir, r, phase, shard_index),
                                          stdout=out, stderr=subprocess.STDOUT, env=worker_env())]
@@ -111,9 +115,16 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
                 child[0].terminate()
             rc = child[0].wait()
         sys.stderr.write(_tail(log, 20000))
+
+        def ended(outcome: str, error: str = "", k: int = k, rc: int = rc) -> None:
+            if first:
+                end_attempt(shard, k, outcome, rc, error)
+
         if stopping():
+            ended(STOPPED)
             return INTERRUPTED
         if stop["term"]:
+            ended(STOPPED)
             # Slurm's own kill at the time limit (the worker did not stop on the warning): count it
             # like a requeue at the limit, so `watch` does not resume a shard that can never finish.
             if on_slurm and first and at_time_limit(paths, phase, end):
@@ -122,8 +133,10 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         if not first:
             return DONE if rc == 0 else INTERRUPTED  # task 0 decides (its ranks see ours end)
         if rc == 0 and shard.is_done():
+            ended(ATTEMPT_DONE)
             return DONE
         if rc == REQUEUE_EXIT or stop["usr2"]:
+            ended(STOPPED)
             if not on_slurm:
                 return INTERRUPTED
             if at_time_limit(paths, phase, end) and _stop_at_time_limit(paths, shard, r, phase):
@@ -131,15 +144,28 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
             requeue_self()
         if on_slurm and rc in (-signal.SIGTERM, -signal.SIGKILL):
             time.sleep(5)  # a job-wide kill (cancel, requeue) reaches the supervisor too: don't count it
-        reason = f"worker exited with {'signal ' + str(-rc) if rc < 0 else 'code ' + str(rc)}: {_tail(log, 1500)}"
-        if rc == 0:
-            reason = "worker exited 0 without writing its completion marker"
-        if shard.record_failure(reason) > max_retries:
+        reason = crash_reason(rc, _tail(log, 20000))
+        ended(CRASHED, reason)
+        if shard.record_failure(reason, k) > max_retries:
             shard.mark_failed(f"round {r} {phase} shard {shard_index} failed {max_retries + 1} times; last: {reason}")
             return FAILED
         if multi_node:
             requeue_self()  # every node starts its ranks again, on a fresh rendezvous port
     return DONE
+
+
+def crash_reason(rc: int, output: str) -> str:
+    """One line: how the worker ended and, for an exit with a code, its exception's own line (the
+    traceback stays in the attempt's log, `sgsbatch logs`)."""
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = "unknown"
+        return f"worker killed by signal {-rc} ({name})"
+    if rc == 0:
+        return "worker exited 0 without writing its completion marker"
+    return f"worker exited with code {rc}: {error_line(output)}"
 
 
 def _stop_at_time_limit(paths: RunPaths, shard: Shard, r: int, phase: str) -> bool:
@@ -231,12 +257,16 @@ def at_time_limit(paths: RunPaths, phase: str, end: float | None) -> bool:
     return time.time() >= end - cfg.phase_resources(phase).signal_delay_s - 120
 
 
+def slurm_task() -> str:
+    """This Slurm array task (`123_4`) or job (`123`); empty off Slurm."""
+    if os.environ.get("SLURM_ARRAY_JOB_ID"):
+        return f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+    return os.environ.get("SLURM_JOB_ID", "")
+
+
 def requeue_self() -> None:
     """Ask Slurm to requeue this job (array task), then wait to be killed by the requeue."""
-    job = os.environ.get("SLURM_JOB_ID", "")
-    if os.environ.get("SLURM_ARRAY_JOB_ID"):
-        job = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}"
-    subprocess.run(["scontrol", "requeue", job], capture_output=True, timeout=60)
+    subprocess.run(["scontrol", "requeue", slurm_task()], capture_output=True, timeout=60)
     deadline = time.time() + 300
     while time.time() < deadline:
         time.sleep(1)

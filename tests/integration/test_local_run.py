@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -41,11 +42,21 @@ def test_local_crash_stalls_then_resume_completes(tmp_path: Path, cli_env: dict[
     proc = sgsbatch(*launch_args(tmp_path, "lc", "run.executor=local", "run.rounds=1", "run.max_task_retries=1"),
                     "--wait", env=env)
     assert proc.returncode == 1
+    assert proc.stdout.count("lc: stalled") == 1, proc.stdout  # `--wait` prints the stall once
     st = status(tmp_path, "lc")
     assert st["state"] == "stalled" and "failed 2 times" in st["message"], st
+    assert "RuntimeError: injected fault" in st["message"] and "\n" not in st["message"]
+    verify = tmp_path / "lc" / "rounds" / "r0000" / "verify"
+    for _ in range(600):  # polls, not a time limit: `--wait` returned at the stall, the driver goes on
+        if (verify / "shard_00001.done").exists():
+            break
+        time.sleep(1)
+    assert (verify / "shard_00001.done").exists() and not (verify / "shard_00000.done").exists()  # as on Slurm
     res = sgsbatch("resume", "lc", "--runs-dir", str(tmp_path), "--wait", env=cli_env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert status(tmp_path, "lc")["state"] == "completed"
+    logs = sgsbatch("logs", "lc", "--runs-dir", str(tmp_path), "--phase", "solve", "--shard", "0", env=cli_env)
+    assert "attempt 3/3" in logs.stderr  # two crashes and the resumed attempt, each with its log
 
 
 def test_more_verify_than_solve_tasks_gives_the_same_round(tmp_path: Path, cli_env: dict[str, str]) -> None:

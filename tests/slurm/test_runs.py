@@ -11,13 +11,15 @@ import random
 import shutil
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from runlib import advised, launch_args, outcome, run_advice, sgsbatch, status
+from helpers import sacct_records
+from runlib import TINY, advised, launch_args, outcome, run_advice, sgsbatch, status
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 # the whole-run comparisons (reference, chaos, local twin, lost database) run 2 rounds of tiny.toml:
@@ -52,6 +54,7 @@ def reference(slurm_cluster: object, runs_root: Path) -> dict[str, Any]:
     proc = sgsbatch(*launch_args(runs_root, "ref", "run.executor=slurm", ROUNDS), "--wait", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (runs_root / "ref" / "wait_s").write_text(str(time.time() - t0))
+    (runs_root / "ref" / "wait_out").write_text(proc.stdout)
     return outcome(runs_root / "ref")
 
 
@@ -68,6 +71,10 @@ def test_wait_is_light_on_the_scheduler(reference: dict[str, Any], runs_root: Pa
 
 
 def test_tiny_run_completes_on_slurm_with_every_phase_working(reference: dict[str, Any], runs_root: Path) -> None:
+    # `--wait` prints a line per change of state: a round's hand-over never read as a stall
+    lines = (runs_root / "ref" / "wait_out").read_text().splitlines()
+    assert not [x for x in lines if ": stalled " in x], lines
+    assert sum(": completed " in x for x in lines) == 1, lines  # the end, printed once
     st = status(runs_root, "ref")
     assert st["state"] == "completed" and st["rounds_completed"] == st["rounds"] == 2
     assert st["simulated"] is True and st["executor"] == "slurm"
@@ -202,21 +209,47 @@ def test_cancelled_pending_job_stalls_the_run_and_resume_completes_it(slurm_clus
 
 def test_crashing_task_is_retried_then_stalls_and_resume_repairs(slurm_cluster: object, runs_root: Path,
                                                                  cli_env: dict[str, str]) -> None:
+    """Solve shard 1 raises every time (verify = 2 x solve): retried, then out of retries. The verify
+    shards of solve shard 0 still finish; the stall reads as one line naming the exception and the
+    `logs` command, `logs RUN` shows that shard's last attempt, `watch` exits 1 and notifies; after
+    `resume` the shard completes and every attempt's log and failure is still there."""
     name = "crash"
     env = {**cli_env, "SGSBATCH_FAULT_INJECT": "conjecture:0:kill9:1,solve:1:raise:99"}
     launch = sgsbatch(*launch_args(runs_root, name, "run.executor=slurm", "run.rounds=1",
-                                   "run.max_task_retries=1"), env=env)
+                                   "run.max_task_retries=1", "shards.verify=4"), env=env)
     assert launch.returncode == 0, launch.stderr
     st = _wait(runs_root, name, until=("stalled", "completed"))
-    assert st["state"] == "stalled", st
-    assert "solve shard 1 failed 2 times" in st["message"] and "injected fault" in st["message"]
+    assert st["state"] == "stalled" and st["stall"] == "shard_out_of_retries", st
+    assert "solve shard 1 failed 2 times" in st["message"] and "RuntimeError: injected fault" in st["message"]
+    assert "\n" not in st["message"] and f"`sgsbatch logs {name} --runs-dir" in st["message"]
     phase_dir = runs_root / name / "rounds" / "r0000"
     assert (phase_dir / "conjecture" / "shard_00000.failures").read_text().count("signal 9") == 1
     assert (phase_dir / "conjecture" / "shard_00000.done").exists()  # the kill -9 was retried and finished
     assert len((phase_dir / "solve" / "shard_00001.failures").read_text().splitlines()) == 2
+    # verify shards 0 and 2 check solve shard 0: they run although solve shard 1 is lost
+    verify = phase_dir / "verify"
+    deadline = time.time() + 600
+    while not all((verify / f"shard_{i:05d}.done").exists() for i in (0, 2)):
+        assert time.time() < deadline, "the verify shards of the finished solve shard never ran"
+        time.sleep(2)
+    assert not any((verify / f"shard_{i:05d}.done").exists() for i in (1, 3))
+    logs = sgsbatch("logs", name, "--runs-dir", str(runs_root), env=cli_env)
+    assert logs.returncode == 0, logs.stderr
+    assert "round 0 solve shard 1 attempt 2/2" in logs.stderr and "crashed" in logs.stderr
+    assert "Traceback" in logs.stdout and "injected fault" in logs.stdout
+    told = runs_root / f"{name}-told.txt"
+    watch = sgsbatch("watch", name, "--runs-dir", str(runs_root), "--interval", "1", "--notify",
+                     f'echo "$SGSBATCH_EVENT $SGSBATCH_STATE" >> {told}', env=cli_env)
+    assert watch.returncode == 1, watch.stdout + watch.stderr  # a person must fix the cause
+    assert told.read_text().split() == ["needs-person", "stalled"]
     res = sgsbatch("resume", name, "--runs-dir", str(runs_root), "--wait", env=cli_env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert status(runs_root, name)["state"] == "completed"
+    logs = sgsbatch("logs", name, "--runs-dir", str(runs_root), "--phase", "solve", "--shard", "1", env=cli_env)
+    assert "attempt 3/3" in logs.stderr and "done" in logs.stderr
+    first = sgsbatch("logs", name, "--runs-dir", str(runs_root), "--phase", "solve", "--shard", "1",
+                     "--attempt", "1", env=cli_env)
+    assert "attempt 1/3" in first.stderr and "injected fault" in first.stdout
 
 
 def test_local_executor_gives_the_same_run(reference: dict[str, Any], runs_root: Path) -> None:
@@ -288,6 +321,36 @@ def test_a_signal_in_a_tasks_first_moments_does_not_fail_it(slurm_cluster: objec
     # tasks of at least three phases were signalled in their first moments (which ones the poll catches
     # depends on the machine's load: a busy squeue can miss the one-task init)
     assert len({p for p, _ in signalled}) >= 3, signalled
+
+
+FIRST_RUN_DIES = """#!/bin/sh
+# stands in for the task's Python: the first run dies of SIGUSR2 at once (a signal that reached the
+# step before its shell's `trap`), a requeued run is the real interpreter
+if [ "${{SLURM_RESTART_COUNT:-0}}" = 0 ]; then
+    exec {python} -c 'import os, signal; signal.signal(signal.SIGUSR2, signal.SIG_DFL); os.kill(os.getpid(), signal.SIGUSR2)'
+fi
+exec {python} "$@"
+"""
+
+
+def test_a_task_killed_by_sigusr2_as_it_starts_is_requeued_not_failed(slurm_cluster: object, tmp_path: Path) -> None:
+    """The job script sgsbatch submits (submitit with `_parameters_for`), its task step killed by
+    SIGUSR2 in its first moment: the script requeues the task and the second run completes, instead
+    of a FAILED job that would leave its dependent jobs waiting for a person."""
+    import submitit
+
+    from sgsbatch.config.loading import load_config
+    from sgsbatch.scheduling.slurm import _parameters_for, python_command
+
+    fake = tmp_path / "python"
+    fake.write_text(FIRST_RUN_DIES.format(python=sys.executable))
+    fake.chmod(0o755)
+    ex = submitit.SlurmExecutor(folder=tmp_path / "%j", max_num_timeout=0, python=python_command(str(fake)))
+    ex.update_parameters(**_parameters_for(load_config(TINY), 0, "init", 1, None))
+    job = ex.submit(sum, [20, 22])
+    assert job.result() == 42  # waits for the job: it ran again after the requeue
+    runs = [r["State"] for r in sacct_records(job.job_id, duplicates=True)]
+    assert runs[-1] == "COMPLETED" and "REQUEUED" in runs[:-1], runs
 
 
 def test_a_shard_that_cannot_finish_within_its_time_limit_stalls_instead_of_looping(

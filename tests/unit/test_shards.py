@@ -37,6 +37,11 @@ def test_failures_are_counted_and_cleared(tmp_path: Path) -> None:
     assert failed_reason(tmp_path, 3) == "gave up" and unfinished(tmp_path, 3) == [0, 1, 2]
     sh.clear_failures()
     assert sh.failure_count() == 0 and sh.failed_reason() is None and failed_reason(tmp_path, 3) is None
+    # the history stays: what `resume` did is one more line, and counting starts after it
+    history = sh.failure_history()
+    assert [x.get("reason") for x in history[:2]] == ["boom", "boom again"]
+    assert history[2]["cleared"] is True and history[2]["failed"] == "gave up"
+    assert sh.record_failure("after resume", attempt=4) == 1 and sh.failure_history()[-1]["attempt"] == 4
 
 
 def test_read_keys_parses_only_the_wanted_records(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""What a round costs (GPU- and CPU-hours from sacct), and how its phases depend on each other.
+"""What a round costs (GPU- and CPU-hours from sacct).
 
 sacct's answers are replaced by lines in its `-P` format (recorded shape: JobID|ElapsedRaw|AllocTRES,
 one line per requeued instance with -D); the real cluster's accounting is exercised by tests/slurm.
@@ -68,13 +68,3 @@ def test_a_round_records_its_cost(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert m["cost/solve/gpu_hours"] == pytest.approx(2.5) and m["cost/verify/cpu_hours"] == pytest.approx(66.0)
     assert m["cost/gpu_hours"] == pytest.approx(4.5) and m["cost/cpu_hours"] == pytest.approx(20 + 66 + 16)
     assert jobs["41"].restarts == 1 and json.loads(jobs["41"].task_states) == {"41_0": "COMPLETED", "41_1": "COMPLETED"}
-
-
-def test_verify_waits_for_its_solve_task_only_when_the_arrays_match() -> None:
-    prev = ("41", "solve", True)
-    assert slurm.dependency(prev, "verify", 64, 64, 64) == "aftercorr:41"
-    assert slurm.dependency(prev, "verify", 64, 64, 8) == "afterok:41"  # verify = 8 x solve
-    assert slurm.dependency(prev, "verify", 3, 64, 64) == "afterok:41"  # a resubmission of some shards
-    assert slurm.dependency(("41", "solve", False), "verify", 64, 64, 64) == "afterok:41"
-    assert slurm.dependency(prev, "verify", 1, 1, 1) == "afterok:41"
-    assert slurm.dependency(("42", "verify", True), "guide", 1, 1, 64) == "afterok:42"

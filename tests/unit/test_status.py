@@ -8,15 +8,18 @@ liveness rules are tested without a cluster; the real-cluster stalls are in test
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from sqlmodel import select
 
 from sgsbatch.cli import main
 from sgsbatch.config.loading import load_config
@@ -29,7 +32,7 @@ from sgsbatch.run.shards import Shard
 from sgsbatch.scheduling import local, slurm
 from sgsbatch.scheduling.liveness import StallReason
 from sgsbatch.scheduling.slurm import TaskState
-from sgsbatch.state.schema import RunState, SlurmJob
+from sgsbatch.state.schema import Round, RunState, SlurmJob
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -164,19 +167,82 @@ def _stalled_by(reason: StallReason, tmp_path: Path, monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("reason", list(StallReason))
 def test_watch_repairs_every_repairable_stall(reason: StallReason, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Through `sgsbatch watch` itself: each stall reason once; resume is recorded, not run."""
+    """Through `sgsbatch watch` itself: each stall reason once; resume is recorded, not run. A stall
+    only a person can fix ends `watch` with exit status 1; `--notify` hears of every stall."""
     h = _stalled_by(reason, tmp_path, monkeypatch)
     assert run_status(h).stall is reason
     resumed: list[str] = []
     monkeypatch.setattr(control, "resume", lambda h, force=False: resumed.append(h.cfg.run.name) or "resumed it")
+    told = tmp_path / "told.txt"
     out = CliRunner().invoke(main, ["watch", reason.value, "--runs-dir", str(tmp_path), "--interval", "0",
-                                    "--max-checks", "1"])
-    assert out.exit_code == 0, out.output
+                                    "--max-checks", "3", "--notify",
+                                    f'echo "$SGSBATCH_EVENT|$SGSBATCH_STATE|$SGSBATCH_RUN|$SGSBATCH_MESSAGE" >> {told}'])
     assert "stalled" in out.output
+    event, state, run, message = told.read_text().splitlines()[0].split("|", 3)
+    assert (state, run) == ("stalled", reason.value) and message.startswith(run_status(h).message)
     if reason.repairable:
-        assert resumed == [reason.value] and "resumed it" in out.output
+        assert out.exit_code == 0, out.output
+        assert resumed == [reason.value] * 3 and "resumed it" in out.output
+        assert event == "stall" and message.endswith("[watch: resumed it]")
+        assert out.output.count(f"{reason.value}: stalled") == 3  # a line per action taken
     else:
-        assert resumed == [] and "resumed it" not in out.output
+        assert out.exit_code == 1, out.output  # a person must fix the cause: watch ends at once
+        assert resumed == [] and "resumed it" not in out.output and event == "needs-person"
+        assert len(told.read_text().splitlines()) == 1
+
+
+def test_watch_prints_a_line_per_change_and_notifies_each_new_alarm(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    h = _run(tmp_path, "slurm")
+    _add_job(h, 0, "init", "11", [0])
+    _slurm_answers(monkeypatch, [TaskState("11", "RUNNING", "None")])
+    alarms = itertools.cycle([[], [{"metric": "alerts/stuck_shards", "shard": 3, "message": "shard 3 made no progress"}]])
+    real = control.run_status
+    monkeypatch.setattr(control, "write_live_alerts", lambda *a: None)  # tested in test_status_watch.py
+    monkeypatch.setattr(control, "run_status", lambda h, detail=True: _with_alerts(real(h, detail=detail), next(alarms)))
+    told = tmp_path / "told.txt"
+    out = CliRunner().invoke(main, ["watch", "st", "--runs-dir", str(tmp_path), "--interval", "0", "--max-checks",
+                                    "6", "--notify", f'echo "$SGSBATCH_EVENT $SGSBATCH_MESSAGE" >> {told}'])
+    assert out.exit_code == 0, out.output
+    assert out.output.count("st: running") == 1  # the state never changed: printed once
+    assert told.read_text().splitlines() == ["alarm alerts/stuck_shards: shard 3 made no progress"] * 3
+    bad = CliRunner().invoke(main, ["watch", "st", "--runs-dir", str(tmp_path), "--interval", "0", "--max-checks",
+                                    "2", "--notify", "exit 3"])
+    assert bad.exit_code == 0 and "the --notify command exited with code 3" in bad.output
+
+
+def _with_alerts(st: Any, alerts: list[dict[str, Any]]) -> Any:
+    st.alerts = alerts
+    return st
+
+
+def test_a_failed_shard_reads_as_one_line_with_the_logs_command(tmp_path: Path) -> None:
+    h = _run(tmp_path, "local")
+    tb = "worker exited with code 1: Traceback (most recent call last):\n  File \"x.py\", line 1\n    boom()\nValueError: bad"
+    Shard(h.paths.phase_dir(0, "init"), 0).mark_failed(f"round 0 init shard 0 failed 3 times; last: {tb}")
+    st = run_status(h)
+    assert "\n" not in st.message and "ValueError: bad" in st.message and "File" not in st.message
+    assert "`sgsbatch logs st --runs-dir" in st.message and "then `sgsbatch resume st" in st.message
+    assert st.needs_person and not st.repairable
+
+
+def test_a_round_hand_over_is_not_a_stall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 0's train job ended its round (the database says round 1 is current) and is still
+    submitting round 1: running, not stalled; once it left the queue with nothing submitted, stalled."""
+    h = _run(tmp_path, "slurm")
+    _add_job(h, 0, "train", "19", [0])
+    with h.db.write() as s:
+        row = s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == 0)).one()
+        row.state = "completed"
+        s.add(row)
+    queue = [TaskState("19_0", "RUNNING", "None")]
+    monkeypatch.setattr(slurm, "squeue", lambda ids: [t for t in queue if t.job_id.split("_")[0] in ids])
+    monkeypatch.setattr(slurm, "sacct", lambda ids: None)
+    st = run_status(h)
+    assert (st.round, st.state, st.stall) == (1, "running", None) and "submitting round 1" in st.message
+    queue.clear()
+    st = run_status(h)
+    assert (st.state, st.stall) == ("stalled", StallReason.no_live_job)
 
 
 def test_watch_really_restarts_a_dead_local_driver(tmp_path: Path) -> None:
