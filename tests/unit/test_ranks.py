@@ -124,7 +124,7 @@ def test_a_round_submitted_from_a_train_job_inherits_none_of_its_resources(monke
                  "DS_ACCELERATOR": "cpu", "LOCAL_RANK": "1", "HOME_SITE": "kept", "SUBMITIT_EXECUTOR": "slurm",
                  "SLURMD_NODENAME": "n1"}.items():
         monkeypatch.setenv(k, v)
-    with slurm._clean_env():
+    with slurm.clean_env():
         seen = dict(os.environ)
     for k in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MASTER_PORT", "DS_ACCELERATOR", "LOCAL_RANK",
               "SUBMITIT_EXECUTOR", "SLURMD_NODENAME"):
