@@ -731,7 +731,7 @@ def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conj
 @click.option("--force", is_flag=True, help="Replace a non-empty --out.")
 @click.option("--push-to-hub", "repo", default=None, metavar="REPO",
               help="Also upload it to this Hugging Face dataset repo, config by config, then the card "
-                   "(needs HF_TOKEN or `huggingface-cli login`).")
+                   "(needs HF_TOKEN or `hf auth login`).")
 @_clean_errors
 def export(run: str, runs_dir: str, out_dir: Path, force: bool, repo: str | None) -> None:
     """Write RUN's solved store and every unique conjecture (lineage, proof) as a Hugging Face dataset.
