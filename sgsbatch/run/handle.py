@@ -223,7 +223,7 @@ def _refuse_drift(paths: RunPaths, cfg: Config, run: Run) -> None:
                    f"launched with: restore it with `{command('rebuild', paths, '--restore-config', '--force')}`, "
                    f"then change what may change with `{command('resume', paths, '--set', 'KEY=VALUE')}` (e.g. "
                    f"`--set run.rounds=N`, `--set slurm.solve.time_min=N`; a change of method such as shards.* "
-                   f"with `--method-change --from-round N`; README: Amending a live run)")
+                   f"with `--method-change --from-round N`; docs/operating.md: Amending a live run)")
 
 
 def is_run_dir(path: Path) -> bool:
