@@ -24,7 +24,7 @@ from runlib import REPO, status
 
 pytestmark = [pytest.mark.slurm]
 
-SKIPPED = ["./setup.sh --gpu", "./setup.sh --lean", "hf download deepseek-ai/DeepSeek-Prover-V2-7B",
+SKIPPED = ["./setup.sh --gpu --lean", "hf download deepseek-ai/DeepSeek-Prover-V2-7B",
            "hf download LukeBailey181Pub/dspv2_guide", 'tensorboard --logdir "$SGSBATCH_RUNS_DIR"']
 
 
