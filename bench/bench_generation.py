@@ -15,7 +15,7 @@ Reported: generated tokens/s of each, (b)/(a) (target >= 0.8) and (b)/(c) (the s
     .venv/bin/python bench/bench_generation.py --prompts 64 --per-item-prompts 16 --quick
 
 The per-item path is measured on `--per-item-prompts` prompts (it is slow) and compared per token.
-Not covered: vLLM (GPU only; see tests/gpu and the README for what to run there).
+Not covered: vLLM (GPU only; see tests/gpu and docs/development.md for what to run there).
 """
 
 from __future__ import annotations

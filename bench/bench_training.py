@@ -15,7 +15,7 @@ and, for 1 rank, the seconds from a SIGUSR2 (sent mid-step) to the committed che
     .venv/bin/python bench/bench_training.py                  # defaults
     .venv/bin/python bench/bench_training.py --examples 32 --quick
 
-Not covered: GPUs, bf16, gradient checkpointing (see tests/gpu and the README).
+Not covered: GPUs, bf16, gradient checkpointing (see tests/gpu and docs/development.md).
 """
 
 from __future__ import annotations

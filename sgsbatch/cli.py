@@ -218,7 +218,7 @@ def resume(run: str, runs_dir: str, force: bool, wait_: bool, overrides: tuple[s
         sgsbatch resume tiny --set slurm.solve.time_min=960 --set slurm.solve.partition=gpu2
         sgsbatch resume tiny --set shards.solve=128 --method-change --from-round 12
 
-    Every amendment is kept in the run's history (`status`, `report`; README: Amending a live run).
+    Every amendment is kept in the run's history (`status`, `report`; docs/operating.md: Amending a live run).
     """
     from sgsbatch.ops import control
     from sgsbatch.ops.amend import amend

@@ -1,6 +1,6 @@
 """Typed errors. The library raises these; the CLI turns them into clean messages and exit codes.
 
-One exit-code table for every command (README: Exit codes; tests/unit/test_exit_codes.py walks
+One exit-code table for every command (docs/operating.md: Exit codes; tests/unit/test_exit_codes.py walks
 every command with a bad input):
 
     0    ok

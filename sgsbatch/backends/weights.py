@@ -38,7 +38,7 @@ def resolve_weights(model: str | Path) -> Path:
             return Path(snapshot_download(str(model)))
     except Exception as e:  # offline, unknown id
         raise FileNotFoundError(f"weights {model!r}: not a directory, and not in the Hugging Face cache "
-                                f"({e}); download them first (huggingface-cli download {model})") from e
+                                f"({e}); download them first (hf download {model})") from e
 
 
 def _link_or_copy(src: str, dst: str) -> None:

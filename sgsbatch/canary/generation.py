@@ -70,7 +70,7 @@ def check_role(cfg: Config, role: str, targets: Sequence[Target], threads: int) 
         source = resolve_weights(model)
     except FileNotFoundError as e:
         return [failed(comp, "weights", e, f"models.{role}: download it where compute nodes can read it "
-                                           f"(huggingface-cli download {model}) or give a local path")], []
+                                           f"(hf download {model}) or give a local path")], []
     scratch = cfg.phase_resources(PHASE_OF[role]).scratch
     t0 = time.perf_counter()
     weights = local_weights(source, scratch)

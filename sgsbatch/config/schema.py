@@ -474,7 +474,7 @@ class SlurmConfig:
         default_factory=lambda: SlurmPhaseConfig(cpus=33, mem="128G", time_min=480, array_parallelism=128)
     )
     guide: SlurmPhaseConfig = field(default_factory=lambda: _gpu(1, 8, "64G", 240))
-    # 600 s of warning: a ZeRO-2 checkpoint of a 7B model with Adam states is ~100 GB (README: sizing)
+    # 600 s of warning: a ZeRO-2 checkpoint of a 7B model with Adam states is ~100 GB (docs/engines.md: sizing)
     train: SlurmPhaseConfig = field(
         default_factory=lambda: SlurmPhaseConfig(gpus=8, cpus=64, mem="800G", time_min=720, signal_delay_s=600)
     )

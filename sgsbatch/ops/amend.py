@@ -144,7 +144,7 @@ def amend(h: RunHandle, overrides: Sequence[str], *, method_change: bool = False
         kind, why = classify(key)
         if kind is None and not any(k.startswith(key + ".") for k in (*OPERATIONAL_KEYS, *METHOD_KEYS)):
             raise ConfigError(f"--set {text}", key, f"cannot change after launch: {why}; launch a new run "
-                              f"(README: Amending a live run lists what can change)")
+                              f"(docs/operating.md: Amending a live run lists what can change)")
     origins: Origins = {}
     raw = apply_overrides(to_dict(h.cfg), overrides, Path.cwd(), origins)
     cfg: Config = build(Config, raw, "--set")
@@ -158,7 +158,7 @@ def amend(h: RunHandle, overrides: Sequence[str], *, method_change: bool = False
         where = origin_of(origins, key, "--set")
         if kind is None:
             raise ConfigError(where, key, f"cannot change after launch: {why}; launch a new run "
-                                          f"(README: Amending a live run lists what can change)")
+                                          f"(docs/operating.md: Amending a live run lists what can change)")
         if kind == amendments.METHOD:
             if not method_change:
                 first = first_unstarted_round(h)

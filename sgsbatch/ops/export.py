@@ -191,7 +191,7 @@ def push_to_hub(out: Path, repo: str) -> None:
     """Upload the exported configs, then the card, to the dataset repo `repo`; a clear error without a token."""
     token = hub_token()
     if token is None:
-        raise RunError(f"--push-to-hub {repo}: no Hugging Face token (set HF_TOKEN or run `huggingface-cli login`); "
+        raise RunError(f"--push-to-hub {repo}: no Hugging Face token (set HF_TOKEN or run `hf auth login`); "
                        f"the dataset is on disk in {out}")
     card = out / "README.md"
     declared = [c for c in CONFIGS if card.is_file() and f"- config_name: {c}\n" in card.read_text(encoding="utf-8")]

@@ -109,7 +109,7 @@ def metrics(runs: tuple[str, ...], runs_dir: str, fmt: str, patterns: tuple[str,
     """Print every metric of each RUN from its database: one row per run, round and metric.
 
     Columns: run, round (0-based), metric, value, and the round's start and end (epoch seconds;
-    empty while not recorded). The metric names are TensorBoard's (README: The algorithm).
+    empty while not recorded). The metric names are TensorBoard's (docs/algorithm.md: Metrics).
 
     \b
     Examples:

@@ -228,7 +228,7 @@ def _refuse_drift(paths: RunPaths, cfg: Config, run: Run) -> None:
         advice.append(f"then make the change as an amendment: `{command('resume', paths, *sets)}`")
     if method:
         advice.append(f"{', '.join(method)} change the method: after restoring, amend them with resume --set and "
-                      "--method-change --from-round (a round not yet started; README: Amending a live run)")
+                      "--method-change --from-round (a round not yet started; docs/operating.md: Amending a live run)")
     if refused:
         advice.append(f"{', '.join(refused)} cannot change on a live run: launch a new run for that")
     raise RunError(f"{paths.config} was edited after launch ({'; '.join(changes)}); a run keeps the config it was "

@@ -235,13 +235,13 @@ def _check_models(cfg: Config, phases: list[str], rep: Report) -> None:
             rep.problems.append(Problem(key, f"{name!r}{also} is not in the Hugging Face cache ({cache}), and compute "
                                              "nodes are often offline: check the spelling"
                                              + (f" (the cache has {near[0]!r})" if near else "")
-                                             + f", download it on a login node (`huggingface-cli download {name}`, "
+                                             + f", download it on a login node (`hf download {name}`, "
                                              f"with HF_HUB_CACHE/HF_HOME as the jobs will have them), or set {key} to "
                                              "a local directory"))
             continue
         why = _weights_problem(Path(hit).parent)
         if why:
             rep.problems.append(Problem(key, f"{name!r}{also} is only partly in the Hugging Face cache: {why}; finish "
-                                             f"the download on a login node (`huggingface-cli download {name}`)"))
+                                             f"the download on a login node (`hf download {name}`)"))
         else:
             rep.checked.append(f"{key}: {name} in the Hugging Face cache ({Path(hit).parent})")

@@ -70,7 +70,7 @@ def test_unknown_environment_is_a_system_error(transcripts: Path, tmp_path: Path
     """The reference counts a proof answered this way as correct (sgs/verification/prover/lean/verifier.py
     `verify_lean4_file_kimina`, :543 `result = json.loads(outputs.stdout)` has no "messages", so :567 `result["pass"] =
     not result["errors"]` and `complete` are True); here it is a system error (retried, then `error`, never
-    `verified`): a row of the README's differences table."""
+    `verified`): a row of docs/algorithm.md's differences table."""
     repl = _replay(transcripts / "unknown_environment.in", tmp_path)
     try:
         with pytest.raises(R.ReplSystemError) as e:

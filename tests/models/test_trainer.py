@@ -210,7 +210,7 @@ def test_a_role_with_nothing_to_train_carries_hub_weights(tiny_dir: Path, tmp_pa
                     state_dir=tmp_path / "s1")
     assert trained.steps == 1 and _digest(tmp_path / "r1") != _digest(tiny_dir)
     assert _digest(tmp_path / "r0") == _digest(tiny_dir)  # training the next round did not write through a link
-    with pytest.raises(FileNotFoundError, match="huggingface-cli download org/missing"):
+    with pytest.raises(FileNotFoundError, match="hf download org/missing"):
         train("org/missing", tmp_path / "r2", [], TrainSettings(), state_dir=tmp_path / "s2")
 
 

@@ -2,7 +2,7 @@
 
 Every `import` and `from ... import` of an `sgsbatch` module counts, at module level or inside a
 function (a lazy import is still a dependency). `LAYERS` lists the layers, lowest first: a module
-may import its own layer and the ones below it. The README's design section describes the same.
+may import its own layer and the ones below it. docs/design.md describes the same.
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ def test_a_misspelt_hub_id_is_reported_with_the_cached_near_miss(ready: ReadyMac
     msg = str(rep.problems[0])
     assert "'deepseek-ai/DeepSeek-Prover-V2-7X' is not in the Hugging Face cache" in msg
     assert "(the cache has 'deepseek-ai/DeepSeek-Prover-V2-7B')" in msg
-    assert "huggingface-cli download deepseek-ai/DeepSeek-Prover-V2-7X" in msg and "models.solver to a local" in msg
+    assert "hf download deepseek-ai/DeepSeek-Prover-V2-7X" in msg and "models.solver to a local" in msg
 
 
 def test_an_uncached_hub_id_names_every_key_that_uses_it(ready: ReadyMachine, tmp_path: Path,
