@@ -318,3 +318,13 @@ def test_each_family_objective_trains_one_step(tiny_dir: Path, tmp_path: Path) -
         assert 0.0 < res.clip_high_fraction < 1.0 and res.clip_low_fraction == 0.0
         assert res.clip_fraction == res.clip_high_fraction
         assert res.seq_ratio_mean > 1.0 and res.sampler_kl > 0.0
+
+
+def test_a_step_of_zero_advantage_samples_runs_a_dummy_micro_batch(tiny_dir: Path, tmp_path: Path) -> None:
+    """GRPO keeps uniform groups (advantage 0): no forward for them; a step holding only them still steps."""
+    ex = _family_examples(9)
+    zero = [Example(e.prompt_ids, e.completion_ids, 0.0, group=5, sampler_logprobs=e.sampler_logprobs) for e in ex[:2]]
+    settings = TrainSettings(lr=1e-3, batch_size=2, objective="grpo", threads=1)
+    res = train(tiny_dir, tmp_path / "o", ex + zero, settings, state_dir=tmp_path / "s")
+    assert (res.steps, res.sequences) == (3, 6)
+    assert res.tokens == sum(len(e.completion_ids) for e in ex)  # the zero group's tokens were not run
