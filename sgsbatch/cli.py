@@ -139,9 +139,8 @@ def _wait(h: Any) -> None:
     """`--wait`: a status line at every change; exit 0 only when the run completed, 130 on Ctrl-C."""
     from sgsbatch.ops import control
 
-    with console.run_goes_on(h.paths, "stopped waiting"):
+    with console.run_goes_on(h.paths, "stopped waiting"):  # a line per change: the last one is the run's end
         st = control.wait(h, on_change=lambda s: click.echo(console.status_line(s.to_json())))
-    click.echo(console.status_line(st.to_json()))
     sys.exit(EXIT_OK if st.state == "completed" else EXIT_FAILED)
 
 

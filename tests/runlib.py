@@ -101,6 +101,21 @@ def advised(message: str) -> list[list[str]]:
     return out
 
 
+INFORMATIONAL = ("logs", "status", "proofs")  # commands that show, never change, a run
+
+
+def repair_steps(message: str) -> list[list[str]]:
+    """What an operator does with a message, in order: the commands that show the run (`logs`, ...),
+    then the steps before a resume (`rebuild --restore-config`, ...), then the first `resume` it
+    advises (a message may offer several alternatives: `--set run.allow_env_drift=true`, or fix the
+    cause and `resume`; the first is the one it leads with)."""
+    commands = advised(message)
+    show = [c for c in commands if c[1] in INFORMATIONAL]
+    before = [c for c in commands if c[1] not in INFORMATIONAL and c[1] != "resume"]
+    resume = [c for c in commands if c[1] == "resume"][:1]
+    return show + before + resume
+
+
 def run_advice(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """Run an advised command as printed (`sgsbatch` is this checkout's CLI)."""
     assert argv[0] == "sgsbatch", argv

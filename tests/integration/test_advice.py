@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runlib import TINY, advised, run_advice, sgsbatch, status  # noqa: E402
+from runlib import TINY, advised, repair_steps, run_advice, sgsbatch, status  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ def wait_for(runs: Path, name: str, states: tuple[str, ...], deadline_s: float =
 
 def repair_and_complete(runs: Path, name: str, message: str, env: dict[str, str], expect: int = 1) -> list[str]:
     """Run every command `message` advises, in order; then the run must complete. Returns their outputs."""
-    commands = advised(message)
+    commands = repair_steps(message)
     assert len(commands) >= expect, f"no command advised in {message!r}"
     outs = []
     for argv in commands:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from helpers import sacct_records
-from runlib import TINY, advised, launch_args, outcome, run_advice, sgsbatch, status
+from runlib import TINY, launch_args, outcome, repair_steps, run_advice, sgsbatch, status
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 # the whole-run comparisons (reference, chaos, local twin, lost database) run 2 rounds of tiny.toml:
@@ -201,9 +201,9 @@ def test_cancelled_pending_job_stalls_the_run_and_resume_completes_it(slurm_clus
     subprocess.run(["scancel", victim[0]], check=True)
     st = _wait(runs_root, name, until=("stalled", "completed"))
     assert st["state"] == "stalled", st
-    (repair,) = advised(st["message"])  # the command the message advises, run as printed (issue 28)
-    res = run_advice(repair, dict(os.environ))
-    assert res.returncode == 0, res.stdout + res.stderr
+    for step in repair_steps(st["message"]):  # what the message advises, run as printed (issue 28)
+        res = run_advice(step, dict(os.environ))
+        assert res.returncode == 0, res.stdout + res.stderr
     assert _wait(runs_root, name, until=("completed", "stalled"))["state"] == "completed"
 
 
@@ -377,8 +377,9 @@ def test_a_shard_that_cannot_finish_within_its_time_limit_stalls_instead_of_loop
     assert st["state"] == "stalled" and st["stall"] == "shard_out_of_retries", st
     assert "round 0 verify shard 0 reached its time limit twice without finishing a new item" in st["message"]
     # the advised repair, run as printed (issue 28), once the hang is gone: a longer limit, and the run completes
-    (repair,) = advised(st["message"])
-    assert "slurm.verify.time_min=2" in repair, repair
-    assert (res := run_advice(repair, cli_env)).returncode == 0, res.stdout + res.stderr
+    steps = repair_steps(st["message"])
+    assert "slurm.verify.time_min=2" in steps[-1], steps
+    for step in steps:
+        assert (res := run_advice(step, cli_env)).returncode == 0, res.stdout + res.stderr
     st = _wait(runs_root, name, until=("completed", "stalled", "failed"))
     assert st["state"] == "completed", st
