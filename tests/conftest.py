@@ -27,6 +27,7 @@ def cli_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
     env.pop("SGSBATCH_FAULT_INJECT", None)
+    env.pop("SGSBATCH_FAULT_INJECT_RANK", None)
     return env
 
 
