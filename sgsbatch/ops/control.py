@@ -221,15 +221,23 @@ def start(h: RunHandle) -> None:
 
 
 @contextmanager
+def _owning(h: RunHandle, name: str, refusal: Callable[[str], str]) -> Iterator[None]:
+    """Hold the run's `name` lock (run/lock.py) for the block; a live holder is a RunError, `refusal`
+    of its description."""
+    try:
+        lock = OwnerLock(h.paths.root / name).acquire()
+    except LockHeld as e:
+        raise RunError(refusal(describe(e.holder))) from None
+    with lock:
+        yield
+
+
+@contextmanager
 def controlling(h: RunHandle) -> Iterator[None]:
     """One command at a time changes a run (`cancel`, `resume`): a second one, from any host that
     shares the run directory, is refused naming the first (run/lock.py)."""
-    try:
-        lock = OwnerLock(h.paths.root / "control.lock").acquire()
-    except LockHeld as e:
-        raise RunError(f"another sgsbatch command ({describe(e.holder)}) is changing run {h.cfg.run.name} "
-                       "right now; wait for it to end, then try again") from None
-    with lock:
+    with _owning(h, "control.lock", lambda who: f"another sgsbatch command ({who}) is changing run "
+                                                f"{h.cfg.run.name} right now; wait for it to end, then try again"):
         yield
 
 
@@ -346,12 +354,8 @@ def watch(h: RunHandle, interval: float, on_check: Callable[[RunStatus, str | No
     (`tb/live_alerts/`, step = the round) whenever they change, so nothing is written while none
     was ever raised and zeros are written when they clear. One watcher per run: it holds the run's
     `watch.lock`, and a second is a RunError naming the first."""
-    try:
-        lock = OwnerLock(h.paths.root / "watch.lock").acquire()
-    except LockHeld as e:
-        raise RunError(f"run {h.cfg.run.name} is already watched by {describe(e.holder)}; one watcher is "
-                       "enough (two would resume the same stall twice)") from None
-    with lock:
+    with _owning(h, "watch.lock", lambda who: f"run {h.cfg.run.name} is already watched by {who}; one watcher "
+                                              "is enough (two would resume the same stall twice)"):
         checks = 0
         written = alert_values([], ALERT_KINDS)
         raised: set[Hashable] = set()
