@@ -118,6 +118,9 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
         from sgsbatch.ops.progress import projection_text
 
         click.echo(projection_text(p.cfg))
+        from sgsbatch.ops.plan import make_plan, plan_text
+
+        click.echo(plan_text(make_plan(p.cfg, p.targets, str(config))))
         from sgsbatch.canary.record import clearance, needs_canary
 
         if p.executor == "slurm" and needs_canary(p.cfg):
@@ -133,6 +136,37 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
     click.echo(f"follow it with `{command('status', h.paths)}`")
     if wait_:
         _wait(h)
+
+
+@main.command("plan")
+@click.argument("config", type=click.Path(path_type=Path))
+@set_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: phases, round, run, figures, advice.")
+@site_option
+@new_runs_dir_option
+@clean_errors
+def plan_command(config: Path, overrides: tuple[str, ...], as_json: bool, site: Path | None,
+                 runs_dir: str | None) -> None:
+    """Project CONFIG's run before launch: wall time, GPU- and CPU-hours per phase and round, the run's days.
+
+    Work a round comes from the config (targets, samples, conjectures, shards, resources), speed
+    from the [projection] figures (published; a passed canary's measurements where it ran the
+    same models, engine, verifier, trainer and resources). The round's phases run one after
+    another; the advice names the `--set shards.<phase>=N` that shortens the longest one within
+    projection.gpu_budget (verify: projection.cpu_budget). Nothing is checked or created:
+    `launch --dry-run` prints the same after its pre-flight.
+
+    \b
+    Examples:
+        sgsbatch plan jobs/sgs.toml
+        sgsbatch plan jobs/sgs.toml --set projection.gpu_budget=16
+        sgsbatch plan jobs/sgs.toml --set shards.solve=16 --json
+    """
+    from sgsbatch.ops.control import load_for_command
+    from sgsbatch.ops.plan import make_plan, plan_json, plan_text
+
+    p = make_plan(load_for_command(config, overrides, site, runs_dir), where=str(config))
+    click.echo(json.dumps(plan_json(p), sort_keys=True) if as_json else plan_text(p))
 
 
 def _wait(h: Any) -> None:

@@ -104,14 +104,16 @@ def check_role(cfg: Config, role: str, targets: Sequence[Target], threads: int) 
     finally:
         gen.close()
     rows.append(Row(comp, "engine start", True, f"{gen.stats.engine or g.backend}, tp={g.tensor_parallel_size}: "
-                                                f"{started:.1f} s"))
+                                                f"{started:.1f} s", measures={"model_load_s": started}))
     texts = [s.text for o in outs for s in o.samples]
     tokens = sum(len(s.token_ids) for o in outs for s in o.samples)
     secs = gen.stats.generate_s or 1e-9
     ok = len(texts) == len(messages) and all(len(s.token_ids) > 0 for o in outs for s in o.samples)
     rows.append(Row(comp, "generate", ok, f"{len(texts)} samples, {tokens} tokens, {tokens / secs:.1f} tokens/s; "
                                           f"memory {memory}", "" if ok else f"models.{role} / generation.*: the "
-                                                                               "engine returned empty samples"))
+                                                                               "engine returned empty samples",
+                    measures={"decode_tokens_per_s_per_gpu": tokens / secs / max(1, g.tensor_parallel_size),
+                              "sequences": float(len(texts))}))
     return rows, texts
 
 

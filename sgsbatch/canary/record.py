@@ -2,9 +2,13 @@
 
 A result holds the fingerprint (`fingerprint`: every section of the config that decides what the
 jobs load and run, i.e. all but `run`, `canary` and the bookkeeping sections `alerts`, `report`,
-`scaling`, `records`, `checkpoints`), the environment the jobs ran in (the packages of
+`scaling`, `records`, `checkpoints`, `projection`), the environment the jobs ran in (the packages of
 run/environment.MATTERS and Python), the site (Slurm's ClusterName), the time and every row.
-`<fingerprint>.json` holds the latest result, `history.jsonl` every one. `clearance(cfg)` says
+`<fingerprint>.json` holds the latest result, `history.jsonl` every one. A result also holds the
+`throughput_key` (the sections that decide how fast the jobs run: models, engine, verifier,
+trainer, resources) and its rows their measured numbers (`Row.measures`): `measured(runs_dir, cfg)`
+finds the latest passed canary a projection of `cfg` may read (ops/plan.py), also one of another
+shard count or algorithm setting. `clearance(cfg)` says
 whether a launch of `cfg` may go ahead: a passed canary of the same fingerprint, run in the same
 environment, less than `canary.max_age_days` ago. `needs_canary(cfg)` says which configs must
 have one: research configs on Slurm (no tiny-random model, no SIMULATED part, not a smoke run or
@@ -27,14 +31,26 @@ from sgsbatch.run.shards import atomic_write_json
 DIR = ".canary"
 HISTORY = "history.jsonl"
 RUN_FILE = "canary.json"  # in a run directory: what cleared its launch (or that it was skipped)
-NOT_FINGERPRINTED = ("run", "canary", "alerts", "report", "scaling", "records", "checkpoints")
+NOT_FINGERPRINTED = ("run", "canary", "alerts", "report", "scaling", "records", "checkpoints", "projection")
+
+
+THROUGHPUT_SECTIONS = ("models", "generation", "verification", "train", "slurm")
+
+
+def _digest(cfg: Config, keep: Any) -> str:
+    from sgsbatch.config.loading import to_dict
+
+    d = {k: v for k, v in to_dict(cfg).items() if keep(k)}
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def fingerprint(cfg: Config) -> str:
-    from sgsbatch.config.loading import to_dict
+    return _digest(cfg, lambda k: k not in NOT_FINGERPRINTED)
 
-    d = {k: v for k, v in to_dict(cfg).items() if k not in NOT_FINGERPRINTED}
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+def throughput_key(cfg: Config) -> str:
+    """What decides the canary's measured figures: the models, engine, verifier, trainer and resources."""
+    return _digest(cfg, lambda k: k in THROUGHPUT_SECTIONS)
 
 
 def environment_key(env: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +82,8 @@ def canary_dir(runs_dir: str | Path) -> Path:
 def save(runs_dir: str | Path, cfg: Config, rows: list[dict[str, Any]], env: dict[str, Any],
          jobs: list[str]) -> dict[str, Any]:
     """Keep a canary's result (latest per fingerprint, and appended to the history); returns it."""
-    result = {"fingerprint": fingerprint(cfg), "passed": bool(rows) and all(r["ok"] for r in rows),
+    result = {"fingerprint": fingerprint(cfg), "throughput_key": throughput_key(cfg),
+              "passed": bool(rows) and all(r["ok"] for r in rows),
               "time": time.time(), "site": site(), "config_name": cfg.run.name, "environment": environment_key(env),
               "jobs": jobs, "rows": rows}
     d = canary_dir(runs_dir)
@@ -83,6 +100,22 @@ def latest(runs_dir: str | Path, cfg: Config) -> dict[str, Any] | None:
         return None
     data: dict[str, Any] = json.loads(path.read_text())
     return data
+
+
+def measured(runs_dir: str | Path, cfg: Config) -> dict[str, Any] | None:
+    """The latest passed canary whose figures hold for `cfg`: of its fingerprint, or any in the
+    history with its `throughput_key`; None when there is none."""
+    found = [r for r in [latest(runs_dir, cfg)] if r is not None and r.get("passed")]
+    history, want = canary_dir(runs_dir) / HISTORY, throughput_key(cfg)
+    if history.is_file():
+        for line in history.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:  # a line cut short by a full disk: the others still count
+                continue
+            if isinstance(rec, dict) and rec.get("passed") and rec.get("throughput_key") == want:
+                found.append(rec)
+    return max(found, key=lambda r: float(r.get("time", 0.0)), default=None)
 
 
 def clearance(cfg: Config, env: dict[str, Any] | None = None, now: float | None = None) -> tuple[bool, str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -17,6 +17,8 @@ class Row:
     figure: str = ""  # the measured figure, in words with units
     fix: str = ""
     shape: str = ""  # the job shape it ran on (shapes.JobShape.label)
+    # the figure's numbers a projection reads (ops/plan.py: canary_figures), e.g. {"model_load_s": 95.2}
+    measures: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -24,7 +26,7 @@ class Row:
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Row:
         return Row(**{k: d.get(k, "") for k in ("component", "check", "figure", "fix", "shape")},
-                   ok=bool(d.get("ok")))
+                   ok=bool(d.get("ok")), measures={k: float(v) for k, v in (d.get("measures") or {}).items()})
 
 
 def failed(component: str, check: str, error: BaseException | str, fix: str) -> Row:

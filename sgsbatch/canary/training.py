@@ -144,7 +144,8 @@ def _stage_rows(cfg: Config, stage: str, res: dict[str, Any], world: int) -> lis
             Row(C, "stop checkpoint fits signal_delay_s", secs <= delay * share,
                 f"{res['checkpoint_bytes'] / 1e9:.2f} GB in {secs:.1f} s; slurm.train.signal_delay_s = {delay} "
                 f"(at most {share:.0%} of it may go to the checkpoint)",
-                f"slurm.train.signal_delay_s = {need} (or a faster filesystem for runs_dir)"),
+                f"slurm.train.signal_delay_s = {need} (or a faster filesystem for runs_dir)",
+                measures={"checkpoint_bytes_per_s": float(res["checkpoint_bytes"]) / max(secs, 1e-9)}),
         ]
     ok = res.get("resumed_at") == 1 and res.get("steps") == 2
     return [Row(C, "resume at the same step", ok, f"resumed at step {res.get('resumed_at')}, ended at step "

@@ -503,6 +503,58 @@ class CanaryConfig:
                                     "environment).")
 
 
+_ESTIMATE = "an estimate, no published figure: "
+
+
+@dataclass(frozen=True)
+class ProjectionConfig:
+    """`launch --dry-run` and `sgsbatch plan`: the run projected before launch (round/projection.py).
+
+    Throughput figures are published ones; a passed canary's measurements replace some of them
+    (ops/plan.py says which); work per round comes from the config and the shares below.
+    """
+
+    hub_targets: int = key(3323, "Targets assumed when data.source is a Hugging Face id (a plan downloads "
+                                 "nothing): D_3k's 3,323 (SGS-SPEC.md: Data).")
+    unsolved_share: float = key(0.5, "Mean share of the targets unsolved in a round (each gets "
+                                     "conjecturer.samples_per_target conjectures): issue 32's ~1.7k conjectures "
+                                     "a round of 3,323 targets (SGS-SPEC.md: ~1.5k).")
+    reviewed_share: float = key(0.3, "Share of the conjectures the Guide reviews (those in the band); "
+                                     + _ESTIMATE + "compare guide/reviews with conjectures/generated.")
+    trained_share: float = key(0.1, "Share of the Solver's samples it trains on (verified, in the hard band); "
+                                    + _ESTIMATE + "compare train/solver_sequences with generations/round.")
+    mean_tokens: float = key(750.0, "Mean generated tokens per sample, every role: issue 32's ~30M tokens over "
+                                    "a D_3k round's ~40k samples.")
+    prompt_tokens: float = key(400.0, "Mean prompt tokens (chat template, header, statement); " + _ESTIMATE
+                                      + "the canary prints the longest real prompt.")
+    decode_short_tokens_per_s: float = key(8000.0, "Decode tokens/s per GPU at short context: issue 32 "
+                                                   "(DeepSeek-Prover-V2-7B, full multi-head attention, ~480 KiB "
+                                                   "of KV cache per token: 1-8k tokens/s per H100 by context).")
+    decode_long_tokens_per_s: float = key(1000.0, "Decode tokens/s per GPU at generation.max_model_len of context "
+                                                  "(the same source); in between, the KV cache bounds the batch: "
+                                                  "tokens/s falls as 1 / context, capped by the short figure.")
+    lean_proofs_per_s: float = key(0.08, "Lean proofs/s per verify core: the Kimina Lean Server report's "
+                                         "~0.07-0.1 (arXiv 2504.21230).")
+    repl_start_s: float = key(15.0, "Seconds a REPL process takes to elaborate `import Mathlib` (once per "
+                                    "verification.max_proofs_per_process proofs); " + _ESTIMATE
+                                    + "the canary measures it.")
+    model_load_s: float = key(150.0, "Engine start per generating task (a 7B model: ~15 GB loaded, CUDA graphs "
+                                     "captured): docs/engines.md's 1.5-3 min; also each trained role's load.")
+    train_tokens_per_s: float = key(3000.0, "Training tokens/s per GPU: Llama 2's 7B took 184,320 A100-hours for "
+                                            "2T tokens (arXiv 2307.09288), ~3.0k tokens/s per GPU.")
+    checkpoint_write_s: float = key(60.0, "Seconds to write one trained role's weights at a round's end (bf16, "
+                                          "checkpoints.estimate_gb_per_role at ~0.25 GB/s); " + _ESTIMATE
+                                          + "the canary's checkpoint write speed replaces it.")
+    queue_wait_s: float = key(60.0, "Queue wait per hand-over from one phase's jobs to the next's; " + _ESTIMATE
+                                    + "site-dependent (sacct's Start - Submit).")
+    gpu_budget: int = key(0, "GPUs one phase may hold at once, for the shard advice; 0 = the train job's GPUs "
+                             "(slurm.train.gpus x nodes: the reference's one 8-GPU node).")
+    cpu_budget: int = key(4224, "CPUs the verify phase may hold at once, for the shard advice: the reference's "
+                                "128 tasks x 33 CPUs (SGS-SPEC.md).")
+    advice_margin: float = key(0.05, "The advice names the fewest shards whose phase is within this share of the "
+                                     "shortest the budget allows (more shards cost more start-ups).")
+
+
 @dataclass(frozen=True)
 class Config:
     """A run's whole configuration: one table per part (`sgsbatch config keys` lists every key)."""
@@ -526,6 +578,7 @@ class Config:
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
     canary: CanaryConfig = field(default_factory=CanaryConfig)
+    projection: ProjectionConfig = field(default_factory=ProjectionConfig)
 
     @property
     def simulated(self) -> bool:
@@ -703,6 +756,15 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(0.0 < ca.checkpoint_share <= 1.0, "canary.checkpoint_share", f"must be within (0, 1], got {ca.checkpoint_share}")
     check(ca.time_min >= 1, "canary.time_min", f"must be >= 1 minute, got {ca.time_min}")
     check(ca.max_age_days > 0, "canary.max_age_days", f"must be > 0 days, got {ca.max_age_days}")
+    pj = cfg.projection
+    for key in ("unsolved_share", "reviewed_share", "trained_share", "advice_margin"):
+        check(0.0 <= getattr(pj, key) <= 1.0, f"projection.{key}", f"must be within [0, 1], got {getattr(pj, key)}")
+    for key in ("mean_tokens", "decode_short_tokens_per_s", "decode_long_tokens_per_s", "lean_proofs_per_s",
+                "train_tokens_per_s"):
+        check(getattr(pj, key) > 0, f"projection.{key}", f"must be > 0, got {getattr(pj, key)}")
+    for key in ("hub_targets", "prompt_tokens", "repl_start_s", "model_load_s", "checkpoint_write_s",
+                "queue_wait_s", "gpu_budget", "cpu_budget"):
+        check(getattr(pj, key) >= 0, f"projection.{key}", f"must be >= 0, got {getattr(pj, key)}")
     for phase in SLURM_TABLES:
         r = cfg.phase_resources(phase)
         for key, val, low, high in (("gpus", r.gpus, 0, MAX_GPUS), ("cpus", r.cpus, 1, MAX_CPUS),

@@ -131,6 +131,10 @@ def status_text(st: dict[str, Any]) -> str:
     out += [f"  {k}: {st[k]}" for k in ("executor", "run_dir", "targets")]
     if st.get("timing"):
         out.append(f"  time: {timing_text(st['timing'], st['state'])}")
+    if st.get("projection"):
+        from sgsbatch.ops.plan import comparison_text
+
+        out.append(f"  projection: {comparison_text(st['projection'])}")
     out += [f"  job {j['job_id']} r{j['round']} {j['phase']}: {j.get('task_states', {})} "
             f"restarts={j.get('restarts', '?')}" for j in st.get("jobs", [])]
     out += _watch_details(st)

@@ -1,7 +1,8 @@
 """`sgsbatch report`: one self-contained HTML page about one or several runs, to share and compare.
 
 Covered: the runs' times (launched, elapsed, rounds timed, mean and last round duration, projected
-finish: round/timing.py), the scaling-law figure of all runs (ops/plot.py), each curve overlaid
+finish: round/timing.py), the projection made before launch against the rounds' actual durations
+(ops/plan.py), the scaling-law figure of all runs (ops/plot.py), each curve overlaid
 across the runs, one chart per metric and one line per run (cumulative solve rate against rounds
 and against generations, pass@8, pass@1, round duration: `OVERLAYS`), the config keys in which the
 runs differ (ops/comparison.py), and per run: the conjecture funnel per round, the Guide's score
@@ -35,6 +36,7 @@ from sgsbatch.ops.amend import history
 from sgsbatch.ops.comparison import config_diff, read_metrics
 from sgsbatch.ops.console import timing_text, when
 from sgsbatch.ops.fit import NotEnoughPoints, fit_run
+from sgsbatch.ops.plan import comparison_text, run_projection
 from sgsbatch.ops.plot import draw_fit, hist_png, lines_png, png_bytes, stacked_png
 from sgsbatch.round import metrics as M
 from sgsbatch.round.timing import run_timing
@@ -231,6 +233,8 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
     parts.append(_amendments_table(data["amendments"]))
     data["timing"] = run_timing(h)
     parts.append(f"<p>Time: {esc(timing_text(data['timing'], h.row().state.value))}.</p>")
+    data["projection"] = run_projection(h, h.row().targets, data["timing"], metrics[max(done)] if done else {})
+    parts.append(f"<p>Projection (sgsbatch plan): {esc(comparison_text(data['projection']))}.</p>")
     figs = []
     if done:
         figs += _ratio_figures(metrics)  # the Solver's clip fractions and sampler drift (CISPO, GRPO family)

@@ -18,6 +18,7 @@ from typing import Any
 from sqlmodel import select
 
 from sgsbatch.canary.record import read_run_record
+from sgsbatch.ops.plan import run_projection
 from sgsbatch.ops.progress import alarms, phase_progress, sparkline
 from sgsbatch.round.disk import disk_usage
 from sgsbatch.round.lifecycle import current_phase
@@ -68,6 +69,8 @@ class RunStatus:
     watcher: dict[str, Any] | None = None
     # launch time, elapsed, round durations, the running round's time, the projected finish (round/timing.py)
     timing: dict[str, Any] | None = None
+    # the projection (ops/plan.py: round, run, longest phase) against the completed rounds and phases
+    projection: dict[str, Any] | None = None
 
     @property
     def repairable(self) -> bool:
@@ -92,6 +95,7 @@ class RunStatus:
             "progress": self.progress, "solve_rate_curve": self.solve_rate_curve,
             "sparkline": sparkline(self.solve_rate_curve, 0.0, 1.0), "disk": self.disk, "alerts": self.alerts,
             "amendments": self.amendments, "canary": self.canary, "watcher": self.watcher, "timing": self.timing,
+            "projection": self.projection,
         }
         if self.jobs is not None:
             out["jobs"] = self.jobs
@@ -147,6 +151,8 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
                    environment=launch_env, solve_rate_curve=curve, disk=disk_usage(h.cfg, h.paths, completed),
                    rehearsal=h.cfg.run.rehearsal, amendments=amendment_summary(h),
                    canary=read_run_record(h.paths.root), timing=run_timing(h))
+    assert st.timing is not None
+    st.projection = run_projection(h, row.targets, st.timing, metrics)
     if row.state not in (RunState.completed, RunState.cancelled) and phase is not None:
         st.progress = phase_progress(h.cfg, h.paths, r, phase)
     st.alerts = alarms(h.cfg, h.paths, r, st.progress, st.disk) if row.state != RunState.completed else []

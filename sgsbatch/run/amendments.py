@@ -43,7 +43,7 @@ OPERATIONAL_KEYS = (
     "checkpoints.keep_last", "checkpoints.keep_every", "checkpoints.estimate_gb_per_role",
     "train.collective_timeout_s",
 )
-OPERATIONAL_SECTIONS = ("alerts", "report", "scaling")
+OPERATIONAL_SECTIONS = ("alerts", "report", "scaling", "projection")
 # a change of method -> the phases of a round that read it (None: every phase, the round's partition)
 METHOD_KEYS: dict[str, tuple[str, ...] | None] = {
     "verification.timeout_s": ("verify",),

@@ -1,0 +1,205 @@
+"""`sgsbatch plan` and `launch --dry-run`'s run projection; projected against actual for `status` and the report.
+
+The arithmetic is round/projection.py's. Here: the target count (the data file's, or
+`projection.hub_targets` for a hub id: a plan downloads nothing), the figures (the `[projection]`
+keys, where a passed canary measured the same models, engine, verifier, trainer and resources:
+canary/record.measured), the text and JSON `plan` prints, and the comparison with the rounds a
+run completed (`round/timing.py`'s durations, the `wall_s/<phase>` metrics).
+
+What a canary replaces (`canary_figures`): `model_load_s` (its engines' start), `repl_start_s`
+(its REPL's `import Mathlib`), `checkpoint_write_s` (one role's weights at its checkpoint write
+speed). Its rates bound the published ones only: its decode ran a few sequences at once, so its
+tokens/s is a floor on an engine's batched throughput (`decode_short_tokens_per_s` is raised to
+it); its Lean proofs are short and its cheats refused early, so its proofs/s is a ceiling
+(`lean_proofs_per_s` is lowered to it).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from sgsbatch.canary.record import canary_dir, measured
+from sgsbatch.config.loading import is_path_like
+from sgsbatch.config.schema import Config
+from sgsbatch.round import metrics as M
+from sgsbatch.round.projection import Advice, Figures, Projection, advise, project, published
+from sgsbatch.run.progress import duration
+
+if TYPE_CHECKING:
+    from sgsbatch.run.handle import RunHandle
+
+
+def target_count(cfg: Config, where: str = "config") -> tuple[int, str]:
+    """(targets, where the count comes from): a data file's good rows, or `projection.hub_targets`."""
+    if not is_path_like(cfg.data.source):
+        n = min(cfg.projection.hub_targets, cfg.data.limit or cfg.projection.hub_targets)
+        return n, f"projection.hub_targets (data.source {cfg.data.source} is a hub id, not downloaded)"
+    from sgsbatch.data import load_targets
+    from sgsbatch.errors import ConfigError
+
+    try:
+        loaded = load_targets(cfg.data.source, fmt=cfg.data.format, split=cfg.data.split, strict=cfg.data.strict,
+                              limit=cfg.data.limit or None)
+    except Exception as e:  # a bad file: the same data.source error launch gives
+        raise ConfigError(where, "data.source", f"could not load {cfg.data.source!r}: {e}") from e
+    return len(loaded.targets), cfg.data.source
+
+
+def canary_figures(cfg: Config, figures: Figures) -> tuple[Figures, str]:
+    """`figures` with what a passed canary measured for `cfg` (module docstring), and a line saying so."""
+    try:
+        rec = measured(cfg.run.runs_dir, cfg)
+    except (OSError, ValueError) as e:  # a damaged canary record: the published figures, and why
+        return figures, f"the canary records in {canary_dir(cfg.run.runs_dir)} cannot be read ({e})"
+    if rec is None:
+        return figures, (f"no passed canary of these models, engine, verifier, trainer and resources in "
+                         f"{canary_dir(cfg.run.runs_dir)}")
+    found: dict[str, list[float]] = defaultdict(list)
+    for row in rec.get("rows", []):
+        for name, value in (row.get("measures") or {}).items():
+            found[name].append(float(value))
+    label = f"canary {rec.get('fingerprint')} ({rec.get('site') or 'this site'})"
+    if not found:
+        return figures, f"{label} passed but recorded no measurements (run it again): published figures"
+
+    def mean(name: str) -> float:
+        return sum(found[name]) / len(found[name])
+
+    replaced: dict[str, tuple[float, str]] = {}
+    for name in ("model_load_s", "repl_start_s"):
+        if found[name]:
+            replaced[name] = (mean(name), "measured")
+    if found["checkpoint_bytes_per_s"]:
+        secs = cfg.checkpoints.estimate_gb_per_role * 1e9 / max(mean("checkpoint_bytes_per_s"), 1.0)
+        replaced["checkpoint_write_s"] = (secs, "its checkpoint write speed")
+    if found["decode_tokens_per_s_per_gpu"] and mean("decode_tokens_per_s_per_gpu") > figures["decode_short_tokens_per_s"]:
+        replaced["decode_short_tokens_per_s"] = (mean("decode_tokens_per_s_per_gpu"), "a floor")
+    if found["lean_proofs_per_s"] and mean("lean_proofs_per_s") < figures["lean_proofs_per_s"]:
+        replaced["lean_proofs_per_s"] = (mean("lean_proofs_per_s"), "a ceiling")
+    f = figures
+    for name, (value, how) in replaced.items():
+        f = f.with_figure(name, value, f"{label}: {how}")
+    used = list(replaced)
+    return f, f"{label} passed; its figures used: {', '.join(used) or 'none (within the published bounds)'}"
+
+
+def make_plan(cfg: Config, targets: int | None = None, where: str = "config") -> dict[str, Any]:
+    """The projection of `cfg` and the shard advice, with where its inputs came from; `targets`: the
+    count when known (launch's dry run loaded them), `where`: the config file, for errors."""
+    count, source = (targets, cfg.data.source) if targets is not None and targets >= 0 else target_count(cfg, where)
+    figures, canary = canary_figures(cfg, published(cfg))
+    return {"projection": project(cfg, count, figures), "advice": advise(cfg, count, figures),
+            "targets_from": source, "canary": canary, "cfg": cfg}
+
+
+def plan_json(p: dict[str, Any]) -> dict[str, Any]:
+    """`plan --json`: the projection (round/projection.Projection.to_json), advice, and sources."""
+    adv: Advice | None = p["advice"]
+    return {**p["projection"].to_json(), "targets_from": p["targets_from"], "canary": p["canary"],
+            "advice": adv.to_json() if adv else None}
+
+
+def _n(x: float) -> str:
+    return f"{x / 1e6:.1f}M" if x >= 1e6 else f"{x / 1e3:.1f}k" if x >= 1e4 else f"{x:,.0f}"
+
+
+def _hours(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}" if x < 100 else f"{x:,.0f}"
+
+
+def advice_text(adv: Advice | None) -> str:
+    if adv is None:
+        return "advice: none (no phase is projected)"
+    before = adv.before.phase(adv.phase)
+    assert before is not None and before.wall_s is not None
+    head = (f"advice: {adv.longest} is the longest phase"
+            + ("" if adv.longest == adv.phase else f" (one job: slurm.train.nodes adds GPUs); of the sharded "
+               f"phases {adv.phase} is") + f" ({duration(before.wall_s)} of a {duration(adv.before.round_s)} round)")
+    if adv.after is None:
+        return (f"{head}; {before.shards} tasks of {adv.per_task} {adv.resource} within {adv.budget_key} = "
+                f"{adv.budget}: more shards would not shorten it (`--set {adv.budget_key}=N` shows what more buys)")
+    ph = adv.after.phase(adv.phase)
+    assert ph is not None and ph.wall_s is not None
+    return (f"{head}; within {adv.budget_key} = {adv.budget} {adv.resource}: `{adv.set_args()}` -> {adv.phase} "
+            f"{duration(ph.wall_s)}, round {duration(adv.after.round_s)}, run {adv.after.run_days:.1f} days, "
+            f"{_hours(adv.after.rounds * adv.after.hours('gpu'))} GPU-hours (a running run: `sgsbatch resume RUN "
+            f"{adv.set_args()} --method-change --from-round N`)")
+
+
+def plan_text(p: dict[str, Any]) -> str:
+    """The projection as `plan` and `launch --dry-run` print it."""
+    proj: Projection = p["projection"]
+    cfg: Config = p["cfg"]
+    conj = proj.phase("conjecture")
+    lines = [f"projection: {proj.rounds} rounds of {proj.targets:,} targets (from {p['targets_from']})"
+             + (f", {conj.items:,.0f} conjectures a round" if conj else ""),
+             f"  {'phase':<11}{'tasks':<15}{'work a round':<30}{'rate a task':<19}{'task':>8}{'wall':>9}"
+             f"{'GPU-h':>8}{'CPU-h':>8}"]
+    for ph in proj.phases:
+        kind = f"{ph.gpus} GPU" if ph.gpus else f"{ph.cpus} CPU"
+        work = f"{_n(ph.items)} {ph.unit}" + (f", {_n(ph.tokens)} tokens" if ph.tokens else "")
+        rate = "no GPU: not projected" if ph.rate is None else (
+            f"{ph.rate:.3g} proofs/s" if ph.phase == "verify" else f"{_n(ph.rate)} tokens/s")
+        times = "".join(f"{'-' if t is None else duration(t):>{w}}" for t, w in ((ph.task_s, 8), (ph.wall_s, 9)))
+        lines.append(f"  {ph.phase:<11}{ph.shards:>3} x {kind:<9}{work:<30}{rate:<19}{times}"
+                     f"{_hours(ph.gpu_hours):>8}{_hours(ph.cpu_hours):>8}")
+    crit = proj.critical
+    if crit is None or crit.wall_s is None:
+        lines.append("  round: not projected (no phase has a figure)")
+    else:
+        lines.append(f"  round: {duration(proj.round_s)}, {_hours(proj.hours('gpu'))} GPU-hours, "
+                     f"{_hours(proj.hours('cpu'))} CPU-hours; critical path {' -> '.join(x.phase for x in proj.projected)}"
+                     f" (one after another), longest {crit.phase} {duration(crit.wall_s)} "
+                     f"({crit.wall_s / proj.round_s:.0%})")
+        lines.append(f"  run: {proj.rounds} rounds = {proj.run_days:.1f} days, "
+                     f"{_hours(proj.rounds * proj.hours('gpu'))} GPU-hours, "
+                     f"{_hours(proj.rounds * proj.hours('cpu'))} CPU-hours (round 0's init job not counted)")
+    if proj.not_projected:
+        lines.append(f"  not projected: {', '.join(proj.not_projected)} (generation or training without GPUs: "
+                     "no figure covers it)")
+    if cfg.simulated:
+        lines.append("  SIMULATED components: the figures are those of the real ones")
+    by_source: dict[str, list[str]] = defaultdict(list)
+    for name, value in proj.figures.values.items():
+        by_source[proj.figures.sources[name]].append(f"{name}={value:.4g}")
+    lines += [f"  figures, {src}: {', '.join(names)}" for src, names in by_source.items()]
+    lines.append(f"  canary: {p['canary']}")
+    lines.append("  " + advice_text(p["advice"]))
+    return "\n".join(lines)
+
+
+def run_projection(h: RunHandle, targets: int, timing: dict[str, Any], last_metrics: dict[str, float]
+                   ) -> dict[str, Any]:
+    """A run's projection against its completed rounds: per round the projected and actual duration
+    (first task start to the round's end: the queue wait before its first task is in neither), and
+    per phase of the last completed round the projected and actual `wall_s/<phase>` (queue waits out)."""
+    from sgsbatch.run.amendments import config_with, read
+
+    figures, canary = canary_figures(h.cfg, published(h.cfg))
+    proj = project(h.cfg, targets, figures)
+    queue, records = figures["queue_wait_s"], read(h.paths)
+    rounds = {int(r): {"projected_s": project(config_with(h.cfg, records, int(r)), targets, figures).round_s - queue,
+                       "actual_s": s} for r, s in sorted((timing.get("round_s") or {}).items())}
+    phases = {ph.phase: {"projected_s": ph.wall_s - queue, "actual_s": last_metrics.get(M.wall_s(ph.phase))}
+              for ph in proj.projected if ph.wall_s is not None}
+    actual = [x["actual_s"] for x in rounds.values()]
+    crit = proj.critical
+    return {"round_s": proj.round_s - queue, "run_days": proj.run_days, "critical_phase": crit.phase if crit else None,
+            "run_gpu_hours": proj.rounds * proj.hours("gpu"), "not_projected": proj.not_projected, "canary": canary,
+            "rounds": rounds, "phases": phases, "actual_mean_s": sum(actual) / len(actual) if actual else None}
+
+
+def comparison_text(c: dict[str, Any] | None) -> str:
+    """One line: the projected round against the actual mean, and the last round's phases."""
+    if not c or not c["round_s"]:
+        return ""
+    out = (f"projected {duration(c['round_s'])} a round (longest {c['critical_phase']}), "
+           f"{c['run_days']:.1f} days, {_hours(c['run_gpu_hours'])} GPU-hours")
+    if c["actual_mean_s"] is None:
+        return out + "; no round completed yet"
+    ratio = c["actual_mean_s"] / c["round_s"] - 1
+    out += f"; actual {duration(c['actual_mean_s'])} a round over {len(c['rounds'])} ({ratio:+.0%})"
+    ph = [f"{k} {duration(v['projected_s'])}/{duration(v['actual_s'])}" for k, v in c["phases"].items()
+          if v["actual_s"] is not None]
+    return out + (f"; last round projected/actual: {', '.join(ph)}" if ph else "")

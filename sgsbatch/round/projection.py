@@ -1,0 +1,257 @@
+"""The run projected before launch: each phase's work a round, its wall time, GPU- and CPU-hours,
+the round's critical path, the run's days and GPU-hours, and what shard counts would shorten it.
+
+Pure arithmetic over a config, a target count and throughput figures (`Figures`: the
+`[projection]` keys, where ops/plan.py may replace some by a passed canary's measurements). The model:
+
+* Work a round: T targets, C = T x `unsolved_share` x `conjecturer.samples_per_target` conjectures
+  (0 without a Conjecturer). conjecture: C samples; solve: (T + C) x `solver.samples` samples;
+  verify: as many proofs; guide: C x `reviewed_share` reviews; train: solve samples x
+  `trained_share` (+ the reviews when the Conjecturer trains) sequences of `prompt_tokens` +
+  `mean_tokens`. Every sample generates `mean_tokens`.
+* Decode tokens/s per GPU at a context L = `prompt_tokens` + `mean_tokens`: min(short figure,
+  long figure x `generation.max_model_len` / L): the KV cache bounds how many sequences decode at
+  once, so throughput falls as 1 / context.
+* A task: its start-up + its share of the work / its rate (generation: GPUs x decode rate;
+  verify: CPUs x Lean proofs/s, plus `repl_start_s` per REPL start, one every
+  `verification.max_proofs_per_process` proofs of a core; train: GPUs x nodes x train tokens/s,
+  plus `model_load_s` + `checkpoint_write_s` per trained role). A phase's wall: `queue_wait_s` +
+  waves x task time, `slurm.<phase>.array_parallelism` tasks a wave; its GPU-hours (CPU-hours):
+  tasks x GPUs (CPUs) x task time.
+* The round's phases run one after another (each waits for the one before), so the critical path
+  is the whole chain; its longest phase is where more shards shorten the round (`advise`). The run:
+  `run.rounds` such rounds (round 0's init job not counted).
+
+Not modelled: prefill, the unsolved set shrinking as the run goes, the slowest shard's tail,
+verify tasks overlapping the solve array (`shards.verify = 0`), requeues and retries. A phase that
+generates or trains without GPUs (tiny configs) is not projected: no figure covers it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sgsbatch.config.schema import MAX_TASKS, Config
+
+GENERATING = ("conjecture", "solve", "guide")
+SHARDED = (*GENERATING, "verify")
+# the throughput figures: a `[projection]` key each, which a canary's measurement may replace
+FIGURES = ("decode_short_tokens_per_s", "decode_long_tokens_per_s", "lean_proofs_per_s", "repl_start_s",
+           "model_load_s", "train_tokens_per_s", "checkpoint_write_s", "queue_wait_s")
+PUBLISHED = "published ([projection] keys; `sgsbatch config keys projection` names each source)"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Throughput figures by name (FIGURES) and where each came from, in words."""
+
+    values: dict[str, float]
+    sources: dict[str, str]
+
+    def __getitem__(self, name: str) -> float:
+        return self.values[name]
+
+    def with_figure(self, name: str, value: float, source: str) -> Figures:
+        return Figures({**self.values, name: value}, {**self.sources, name: source})
+
+
+def published(cfg: Config) -> Figures:
+    """The `[projection]` figures of `cfg`, each from its key (its help text names the source)."""
+    return Figures({n: float(getattr(cfg.projection, n)) for n in FIGURES},
+                   dict.fromkeys(FIGURES, PUBLISHED))
+
+
+def decode_tokens_per_s(cfg: Config, f: Figures) -> float:
+    """One GPU's decode tokens/s at the mean context (prompt + generated tokens)."""
+    context = max(1.0, cfg.projection.prompt_tokens + cfg.projection.mean_tokens)
+    return min(f["decode_short_tokens_per_s"], f["decode_long_tokens_per_s"] * cfg.generation.max_model_len / context)
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """One phase of a round: its tasks, work and times; rate/times None when not projected."""
+
+    phase: str
+    shards: int
+    gpus: int  # per task (the train job: all its nodes' GPUs)
+    cpus: int  # per task (the train job: all its nodes' CPUs)
+    items: float  # samples, proofs or training sequences a round
+    unit: str
+    tokens: float  # generated (train: trained) tokens a round; 0 for verify
+    rate: float | None  # per task: tokens/s (proofs/s for verify)
+    startup_s: float
+    task_s: float | None
+    wall_s: float | None
+    gpu_hours: float | None
+    cpu_hours: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A round's phases, and the run of `rounds` such rounds."""
+
+    targets: int
+    rounds: int
+    phases: tuple[PhasePlan, ...]
+    figures: Figures
+
+    def phase(self, name: str) -> PhasePlan | None:
+        return next((p for p in self.phases if p.phase == name), None)
+
+    @property
+    def projected(self) -> list[PhasePlan]:
+        return [p for p in self.phases if p.wall_s is not None]
+
+    @property
+    def not_projected(self) -> list[str]:
+        return [p.phase for p in self.phases if p.wall_s is None]
+
+    @property
+    def round_s(self) -> float:
+        return sum(p.wall_s or 0.0 for p in self.phases)
+
+    @property
+    def critical(self) -> PhasePlan | None:
+        """The longest phase of the chain (the chain itself is the critical path)."""
+        return max(self.projected, key=lambda p: p.wall_s or 0.0, default=None)
+
+    def hours(self, what: str) -> float:
+        """GPU-hours ("gpu") or CPU-hours ("cpu") of one round."""
+        return sum(getattr(p, f"{what}_hours") or 0.0 for p in self.phases)
+
+    @property
+    def run_days(self) -> float:
+        return self.rounds * self.round_s / 86400
+
+    def to_json(self) -> dict[str, Any]:
+        crit = self.critical
+        return {"targets": self.targets, "rounds": self.rounds, "phases": [p.to_json() for p in self.phases],
+                "path": [p.phase for p in self.projected], "critical_phase": crit.phase if crit else None,
+                "not_projected": self.not_projected, "round_s": self.round_s,
+                "round_gpu_hours": self.hours("gpu"), "round_cpu_hours": self.hours("cpu"),
+                "run": {"days": self.run_days, "gpu_hours": self.rounds * self.hours("gpu"),
+                        "cpu_hours": self.rounds * self.hours("cpu")},
+                "figures": {n: {"value": self.figures[n], "source": self.figures.sources[n]} for n in FIGURES}}
+
+
+def _phase(cfg: Config, f: Figures, phase: str, items: float, unit: str, tokens: float, per_task: float,
+           startup_s: float, shards: int, gpus: int, cpus: int, work: float) -> PhasePlan:
+    """A phase of `shards` tasks sharing `work` (tokens or proofs) at `per_task` of it a second."""
+    if per_task <= 0:
+        return PhasePlan(phase, shards, gpus, cpus, items, unit, tokens, None, startup_s, None, None, None, None)
+    task_s = startup_s + work / shards / per_task
+    waves = math.ceil(shards / max(1, cfg.phase_resources(phase).array_parallelism))
+    return PhasePlan(phase, shards, gpus, cpus, items, unit, tokens, per_task, startup_s, task_s,
+                     f["queue_wait_s"] + waves * task_s, shards * gpus * task_s / 3600, shards * cpus * task_s / 3600)
+
+
+def project(cfg: Config, targets: int, figures: Figures) -> Projection:
+    """The projection of a round of `cfg` with `targets` targets (see the module docstring)."""
+    pj, f = cfg.projection, figures
+    phases = cfg.phases_of_round(1)
+    conj = targets * pj.unsolved_share * cfg.conjecturer.samples_per_target if "conjecture" in phases else 0.0
+    samples = (targets + conj) * cfg.solver.samples
+    reviews = conj * pj.reviewed_share if "guide" in phases else 0.0
+    decode = decode_tokens_per_s(cfg, f)
+    out: list[PhasePlan] = []
+    for phase in phases:
+        res, n = cfg.phase_resources(phase), cfg.shard_count(phase)
+        if phase in GENERATING:
+            items = {"conjecture": conj, "solve": samples, "guide": reviews}[phase]
+            tokens = items * pj.mean_tokens
+            out.append(_phase(cfg, f, phase, items, "samples", tokens, res.gpus * decode, f["model_load_s"], n,
+                              res.gpus, res.cpus, tokens))
+        elif phase == "verify":
+            per_core = samples / n / max(1, res.cpus)
+            starts = max(1, math.ceil(per_core / cfg.verification.max_proofs_per_process))
+            out.append(_phase(cfg, f, phase, samples, "proofs", 0.0, res.cpus * f["lean_proofs_per_s"],
+                              starts * f["repl_start_s"], n, 0, res.cpus, samples))
+        else:  # train: one job of slurm.train.nodes nodes
+            roles = 1 + int(cfg.conjecturer.enabled and cfg.conjecturer.train)
+            seqs = samples * pj.trained_share * int(cfg.solver.train) + (reviews if roles == 2 else 0.0)
+            tokens = seqs * (pj.prompt_tokens + pj.mean_tokens)
+            gpus, cpus = res.gpus * res.nodes, res.cpus * res.nodes
+            out.append(_phase(cfg, f, phase, seqs, "sequences", tokens, gpus * f["train_tokens_per_s"],
+                              roles * (f["model_load_s"] + f["checkpoint_write_s"]), 1, gpus, cpus, tokens))
+    return Projection(targets, cfg.run.rounds, tuple(out), figures)
+
+
+@dataclass(frozen=True)
+class Advice:
+    """More shards for `phase` within a budget: the `--set` values and the projection they give
+    (`after` None: the phase is at the budget already, or more shards would not shorten it)."""
+
+    phase: str
+    longest: str  # the longest phase (train cannot be sharded: then `phase` is the longest that can)
+    resource: str  # "GPUs" or "CPUs"
+    per_task: int
+    budget: int
+    budget_key: str
+    sets: dict[str, int]
+    before: Projection
+    after: Projection | None
+
+    def set_args(self) -> str:
+        return " ".join(f"--set {k}={v}" for k, v in self.sets.items())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"phase": self.phase, "longest": self.longest, "resource": self.resource, "per_task": self.per_task,
+                "budget": self.budget, "budget_key": self.budget_key, "sets": self.sets,
+                "set_args": self.set_args() if self.after else "",
+                "round_s": self.after.round_s if self.after else None,
+                "run_days": self.after.run_days if self.after else None,
+                "run_gpu_hours": self.after.rounds * self.after.hours("gpu") if self.after else None}
+
+
+def gpu_budget(cfg: Config) -> int:
+    """`projection.gpu_budget`, or (0) the train job's GPUs."""
+    return cfg.projection.gpu_budget or cfg.slurm.train.gpus * cfg.slurm.train.nodes
+
+
+def _shard_sets(cfg: Config, phase: str, n: int) -> dict[str, int]:
+    """`shards.<phase>` = n; when solve changes, a set shards.verify stays a multiple of it, the
+    one nearest its count (so verify keeps about its CPUs)."""
+    sets = {f"shards.{phase}": n}
+    if phase == "solve" and cfg.shards.verify:
+        sets["shards.verify"] = max(1, round(cfg.shards.verify / n)) * n
+    return sets
+
+
+def with_sets(cfg: Config, sets: dict[str, int]) -> Config:
+    return replace(cfg, shards=replace(cfg.shards, **{k.split(".", 1)[1]: v for k, v in sets.items()}))
+
+
+def advise(cfg: Config, targets: int, figures: Figures) -> Advice | None:
+    """The fewest shards of the longest shardable phase that bring it within `advice_margin` of the
+    shortest the budget allows (GPUs: `gpu_budget`; verify's CPUs: `projection.cpu_budget`)."""
+    before = project(cfg, targets, figures)
+    crit = before.critical
+    shardable = [p for p in before.projected if p.phase in SHARDED]
+    if crit is None or not shardable:
+        return None
+    target = crit if crit.phase in SHARDED else max(shardable, key=lambda p: p.wall_s or 0.0)
+    res = cfg.phase_resources(target.phase)
+    if target.phase == "verify":
+        resource, per, budget, key = "CPUs", res.cpus, cfg.projection.cpu_budget, "projection.cpu_budget"
+        step = cfg.shard_count("solve")  # verify tasks: a multiple of the solve tasks
+    else:
+        resource, per, budget, key = "GPUs", res.gpus, gpu_budget(cfg), "projection.gpu_budget"
+        step = 1
+    limit = min(MAX_TASKS, budget // max(1, per))
+    now = cfg.shard_count(target.phase)
+    tried = []
+    for n in range((now // step + 1) * step, limit + 1, step):
+        sets = _shard_sets(cfg, target.phase, n)
+        got = project(with_sets(cfg, sets), targets, figures)
+        tried.append((sets, got, got.phase(target.phase)))
+    best = min((p.wall_s or 0.0 for _, _, p in tried if p is not None), default=None)
+    current = target.wall_s or 0.0
+    pick = next(((sets, got) for sets, got, p in tried if best is not None and best < current and p is not None
+                 and (p.wall_s or 0.0) <= best * (1 + cfg.projection.advice_margin)), None)
+    return Advice(target.phase, crit.phase, resource, per, budget, key, pick[0] if pick else {}, before,
+                  pick[1] if pick else None)
