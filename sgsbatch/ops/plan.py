@@ -34,7 +34,7 @@ def target_count(cfg: Config, where: str = "config") -> tuple[int, str]:
     """(targets, where the count comes from): a data file's good rows, or `projection.hub_targets`."""
     if not is_path_like(cfg.data.source):
         n = min(cfg.projection.hub_targets, cfg.data.limit or cfg.projection.hub_targets)
-        return n, f"projection.hub_targets (data.source {cfg.data.source} is a hub id, not downloaded)"
+        return n, f"projection.hub_targets: data.source {cfg.data.source} is a hub id, not downloaded"
     from sgsbatch.data import load_targets
     from sgsbatch.errors import ConfigError
 
@@ -43,7 +43,9 @@ def target_count(cfg: Config, where: str = "config") -> tuple[int, str]:
                               limit=cfg.data.limit or None)
     except Exception as e:  # a bad file: the same data.source error launch gives
         raise ConfigError(where, "data.source", f"could not load {cfg.data.source!r}: {e}") from e
-    return len(loaded.targets), cfg.data.source
+    if not loaded.targets:
+        raise ConfigError(where, "data.source", f"{cfg.data.source} holds no usable targets")
+    return len(loaded.targets), f"from {cfg.data.source}"
 
 
 def canary_figures(cfg: Config, figures: Figures) -> tuple[Figures, str]:
@@ -87,7 +89,8 @@ def canary_figures(cfg: Config, figures: Figures) -> tuple[Figures, str]:
 def make_plan(cfg: Config, targets: int | None = None, where: str = "config") -> dict[str, Any]:
     """The projection of `cfg` and the shard advice, with where its inputs came from; `targets`: the
     count when known (launch's dry run loaded them), `where`: the config file, for errors."""
-    count, source = (targets, cfg.data.source) if targets is not None and targets >= 0 else target_count(cfg, where)
+    count, source = ((targets, f"from {cfg.data.source}") if targets is not None and targets >= 0
+                     else target_count(cfg, where))
     figures, canary = canary_figures(cfg, published(cfg))
     return {"projection": project(cfg, count, figures), "advice": advise(cfg, count, figures),
             "targets_from": source, "canary": canary, "cfg": cfg}
@@ -105,7 +108,11 @@ def _n(x: float) -> str:
 
 
 def _hours(x: float | None) -> str:
-    return "-" if x is None else f"{x:,.1f}" if x < 100 else f"{x:,.0f}"
+    return "-" if x is None else "0" if x == 0 else f"{x:,.1f}" if x < 100 else f"{x:,.0f}"
+
+
+def _of(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
 def advice_text(adv: Advice | None) -> str:
@@ -117,14 +124,15 @@ def advice_text(adv: Advice | None) -> str:
             + ("" if adv.longest == adv.phase else f" (one job: slurm.train.nodes adds GPUs); of the sharded "
                f"phases {adv.phase} is") + f" ({duration(before.wall_s)} of a {duration(adv.before.round_s)} round)")
     if adv.after is None:
-        return (f"{head}; {before.shards} tasks of {adv.per_task} {adv.resource} within {adv.budget_key} = "
-                f"{adv.budget}: more shards would not shorten it (`--set {adv.budget_key}=N` shows what more buys)")
+        return (f"{head}; {before.shards} tasks of {_of(adv.per_task, adv.resource)} within {adv.budget_key} = "
+                f"{_of(adv.budget, adv.resource)}: more shards would not shorten it (`--set {adv.budget_key}={2 * max(1, adv.budget)}` "
+                "shows what a larger budget buys)")
     ph = adv.after.phase(adv.phase)
     assert ph is not None and ph.wall_s is not None
-    return (f"{head}; within {adv.budget_key} = {adv.budget} {adv.resource}: `{adv.set_args()}` -> {adv.phase} "
+    return (f"{head}; within {adv.budget_key} = {_of(adv.budget, adv.resource)}: `{adv.set_args()}` -> {adv.phase} "
             f"{duration(ph.wall_s)}, round {duration(adv.after.round_s)}, run {adv.after.run_days:.1f} days, "
-            f"{_hours(adv.after.rounds * adv.after.hours('gpu'))} GPU-hours (a running run: `sgsbatch resume RUN "
-            f"{adv.set_args()} --method-change --from-round N`)")
+            f"{_hours(adv.after.rounds * adv.after.hours('gpu'))} GPU-hours (a launched run takes them with "
+            "`resume --set ... --method-change --from-round`)")
 
 
 def plan_text(p: dict[str, Any]) -> str:
@@ -132,7 +140,7 @@ def plan_text(p: dict[str, Any]) -> str:
     proj: Projection = p["projection"]
     cfg: Config = p["cfg"]
     conj = proj.phase("conjecture")
-    lines = [f"projection: {proj.rounds} rounds of {proj.targets:,} targets (from {p['targets_from']})"
+    lines = [f"projection: {proj.rounds} rounds of {proj.targets:,} targets ({p['targets_from']})"
              + (f", {conj.items:,.0f} conjectures a round" if conj else ""),
              f"  {'phase':<11}{'tasks':<15}{'work a round':<30}{'rate a task':<19}{'task':>8}{'wall':>9}"
              f"{'GPU-h':>8}{'CPU-h':>8}"]

@@ -188,7 +188,7 @@ class Advice:
 
     phase: str
     longest: str  # the longest phase (train cannot be sharded: then `phase` is the longest that can)
-    resource: str  # "GPUs" or "CPUs"
+    resource: str  # "GPU" or "CPU"
     per_task: int
     budget: int
     budget_key: str
@@ -200,12 +200,14 @@ class Advice:
         return " ".join(f"--set {k}={v}" for k, v in self.sets.items())
 
     def to_json(self) -> dict[str, Any]:
+        after = self.after
+        changed = after.phase(self.phase) if after else None
         return {"phase": self.phase, "longest": self.longest, "resource": self.resource, "per_task": self.per_task,
                 "budget": self.budget, "budget_key": self.budget_key, "sets": self.sets,
-                "set_args": self.set_args() if self.after else "",
-                "round_s": self.after.round_s if self.after else None,
-                "run_days": self.after.run_days if self.after else None,
-                "run_gpu_hours": self.after.rounds * self.after.hours("gpu") if self.after else None}
+                "set_args": self.set_args() if after else "",
+                "phase_wall_s": changed.wall_s if changed else None,
+                "round_s": after.round_s if after else None, "run_days": after.run_days if after else None,
+                "run_gpu_hours": after.rounds * after.hours("gpu") if after else None}
 
 
 def gpu_budget(cfg: Config) -> int:
@@ -237,10 +239,10 @@ def advise(cfg: Config, targets: int, figures: Figures) -> Advice | None:
     target = crit if crit.phase in SHARDED else max(shardable, key=lambda p: p.wall_s or 0.0)
     res = cfg.phase_resources(target.phase)
     if target.phase == "verify":
-        resource, per, budget, key = "CPUs", res.cpus, cfg.projection.cpu_budget, "projection.cpu_budget"
+        resource, per, budget, key = "CPU", res.cpus, cfg.projection.cpu_budget, "projection.cpu_budget"
         step = cfg.shard_count("solve")  # verify tasks: a multiple of the solve tasks
     else:
-        resource, per, budget, key = "GPUs", res.gpus, gpu_budget(cfg), "projection.gpu_budget"
+        resource, per, budget, key = "GPU", res.gpus, gpu_budget(cfg), "projection.gpu_budget"
         step = 1
     limit = min(MAX_TASKS, budget // max(1, per))
     now = cfg.shard_count(target.phase)

@@ -46,6 +46,8 @@ def _bad_inputs(runs: Path) -> dict[tuple[str, ...], list[list[str]]]:
         ("report",): [["nope", "--out", str(runs / "r.html"), *r]],
         ("metrics",): [["nope", *r], ["t", "--metric", "no/such/*", *r]],
         ("preflight",): [[str(TINY), "--set", "nope.x=1"]],
+        ("plan",): [[str(TINY), "--set", "nope.x=1"], [str(runs / "missing.toml")],
+                    [str(TINY), "--set", f"data.source={no_rows}"]],
         ("canary",): [[str(TINY), "--set", "nope.x=1", "--local"]],
         ("logs",): [["nope", *r], ["t", "--phase", "nope", *r], ["t", "--round", "99", *r]],
         ("proofs",): [["nope", *r], ["t", "--target", "nope", *r], ["t", "--round", "99", *r]],

@@ -1,0 +1,248 @@
+"""The run projected before launch (round/projection.py, ops/plan.py): worked cases by hand, the
+canary's figures, the critical path and the shard advice, `plan` and `launch --dry-run`, and the
+projection against a run's completed rounds in `status` and the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from sqlmodel import select
+
+from sgsbatch.canary.record import save
+from sgsbatch.cli import main
+from sgsbatch.config.loading import load_config
+from sgsbatch.config.schema import Config, semantic_errors
+from sgsbatch.ops.plan import canary_figures, make_plan, plan_text
+from sgsbatch.round import metrics as M
+from sgsbatch.round.projection import FIGURES, advise, project, published, with_sets
+from sgsbatch.state.schema import Metric, Round
+from tests.runlib import TINY, recorded_run
+
+# a round of known numbers: 100 targets, 50 conjectures, (100 + 50) x 4 = 600 samples of 1,000 tokens
+# at 500 x 8000 / 1000 = 4,000 tokens/s per GPU (under the short-context cap of 5,000)
+KNOWN = ["run.rounds=4", "solver.samples=4", "conjecturer.samples_per_target=1", "generation.max_model_len=8000",
+         "shards.conjecture=1", "shards.solve=2", "shards.guide=1", "shards.verify=0",
+         "slurm.conjecture.gpus=1", "slurm.conjecture.cpus=4", "slurm.solve.gpus=2", "slurm.solve.cpus=8",
+         "slurm.guide.gpus=1", "slurm.guide.cpus=4", "slurm.verify.cpus=10", "slurm.train.gpus=4",
+         "slurm.train.cpus=16", "slurm.train.nodes=1",
+         "projection.unsolved_share=0.5", "projection.reviewed_share=0.2", "projection.trained_share=0.1",
+         "projection.mean_tokens=1000", "projection.prompt_tokens=0", "projection.decode_short_tokens_per_s=5000",
+         "projection.decode_long_tokens_per_s=500", "projection.lean_proofs_per_s=0.5", "projection.repl_start_s=10",
+         "projection.model_load_s=100", "projection.train_tokens_per_s=1000", "projection.checkpoint_write_s=20",
+         "projection.queue_wait_s=50", "projection.gpu_budget=8", "projection.cpu_budget=80"]
+
+
+def known(tmp_path: Path, *more: str) -> Config:
+    return load_config(TINY, [*KNOWN, f"run.runs_dir={tmp_path}", *more])
+
+
+def test_a_round_of_known_numbers_projects_to_hours_worked_by_hand(tmp_path: Path) -> None:
+    cfg = known(tmp_path)
+    p = project(cfg, 100, published(cfg))
+    walls = {ph.phase: (ph.items, ph.task_s, ph.wall_s) for ph in p.phases}
+    by_hand = {
+        "conjecture": (50, 100 + 50_000 / 4000, 50 + 112.5),  # one task: load + 50k tokens at 4,000 tokens/s
+        "solve": (600, 100 + 300_000 / 8000, 50 + 137.5),  # two tasks of 2 GPUs: 300k tokens each at 8,000
+        "verify": (600, 10 + 300 / 5, 50 + 70.0),  # two tasks of 10 cores at 0.5: 300 proofs each, one REPL start
+        "guide": (10, 100 + 10_000 / 4000, 50 + 102.5),  # 50 x 0.2 reviews
+        "train": (70, 2 * (100 + 20) + 70_000 / 4000, 50 + 257.5),  # 60 + 10 sequences, two roles loaded and saved
+    }
+    assert list(walls) == list(by_hand)
+    for phase, want in by_hand.items():
+        assert walls[phase] == pytest.approx(want), phase
+    assert p.round_s == pytest.approx(930.0) and p.run_days == pytest.approx(4 * 930 / 86400)
+    solve = p.phase("solve")
+    assert solve is not None and solve.gpu_hours == pytest.approx(2 * 2 * 137.5 / 3600)
+    assert solve.cpu_hours == pytest.approx(2 * 8 * 137.5 / 3600)
+    assert p.hours("cpu") == pytest.approx((4 * 112.5 + 2 * 8 * 137.5 + 2 * 10 * 70 + 4 * 102.5 + 16 * 257.5) / 3600)
+    assert [x.phase for x in p.projected] == ["conjecture", "solve", "verify", "guide", "train"]
+    crit = p.critical
+    assert crit is not None and crit.phase == "train"  # the chain's longest phase
+
+
+def test_decode_rate_falls_with_context_and_waves_follow_array_parallelism(tmp_path: Path) -> None:
+    cfg = known(tmp_path, "projection.prompt_tokens=3000", "slurm.solve.array_parallelism=1")
+    p = project(cfg, 100, published(cfg))
+    solve = p.phase("solve")
+    assert solve is not None and solve.rate == pytest.approx(2 * 500 * 8000 / 4000)  # context 4,000: 1,000 per GPU
+    assert solve.wall_s == pytest.approx(50 + 2 * (100 + 300_000 / 2000))  # two waves of one task
+    short = known(tmp_path, "projection.mean_tokens=100")
+    ph = project(short, 100, published(short)).phase("solve")
+    assert ph is not None and ph.rate == 2 * 5000  # 500 x 8000 / 100 would be 40k: capped by the short figure
+
+
+def test_verify_pays_a_repl_start_per_max_proofs_per_process(tmp_path: Path) -> None:
+    cfg = known(tmp_path, "verification.max_proofs_per_process=7")
+    ph = project(cfg, 100, published(cfg)).phase("verify")
+    assert ph is not None and ph.startup_s == 5 * 10  # 30 proofs a core, a fresh REPL every 7: 5 starts
+
+
+def test_without_a_conjecturer_and_on_cpus_phases_are_left_out_or_unprojected(tmp_path: Path) -> None:
+    cfg = known(tmp_path, "conjecturer.enabled=false", "slurm.train.gpus=0")
+    p = project(cfg, 100, published(cfg))
+    assert [x.phase for x in p.phases] == ["solve", "verify", "train"]
+    assert p.not_projected == ["train"] and p.round_s == pytest.approx(
+        (50 + 100 + 400 * 1000 / 2 / 8000) + (50 + 10 + 200 / 5))
+    tiny = load_config(TINY, [f"run.runs_dir={tmp_path}"])
+    assert project(tiny, 12, published(tiny)).not_projected == ["conjecture", "solve", "guide", "train"]
+
+
+def test_the_advice_shards_the_longest_shardable_phase_within_the_gpu_budget(tmp_path: Path) -> None:
+    cfg = known(tmp_path)
+    adv = advise(cfg, 100, published(cfg))
+    # train is longest but one job; solve next: 8 GPUs / 2 a task = 4 tasks at most. 3 tasks: 175 s,
+    # 4 tasks: 168.75 s; 3 is within advice_margin (5%) of the shortest, and costs one start-up less
+    assert adv is not None and (adv.longest, adv.phase, adv.resource, adv.budget) == ("train", "solve", "GPU", 8)
+    assert adv.sets == {"shards.solve": 3} and adv.set_args() == "--set shards.solve=3"
+    # shards.verify = 0: verify follows solve to 3 tasks, 200 proofs each: 10 + 200 / 5 = 50 s a task
+    assert adv.after is not None and adv.after.round_s == pytest.approx(930 - 187.5 + 175 - 120 + 100)
+    assert adv.after == project(with_sets(cfg, adv.sets), 100, published(cfg))
+    at_budget = known(tmp_path, "projection.gpu_budget=4")
+    adv = advise(at_budget, 100, published(at_budget))
+    assert adv is not None and adv.after is None and adv.sets == {}
+    assert "more shards would not shorten it (`--set projection.gpu_budget=8` shows" in plan_text(
+        make_plan(at_budget, 100))
+
+
+def test_the_gpu_budget_defaults_to_the_train_jobs_gpus(tmp_path: Path) -> None:
+    cfg = known(tmp_path, "projection.gpu_budget=0", "slurm.train.gpus=8", "slurm.train.nodes=2")
+    adv = advise(cfg, 100, published(cfg))
+    assert adv is not None and adv.budget == 16
+
+
+def test_verify_as_the_critical_path_gets_multiples_of_solve_within_the_cpu_budget(tmp_path: Path) -> None:
+    cfg = known(tmp_path, "projection.lean_proofs_per_s=0.05")
+    adv = advise(cfg, 100, published(cfg))
+    # verify: 2 tasks of 10 CPUs, 610 s each; 80 CPUs allow 8 tasks in steps of 2 solve tasks: 4 -> 310 s,
+    # 6 -> 210 s, 8 -> 160 s: only 8 is within 5% of the shortest
+    assert adv is not None and (adv.longest, adv.phase, adv.resource) == ("verify", "verify", "CPU")
+    assert adv.sets == {"shards.verify": 8}
+    assert adv.after is not None and adv.after.phase("verify").wall_s == 50 + 160  # type: ignore[union-attr]
+    assert not semantic_errors(with_sets(cfg, adv.sets))
+
+
+def test_solve_advice_keeps_a_set_verify_count_a_multiple_of_solve(tmp_path: Path) -> None:
+    cfg = known(tmp_path, "shards.verify=8", "slurm.train.gpus=1", "projection.gpu_budget=10",
+                "slurm.solve.gpus=1")
+    adv = advise(cfg, 100, published(cfg))
+    assert adv is not None and adv.phase == "solve" and adv.sets["shards.solve"] > 2
+    n, v = adv.sets["shards.solve"], adv.sets["shards.verify"]
+    assert v % n == 0 and abs(v - 8) <= n and not semantic_errors(with_sets(cfg, adv.sets))
+
+
+def _canary(runs: Path, cfg: Config, ok: bool = True, **measures: dict[str, float]) -> None:
+    rows = [{"component": "x", "check": name, "ok": ok, "figure": "", "fix": "", "shape": "", "measures": m}
+            for name, m in measures.items()]
+    save(runs, cfg, rows, {"python": "3", "packages": {}}, ["1"])
+
+
+def test_a_passed_canarys_measurements_replace_the_published_figures(tmp_path: Path) -> None:
+    cfg = known(tmp_path, "checkpoints.estimate_gb_per_role=10")
+    figures, note = canary_figures(cfg, published(cfg))
+    assert figures == published(cfg) and note.startswith("no passed canary")
+    _canary(tmp_path, cfg, solver={"model_load_s": 80.0, "decode_tokens_per_s_per_gpu": 6000.0},
+            conj={"model_load_s": 120.0, "decode_tokens_per_s_per_gpu": 7000.0},
+            lean={"repl_start_s": 4.0, "lean_proofs_per_s": 0.9}, train={"checkpoint_bytes_per_s": 2e9})
+    other = known(tmp_path, "checkpoints.estimate_gb_per_role=10", "shards.solve=4")  # same throughput, other shards
+    figures, note = canary_figures(other, published(other))
+    assert figures["model_load_s"] == 100.0 and figures["repl_start_s"] == 4.0  # measured, as measured
+    assert figures["checkpoint_write_s"] == 5.0  # 10 GB at 2 GB/s
+    assert figures["decode_short_tokens_per_s"] == 6500.0  # its few sequences: a floor over the published 5,000
+    assert figures["lean_proofs_per_s"] == 0.5  # its easy proofs: a ceiling, above the published 0.5
+    assert figures.sources["model_load_s"].startswith("canary ") and "measured" in figures.sources["model_load_s"]
+    assert figures.sources["queue_wait_s"].startswith("published")
+    assert "its figures used: model_load_s, repl_start_s, checkpoint_write_s, decode_short_tokens_per_s" in note
+    p = make_plan(other, 100)["projection"]
+    assert p.phase("conjecture").task_s == 100 + 50_000 / 4000  # type: ignore[union-attr]  # min(6500, 4000)
+    text = plan_text(make_plan(other, 100))
+    assert "figures, canary " in text and "model_load_s=100" in text
+
+
+def test_a_failed_canary_or_one_of_other_models_is_not_read(tmp_path: Path) -> None:
+    cfg = known(tmp_path)
+    _canary(tmp_path, cfg, ok=False, solver={"model_load_s": 1.0})
+    _canary(tmp_path, known(tmp_path, "models.solver=other/model"), solver={"model_load_s": 2.0})
+    figures, note = canary_figures(cfg, published(cfg))
+    assert figures["model_load_s"] == 100.0 and note.startswith("no passed canary")
+
+
+def test_plan_json_has_the_projection_figures_and_advice(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["plan", str(TINY), "--json", "--runs-dir", str(tmp_path),
+                                    *(a for s in KNOWN for a in ("--set", s))])
+    assert res.exit_code == 0, res.output
+    d: dict[str, Any] = json.loads(res.stdout)
+    assert {"targets", "targets_from", "rounds", "phases", "path", "critical_phase", "not_projected", "round_s",
+            "round_gpu_hours", "round_cpu_hours", "run", "figures", "canary", "advice"} <= set(d)
+    assert d["targets"] == 12 and d["targets_from"].endswith("tiny_targets.jsonl") and d["rounds"] == 4
+    assert set(d["run"]) == {"days", "gpu_hours", "cpu_hours"} and set(d["figures"]) == set(FIGURES)
+    assert [p["phase"] for p in d["phases"]] == d["path"] == ["conjecture", "solve", "verify", "guide", "train"]
+    assert {"shards", "gpus", "cpus", "items", "tokens", "rate", "task_s", "wall_s", "gpu_hours", "cpu_hours"} <= set(
+        d["phases"][0])
+    adv = d["advice"]
+    assert adv["phase"] == "solve" and adv["set_args"].startswith("--set shards.solve=")
+    # the advice runs as printed: the same plan with its --set gives the round it promised
+    again = CliRunner().invoke(main, ["plan", str(TINY), "--json", "--runs-dir", str(tmp_path),
+                                      *(a for s in KNOWN for a in ("--set", s)), *adv["set_args"].split()])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["round_s"] == pytest.approx(adv["round_s"])
+
+
+def test_plan_of_a_hub_dataset_assumes_hub_targets_and_names_it(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["plan", str(TINY.parent / "sgs.toml"), "--runs-dir", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "projection: 200 rounds of 3,323 targets (projection.hub_targets: data.source" in res.stdout
+    assert "longest solve" in res.stdout and "run: 200 rounds = " in res.stdout and "advice: solve" in res.stdout
+
+
+def test_launch_dry_run_prints_the_projection(tmp_path: Path) -> None:
+    args = ["launch", str(TINY), "--dry-run", "--set", f"run.runs_dir={tmp_path}", "--set", "run.executor=local",
+            *(a for s in KNOWN for a in ("--set", s))]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "checkpoints: " in out and "dry run: nothing created, nothing submitted" in out  # as before
+    assert "projection: 4 rounds of 12 targets" in out and "critical path conjecture -> solve -> verify" in out
+    assert "advice: train is the longest phase" in out and "`--set shards.solve=" in out
+    assert "figures, published" in out and "canary: no passed canary" in out
+
+
+def test_status_and_the_report_show_projected_against_actual(tmp_path: Path) -> None:
+    from sgsbatch.ops.report import run_section
+    from sgsbatch.run.handle import open_run
+
+    h = recorded_run(tmp_path, "t")
+    with h.db.write() as s:
+        r0 = s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == 0)).one()
+        r0.state, r0.started_at, r0.completed_at = "completed", 1000.0, 1000.0 + 900.0
+        s.add(r0)
+        s.add(Metric(run_id=h.run_id, round=0, name=M.CUMULATIVE_SOLVE_RATE, value=0.5))
+        s.add(Metric(run_id=h.run_id, round=0, name=M.wall_s("verify"), value=400.0))
+    res = CliRunner().invoke(main, ["status", "t", "--runs-dir", str(tmp_path), "--json"])
+    assert res.exit_code == 0, res.output
+    c = json.loads(res.stdout)["projection"]
+    want = project(h.cfg, 3, published(h.cfg))
+    queue = h.cfg.projection.queue_wait_s
+    assert c["round_s"] == pytest.approx(want.round_s - queue) and c["critical_phase"] == "verify"
+    assert c["rounds"] == {"0": {"projected_s": pytest.approx(want.round_s - queue), "actual_s": 900.0}}
+    assert c["phases"]["verify"]["actual_s"] == 400.0 and c["actual_mean_s"] == 900.0
+    text = CliRunner().invoke(main, ["status", "t", "--runs-dir", str(tmp_path)]).stdout
+    assert "  projection: projected " in text and "actual 15m00s a round over 1" in text and "verify " in text
+    page, data = run_section(open_run(tmp_path, "t", readonly=True))
+    assert data["projection"]["rounds"][0]["actual_s"] == 900.0 and "Projection (sgsbatch plan): projected" in page
+
+
+def test_launch_dry_run_of_sgs_toml_prints_its_run(tmp_path: Path, ready_machine: Any,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    ready_machine.apply(monkeypatch)
+    res = CliRunner().invoke(main, ["launch", str(TINY.parent / "sgs.toml"), "--dry-run", "--set",
+                                    f"run.runs_dir={tmp_path}", "--set", "run.executor=local",
+                                    *(a for s in ready_machine.sets for a in ("--set", s))])
+    assert res.exit_code == 0, res.output
+    cfg = load_config(TINY.parent / "sgs.toml", [f"run.runs_dir={tmp_path}"])
+    p = project(cfg, 3323, published(cfg))
+    assert f"run: 200 rounds = {p.run_days:.1f} days" in res.stdout and "longest solve" in res.stdout
+    assert "pre-flight passed:" in res.stdout and res.stdout.index("pre-flight") < res.stdout.index("projection:")
