@@ -515,10 +515,10 @@ class ProjectionConfig:
     """
 
     hub_targets: int = key(3323, "Targets assumed when data.source is a Hugging Face id (a plan downloads "
-                                 "nothing): D_3k's 3,323 (SGS-SPEC.md: Data).")
+                                 "nothing): D_3k's 3,323 (the SGS paper, arXiv 2604.20209).")
     unsolved_share: float = key(0.5, "Mean share of the targets unsolved in a round (each gets "
                                      "conjecturer.samples_per_target conjectures): issue 32's ~1.7k conjectures "
-                                     "a round of 3,323 targets (SGS-SPEC.md: ~1.5k).")
+                                     "a round of 3,323 targets (the SGS paper: ~1.5k).")
     reviewed_share: float = key(0.3, "Share of the conjectures the Guide reviews (those in the band); "
                                      + _ESTIMATE + "compare guide/reviews with conjectures/generated.")
     trained_share: float = key(0.1, "Share of the Solver's samples it trains on (verified, in the hard band); "
@@ -527,9 +527,10 @@ class ProjectionConfig:
                                     "a D_3k round's ~40k samples.")
     prompt_tokens: float = key(400.0, "Mean prompt tokens (chat template, header, statement); " + _ESTIMATE
                                       + "the canary prints the longest real prompt.")
-    decode_short_tokens_per_s: float = key(8000.0, "Decode tokens/s per GPU at short context: issue 32 "
-                                                   "(DeepSeek-Prover-V2-7B, full multi-head attention, ~480 KiB "
-                                                   "of KV cache per token: 1-8k tokens/s per H100 by context).")
+    decode_short_tokens_per_s: float = key(8000.0, "Decode tokens/s per GPU at short context: issue 32's 1-8k "
+                                                   "tokens/s per H100 by context for DeepSeek-Prover-V2-7B (full "
+                                                   "multi-head attention: 30 layers x 32 heads x 128 x K,V x bf16 = "
+                                                   "480 KiB of KV cache per token).")
     decode_long_tokens_per_s: float = key(1000.0, "Decode tokens/s per GPU at generation.max_model_len of context "
                                                   "(the same source); in between, the KV cache bounds the batch: "
                                                   "tokens/s falls as 1 / context, capped by the short figure.")
@@ -549,8 +550,8 @@ class ProjectionConfig:
                                     + "site-dependent (sacct's Start - Submit).")
     gpu_budget: int = key(0, "GPUs one phase may hold at once, for the shard advice; 0 = the train job's GPUs "
                              "(slurm.train.gpus x nodes: the reference's one 8-GPU node).")
-    cpu_budget: int = key(4224, "CPUs the verify phase may hold at once, for the shard advice: the reference's "
-                                "128 tasks x 33 CPUs (SGS-SPEC.md).")
+    cpu_budget: int = key(4224, "CPUs the verify phase may hold at once, for the shard advice: 128 tasks x 33 "
+                                "CPUs, the SGS reference's verify jobs.")
     advice_margin: float = key(0.05, "The advice names the fewest shards whose phase is within this share of the "
                                      "shortest the budget allows (more shards cost more start-ups).")
 

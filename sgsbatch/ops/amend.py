@@ -10,7 +10,7 @@ spent, a slower filesystem); what may change, and how, depends on what the key d
   `alerts.*`, `run.rounds` (never below its value: a run is extended, not cut),
   `run.max_task_retries`, `run.allow_env_drift`, `run.poll_interval_s`, `run.local_workers`,
   `checkpoints.{keep_last, keep_every, estimate_gb_per_role}` (retention), `train.collective_timeout_s`
-  (how long a collective waits for a lost rank), `report.*`, `scaling.*`;
+  (how long a collective waits for a lost rank), `report.*`, `scaling.*`, `projection.*`;
   `slurm.defaults.KEY` sets KEY in all six phases.
 - Changes of method (`--set` with `--method-change --from-round N`; the rounds before N keep the
   old value, see run/amendments.config_at): `verification.timeout_s`, `shards.*`, `prompts.*` (a
