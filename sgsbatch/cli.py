@@ -163,10 +163,10 @@ def plan_command(config: Path, overrides: tuple[str, ...], as_json: bool, site: 
         sgsbatch plan jobs/sgs.toml --set shards.solve=16 --json
     """
     from sgsbatch.ops.control import load_for_command
-    from sgsbatch.ops.plan import make_plan, plan_json, plan_text
+    from sgsbatch.ops.plan import make_plan, plan_text
 
     p = make_plan(load_for_command(config, overrides, site, runs_dir), where=str(config))
-    click.echo(json.dumps(plan_json(p), sort_keys=True) if as_json else plan_text(p))
+    click.echo(json.dumps(p.to_json(), sort_keys=True) if as_json else plan_text(p))
 
 
 def _wait(h: Any) -> None:

@@ -134,7 +134,7 @@ def status_text(st: dict[str, Any]) -> str:
     if st.get("projection"):
         from sgsbatch.ops.plan import comparison_text
 
-        out.append(f"  projection: {comparison_text(st['projection'])}")
+        out += [f"  projection: {text}" for text in [comparison_text(st["projection"])] if text]
     out += [f"  job {j['job_id']} r{j['round']} {j['phase']}: {j.get('task_states', {})} "
             f"restarts={j.get('restarts', '?')}" for j in st.get("jobs", [])]
     out += _watch_details(st)

@@ -17,6 +17,7 @@ it); its Lean proofs are short and its cheats refused early, so its proofs/s is 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sgsbatch.canary.record import canary_dir, measured
@@ -75,8 +76,9 @@ def canary_figures(cfg: Config, figures: Figures) -> tuple[Figures, str]:
     if found["checkpoint_bytes_per_s"]:
         secs = cfg.checkpoints.estimate_gb_per_role * 1e9 / max(mean("checkpoint_bytes_per_s"), 1.0)
         replaced["checkpoint_write_s"] = (secs, "its checkpoint write speed")
-    if found["decode_tokens_per_s_per_gpu"] and mean("decode_tokens_per_s_per_gpu") > figures["decode_short_tokens_per_s"]:
-        replaced["decode_short_tokens_per_s"] = (mean("decode_tokens_per_s_per_gpu"), "a floor")
+    decode = mean("decode_tokens_per_s_per_gpu") if found["decode_tokens_per_s_per_gpu"] else 0.0
+    if decode > figures["decode_short_tokens_per_s"]:
+        replaced["decode_short_tokens_per_s"] = (decode, "a floor")
     if found["lean_proofs_per_s"] and mean("lean_proofs_per_s") < figures["lean_proofs_per_s"]:
         replaced["lean_proofs_per_s"] = (mean("lean_proofs_per_s"), "a ceiling")
     f = figures
@@ -86,21 +88,29 @@ def canary_figures(cfg: Config, figures: Figures) -> tuple[Figures, str]:
     return f, f"{label} passed; its figures used: {', '.join(used) or 'none (within the published bounds)'}"
 
 
-def make_plan(cfg: Config, targets: int | None = None, where: str = "config") -> dict[str, Any]:
-    """The projection of `cfg` and the shard advice, with where its inputs came from; `targets`: the
-    count when known (launch's dry run loaded them), `where`: the config file, for errors."""
+@dataclass(frozen=True)
+class RunPlan:
+    """What `plan` prints: the projection of `cfg`, the shard advice, and where their inputs came from."""
+
+    cfg: Config
+    projection: Projection
+    advice: Advice | None
+    targets_from: str
+    canary: str
+
+    def to_json(self) -> dict[str, Any]:
+        """`plan --json`: the projection (round/projection.Projection.to_json), advice, and sources."""
+        return {**self.projection.to_json(), "targets_from": self.targets_from, "canary": self.canary,
+                "advice": self.advice.to_json() if self.advice else None}
+
+
+def make_plan(cfg: Config, targets: int | None = None, where: str = "config") -> RunPlan:
+    """The plan of `cfg`; `targets`: the count when known (launch's dry run loaded them), `where`: the
+    config file, for errors."""
     count, source = ((targets, f"from {cfg.data.source}") if targets is not None and targets >= 0
                      else target_count(cfg, where))
     figures, canary = canary_figures(cfg, published(cfg))
-    return {"projection": project(cfg, count, figures), "advice": advise(cfg, count, figures),
-            "targets_from": source, "canary": canary, "cfg": cfg}
-
-
-def plan_json(p: dict[str, Any]) -> dict[str, Any]:
-    """`plan --json`: the projection (round/projection.Projection.to_json), advice, and sources."""
-    adv: Advice | None = p["advice"]
-    return {**p["projection"].to_json(), "targets_from": p["targets_from"], "canary": p["canary"],
-            "advice": adv.to_json() if adv else None}
+    return RunPlan(cfg, project(cfg, count, figures), advise(cfg, count, figures), source, canary)
 
 
 def _n(x: float) -> str:
@@ -124,9 +134,10 @@ def advice_text(adv: Advice | None) -> str:
             + ("" if adv.longest == adv.phase else f" (one job: slurm.train.nodes adds GPUs); of the sharded "
                f"phases {adv.phase} is") + f" ({duration(before.wall_s)} of a {duration(adv.before.round_s)} round)")
     if adv.after is None:
+        more = f"--set {adv.budget_key}={2 * max(1, adv.budget)}"
         return (f"{head}; {before.shards} tasks of {_of(adv.per_task, adv.resource)} within {adv.budget_key} = "
-                f"{_of(adv.budget, adv.resource)}: more shards would not shorten it (`--set {adv.budget_key}={2 * max(1, adv.budget)}` "
-                "shows what a larger budget buys)")
+                f"{_of(adv.budget, adv.resource)}: more shards would not shorten it (`{more}` shows what a "
+                "larger budget buys)")
     ph = adv.after.phase(adv.phase)
     assert ph is not None and ph.wall_s is not None
     return (f"{head}; within {adv.budget_key} = {_of(adv.budget, adv.resource)}: `{adv.set_args()}` -> {adv.phase} "
@@ -135,12 +146,11 @@ def advice_text(adv: Advice | None) -> str:
             "`resume --set ... --method-change --from-round`)")
 
 
-def plan_text(p: dict[str, Any]) -> str:
+def plan_text(p: RunPlan) -> str:
     """The projection as `plan` and `launch --dry-run` print it."""
-    proj: Projection = p["projection"]
-    cfg: Config = p["cfg"]
+    proj, cfg = p.projection, p.cfg
     conj = proj.phase("conjecture")
-    lines = [f"projection: {proj.rounds} rounds of {proj.targets:,} targets ({p['targets_from']})"
+    lines = [f"projection: {proj.rounds} rounds of {proj.targets:,} targets ({p.targets_from})"
              + (f", {conj.items:,.0f} conjectures a round" if conj else ""),
              f"  {'phase':<11}{'tasks':<15}{'work a round':<30}{'rate a task':<19}{'task':>8}{'wall':>9}"
              f"{'GPU-h':>8}{'CPU-h':>8}"]
@@ -156,8 +166,9 @@ def plan_text(p: dict[str, Any]) -> str:
     if crit is None or crit.wall_s is None:
         lines.append("  round: not projected (no phase has a figure)")
     else:
+        path = " -> ".join(x.phase for x in proj.projected)
         lines.append(f"  round: {duration(proj.round_s)}, {_hours(proj.hours('gpu'))} GPU-hours, "
-                     f"{_hours(proj.hours('cpu'))} CPU-hours; critical path {' -> '.join(x.phase for x in proj.projected)}"
+                     f"{_hours(proj.hours('cpu'))} CPU-hours; critical path {path}"
                      f" (one after another), longest {crit.phase} {duration(crit.wall_s)} "
                      f"({crit.wall_s / proj.round_s:.0%})")
         lines.append(f"  run: {proj.rounds} rounds = {proj.run_days:.1f} days, "
@@ -172,8 +183,8 @@ def plan_text(p: dict[str, Any]) -> str:
     for name, value in proj.figures.values.items():
         by_source[proj.figures.sources[name]].append(f"{name}={value:.4g}")
     lines += [f"  figures, {src}: {', '.join(names)}" for src, names in by_source.items()]
-    lines.append(f"  canary: {p['canary']}")
-    lines.append("  " + advice_text(p["advice"]))
+    lines.append(f"  canary: {p.canary}")
+    lines.append("  " + advice_text(p.advice))
     return "\n".join(lines)
 
 
@@ -187,10 +198,12 @@ def run_projection(h: RunHandle, targets: int, timing: dict[str, Any], last_metr
     figures, canary = canary_figures(h.cfg, published(h.cfg))
     proj = project(h.cfg, targets, figures)
     queue, records = figures["queue_wait_s"], read(h.paths)
-    rounds = {int(r): {"projected_s": project(config_with(h.cfg, records, int(r)), targets, figures).round_s - queue,
-                       "actual_s": s} for r, s in sorted((timing.get("round_s") or {}).items())}
+    by_round = {int(r): (project(config_with(h.cfg, records, int(r)), targets, figures), s)
+                for r, s in sorted((timing.get("round_s") or {}).items())}
+    rounds = {r: {"projected_s": p.round_s - queue, "actual_s": s} for r, (p, s) in by_round.items()}
+    last = by_round[max(by_round)][0] if by_round else proj  # with the shard counts that round ran with
     phases = {ph.phase: {"projected_s": ph.wall_s - queue, "actual_s": last_metrics.get(M.wall_s(ph.phase))}
-              for ph in proj.projected if ph.wall_s is not None}
+              for ph in last.projected if ph.wall_s is not None}
     actual = [x["actual_s"] for x in rounds.values()]
     crit = proj.critical
     return {"round_s": proj.round_s - queue, "run_days": proj.run_days, "critical_phase": crit.phase if crit else None,
@@ -204,10 +217,12 @@ def comparison_text(c: dict[str, Any] | None) -> str:
         return ""
     out = (f"projected {duration(c['round_s'])} a round (longest {c['critical_phase']}), "
            f"{c['run_days']:.1f} days, {_hours(c['run_gpu_hours'])} GPU-hours")
+    if c["not_projected"]:
+        out += f" without {', '.join(c['not_projected'])} (no GPUs: not projected)"
     if c["actual_mean_s"] is None:
         return out + "; no round completed yet"
-    ratio = c["actual_mean_s"] / c["round_s"] - 1
-    out += f"; actual {duration(c['actual_mean_s'])} a round over {len(c['rounds'])} ({ratio:+.0%})"
+    ratio = "" if c["not_projected"] else f" ({c['actual_mean_s'] / c['round_s'] - 1:+.0%})"
+    out += f"; actual {duration(c['actual_mean_s'])} a round over {len(c['rounds'])}{ratio}"
     ph = [f"{k} {duration(v['projected_s'])}/{duration(v['actual_s'])}" for k, v in c["phases"].items()
           if v["actual_s"] is not None]
     return out + (f"; last round projected/actual: {', '.join(ph)}" if ph else "")

@@ -234,7 +234,8 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
     data["timing"] = run_timing(h)
     parts.append(f"<p>Time: {esc(timing_text(data['timing'], h.row().state.value))}.</p>")
     data["projection"] = run_projection(h, h.row().targets, data["timing"], metrics[max(done)] if done else {})
-    parts.append(f"<p>Projection (sgsbatch plan): {esc(comparison_text(data['projection']))}.</p>")
+    compared = comparison_text(data["projection"]) or "none (no phase has a throughput figure)"
+    parts.append(f"<p>Projection (sgsbatch plan): {esc(compared)}.</p>")
     figs = []
     if done:
         figs += _ratio_figures(metrics)  # the Solver's clip fractions and sampler drift (CISPO, GRPO family)

@@ -216,11 +216,13 @@ def gpu_budget(cfg: Config) -> int:
 
 
 def _shard_sets(cfg: Config, phase: str, n: int) -> dict[str, int]:
-    """`shards.<phase>` = n; when solve changes, a set shards.verify stays a multiple of it, the
-    one nearest its count (so verify keeps about its CPUs)."""
+    """`shards.<phase>` = n; when solve changes, a set shards.verify stays a multiple of it: the
+    smallest not below its count, else (over `projection.cpu_budget`) the largest within it, at least n."""
     sets = {f"shards.{phase}": n}
     if phase == "solve" and cfg.shards.verify:
-        sets["shards.verify"] = max(1, round(cfg.shards.verify / n)) * n
+        up = math.ceil(cfg.shards.verify / n) * n
+        fits = cfg.projection.cpu_budget // max(1, cfg.slurm.verify.cpus) // n * n
+        sets["shards.verify"] = up if up <= fits else max(n, fits)
     return sets
 
 
