@@ -183,7 +183,7 @@ def plan_text(p: RunPlan) -> str:
     for name, value in proj.figures.values.items():
         by_source[proj.figures.sources[name]].append(f"{name}={value:.4g}")
     lines += [f"  figures, {src}: {', '.join(names)}" for src, names in by_source.items()]
-    lines.append(f"  canary: {p.canary}")
+    lines.append(f"  canary figures: {p.canary}")
     lines.append("  " + advice_text(p.advice))
     return "\n".join(lines)
 

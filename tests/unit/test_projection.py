@@ -220,7 +220,7 @@ def test_launch_dry_run_prints_the_projection(tmp_path: Path) -> None:
     assert "checkpoints: " in out and "dry run: nothing created, nothing submitted" in out  # as before
     assert "projection: 4 rounds of 12 targets" in out and "critical path conjecture -> solve -> verify" in out
     assert "advice: train is the longest phase" in out and "`--set shards.solve=" in out
-    assert "figures, published" in out and "canary: no passed canary" in out
+    assert "figures, published" in out and "canary figures: no passed canary" in out
 
 
 def test_status_and_the_report_show_projected_against_actual(tmp_path: Path) -> None:
