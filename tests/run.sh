@@ -13,12 +13,12 @@ PY=${PYTHON:-.venv/bin/python}
 "$PY" -m ruff check sgsbatch tests bench
 "$PY" -m mypy sgsbatch
 if (($# > 0)) || [[ -n ${SGSBATCH_SERIAL_TESTS:-} ]]; then
-    exec "$PY" -m pytest -q -rs --durations=25 "$@"  # the slowest tests in every log: what CI time is spent on
+    exec "$PY" -m pytest -q -rfEs --durations=25 "$@"  # the slowest tests in every log: what CI time is spent on
 fi
-"$PY" -m pytest -q -rs --durations=15 -p no:cacheprovider tests/slurm 2>&1 | sed -u 's/^/[slurm] /' &
+"$PY" -m pytest -q -rfEs --durations=15 -p no:cacheprovider tests/slurm 2>&1 | sed -u 's/^/[slurm] /' &
 slurm_pid=$!
 rc=0
-"$PY" -m pytest -q -rs --durations=25 --ignore=tests/slurm || rc=$?
+"$PY" -m pytest -q -rfEs --durations=25 --ignore=tests/slurm || rc=$?
 slurm_rc=0
 wait "$slurm_pid" || slurm_rc=$?
 echo "tests/run.sh: Slurm tier exit $slurm_rc, other tiers exit $rc"

@@ -2,13 +2,15 @@
 
 `config_keys` walks `Config()`: one `KeyInfo` per leaf key (`slurm.<phase>.*` once per phase, with
 that phase's defaults), its help from the schema's `key(default, help)`, its table's help from the
-table's docstring. `sgsbatch config keys` prints them; nothing here holds a second copy of a help
+table's docstring. `sgsbatch config keys` prints them (`--markdown`: `keys_markdown`, the page
+docs/keys.md is, checked by tests/unit/test_docs.py); nothing here holds a second copy of a help
 text or a default.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -71,3 +73,24 @@ def config_keys(prefix: str = "") -> list[KeyInfo]:
             raise InputError(f"no config key is {prefix!r} or under it; the tables: {names} "
                              "(`sgsbatch config keys` lists every key)")
     return out
+
+
+KEYS_PAGE_HEAD = """# Every config key
+
+Generated from the schema (sgsbatch/config/schema.py) by `sgsbatch config keys --markdown > docs/keys.md`;
+a test fails when this page and the schema differ. Each key: its default, its type, what it does.
+Tables, keys and the `[slurm.<phase>]` layers are explained in [configuration](configuration.md)."""
+
+
+def keys_markdown(prefix: str = "") -> str:
+    """Every key under `prefix` as a Markdown page: a heading per table, a list item per key."""
+    helps = {name: table_help(obj) for name, obj in tables()}
+    lines = [KEYS_PAGE_HEAD]
+    table = None
+    for k in config_keys(prefix):
+        if k.table != table:
+            table = k.table
+            lines += ["", f"## [{table}]", "", helps[table], ""]
+        default = json.dumps(k.default)
+        lines.append(f"- `{k.key}` = `{default}` ({k.type}): {' '.join(k.help.split())}")
+    return "\n".join(lines) + "\n"

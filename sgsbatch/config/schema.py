@@ -1,6 +1,6 @@
 """The run configuration: typed, frozen dataclasses with the SGS reference numbers as defaults.
 
-Every number in SGS-SPEC.md is a key here with the reference default. Every key is declared with
+Every number of the SGS paper (docs/algorithm.md) is a key here with the reference default. Every key is declared with
 `key(default, help)`: its help text lives here and nowhere else (`sgsbatch config keys` and the
 configuration reference read it through config/keys.py; a test checks that no key lacks one).
 Loading TOML files, `inherit`, `--set` overrides and validation live in `config/loading.py`; this
@@ -436,7 +436,7 @@ class SlurmPhaseConfig:
 
 @dataclass(frozen=True)
 class ScalingConfig:
-    """`sgsbatch fit`: the scaling law of the cumulative solve rate (SGS-SPEC.md) and the paper's fit."""
+    """`sgsbatch fit`: the scaling law of the cumulative solve rate (the SGS paper; docs/algorithm.md) and the paper's fit."""
 
     min_generations: int = key(100_000, "Points below this many generations so far are dropped before fitting.")
     halves: int = key(20, "Random-half refits for the spread of A; 0 = none.")

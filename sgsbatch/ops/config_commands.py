@@ -83,8 +83,9 @@ def show(target: str | None, overrides: tuple[str, ...], site: Path | None, runs
 @config.command()
 @click.argument("prefix", metavar="[KEY]", required=False, default="")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per key: key, type, default, help, table.")
+@click.option("--markdown", is_flag=True, help="A Markdown page (what docs/keys.md is).")
 @clean_errors
-def keys(prefix: str, as_json: bool) -> None:
+def keys(prefix: str, as_json: bool, markdown: bool) -> None:
     """List every config key (or those under KEY, a table or a key) with its type, default and help.
 
     \b
@@ -93,10 +94,15 @@ def keys(prefix: str, as_json: bool) -> None:
         sgsbatch config keys solver
         sgsbatch config keys slurm.train.time_min
         sgsbatch config keys --json > keys.jsonl
+        sgsbatch config keys --markdown > docs/keys.md
     """
     from dataclasses import asdict
 
-    from sgsbatch.config.keys import config_keys, table_help, tables
+    from sgsbatch.config.keys import config_keys, keys_markdown, table_help, tables
+
+    if markdown:
+        click.echo(keys_markdown(prefix), nl=False)
+        return
 
     infos = config_keys(prefix)
     if as_json:

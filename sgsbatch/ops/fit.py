@@ -1,4 +1,4 @@
-"""The scaling law of the cumulative solve rate (SGS-SPEC.md), fitted to a run's rounds.
+"""The scaling law of the cumulative solve rate (the SGS paper; docs/algorithm.md), fitted to a run's rounds.
 
     R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B),   C = generations so far
 

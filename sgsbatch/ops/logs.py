@@ -24,7 +24,7 @@ from sgsbatch.config.schema import Config
 from sgsbatch.errors import InputError, RunError
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.attempts import Attempt, attempt_log, attempts
-from sgsbatch.run.journal import read_journal
+from sgsbatch.run.journal import latest_task
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard
 
@@ -61,15 +61,6 @@ def _submitit_logs(paths: RunPaths, r: int, phase: str, job: str) -> list[Path]:
     """submitit's stdout/stderr of one Slurm job or array task (`123_4`)."""
     folder = paths.slurm / f"r{r:04d}" / phase / job
     return sorted(folder.glob("*_log.out")) + sorted(folder.glob("*_log.err"))
-
-
-def _latest_submission(paths: RunPaths, r: int, phase: str, shard: int) -> str | None:
-    """The Slurm array task (`123_4`) of the shard's latest submission (the round's `jobs.jsonl`)."""
-    for rec in reversed(read_journal(paths.jobs_journal(r))):
-        shards = [int(s) for s in rec.get("shards", [])]
-        if rec.get("phase") == phase and shard in shards:
-            return f"{rec['job_id']}_{shards.index(shard)}"
-    return None
 
 
 def failed_shard(paths: RunPaths, cfg: Config, r: int, phase: str | None = None) -> tuple[str, int] | None:
@@ -126,7 +117,7 @@ def choose_log(paths: RunPaths, cfg: Config, r: int | None = None, phase: str | 
         kept = "1" if count == 1 else f"1..{count}"
         raise InputError(f"round {r} {phase} shard {shard} has no attempt {attempt}; attempts: {kept}")
     # on Slurm, submitit's own log of the job that ran the attempt (its supervisor's account of it)
-    job = tried[k - 1].job if tried else _latest_submission(paths, r, phase, shard)
+    job = tried[k - 1].job if tried else latest_task(paths.jobs_journal(r), phase, shard)
     files = _submitit_logs(paths, r, phase, job) if job and job != "local" else []
     worker_log = attempt_log(s, k, count)
     if worker_log.exists():

@@ -46,7 +46,7 @@ def png_bytes(fig: Figure) -> bytes:
 
 
 def law(c: Any, r0: float, a: float, c_mid: float, b: float) -> Any:
-    """R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) (SGS-SPEC.md), vectorised over C > 0."""
+    """R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) (the SGS paper; docs/algorithm.md), vectorised over C > 0."""
     c = np.asarray(c, dtype=np.float64)
     return r0 + (a - r0) / (1.0 + (c_mid / c) ** b)
 

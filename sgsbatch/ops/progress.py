@@ -25,7 +25,7 @@ from sgsbatch.round.alarms import disk_alarm, slow_phase_alarm, verify_error_ala
 from sgsbatch.round.checkpoints import retained
 from sgsbatch.round.metrics import alert
 from sgsbatch.run.amendments import shards_at
-from sgsbatch.run.journal import read_journal
+from sgsbatch.run.journal import latest_task
 from sgsbatch.run.paths import RunPaths, command
 from sgsbatch.run.progress import duration, train_steps, train_steps_file
 from sgsbatch.run.shards import shards
@@ -43,14 +43,6 @@ def sparkline(values: list[float], lo: float = 0.0, hi: float | None = None) -> 
     span = top - lo
     return "".join(SPARK[0 if span <= 0 else min(len(SPARK) - 1, int((v - lo) / span * (len(SPARK) - 1) + 0.5))]
                    for v in values)
-
-
-def _job_of(paths: RunPaths, r: int, phase: str, shard: int) -> str | None:
-    for rec in reversed(read_journal(paths.jobs_journal(r))):
-        ids = [int(s) for s in rec.get("shards", [])]
-        if rec.get("phase") == phase and shard in ids:
-            return f"{rec['job_id']}_{ids.index(shard)}"
-    return None
 
 
 def stuck_after_s(cfg: Config, per_item_s: float | None) -> float:
@@ -123,7 +115,7 @@ def phase_progress(cfg: Config, paths: RunPaths, r: int, phase: str, now: float 
     else:
         threshold = stuck_after_s(cfg, sum(per_item) / len(per_item) if per_item else None)
     running = [x for x in rows if x["started"] is not None and not x["finished"] and not x["failed"]]
-    stuck = [{"shard": x["shard"], "idle_s": round(now - x["last"], 1), "job_id": _job_of(paths, r, phase, x["shard"])}
+    stuck = [{"shard": x["shard"], "idle_s": round(now - x["last"], 1), "job_id": latest_task(paths.jobs_journal(r), phase, x["shard"])}
              for x in running if phase in STUCK_PHASES and x["last"] is not None and now - x["last"] > threshold]
     slowest = min(running, key=lambda x: x["done"] / x["total"] if x["total"] else 0.0, default=None)
     return {

@@ -125,7 +125,7 @@ def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemR
         if wall is not None:
             m[M.wall_s(phase)] = wall
     m.update(generation_metrics(cfg, paths, r))
-    # the scaling law's C counts Conjecturer and Solver samples only (SGS-SPEC, the reference); not reviews
+    # the scaling law's C counts Conjecturer and Solver samples only (the SGS paper, the reference); not reviews
     m[M.GENERATIONS_ROUND] = funnel.generated + n_attempts
     m[M.GUIDE_REVIEWS] = len(out.reviews)
     m[M.SOLVER_TRY_PROOFS] = try_proofs

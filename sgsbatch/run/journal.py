@@ -38,3 +38,23 @@ def read_journal(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return out
+
+
+def task_of(job_id: str, shards: list[int] | tuple[int, ...], shard: int) -> str:
+    """The Slurm id of the task that runs `shard` in a submission of `shards` as job `job_id`.
+
+    submitit submits several shards as an array (task k runs shards[k]: `123_4`) but a single one
+    as a plain job (`123`, no array). The difference matters: Slurm 22.05 accepts
+    `--dependency=afterok:123_0` on a job 123 that is no array and silently drops it (measured on
+    the local cluster: the dependent job starts at once)."""
+    assert shard in shards, (shard, shards)
+    return job_id if len(shards) == 1 else f"{job_id}_{list(shards).index(shard)}"
+
+
+def latest_task(path: Path, phase: str, shard: int) -> str | None:
+    """The Slurm task (`task_of`) of the shard's latest submission in a round's job journal, or None."""
+    for rec in reversed(read_journal(path)):
+        ids = [int(s) for s in rec.get("shards", [])]
+        if rec.get("phase") == phase and shard in ids:
+            return task_of(str(rec["job_id"]), ids, shard)
+    return None

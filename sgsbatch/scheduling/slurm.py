@@ -42,7 +42,7 @@ from sgsbatch.config.schema import Config
 from sgsbatch.errors import SchedulerError
 from sgsbatch.round import metrics as M
 from sgsbatch.run.handle import RunHandle
-from sgsbatch.run.journal import journal_job
+from sgsbatch.run.journal import journal_job, task_of
 from sgsbatch.run.paths import command
 from sgsbatch.run.shards import unfinished
 from sgsbatch.scheduling.liveness import Liveness, StallReason
@@ -214,7 +214,7 @@ def verify_arrays(todo: list[int], n: int, solve: list[Array], cfg: Config) -> l
     solve_n = cfg.shard_count("solve")
     if len(solve) == 1 and solve[0].shards == tuple(range(solve_n)) and todo == list(range(n)) and solve_n > 1:
         return [(todo[m:m + solve_n], f"aftercorr:{solve[0].job_id}") for m in range(0, n, solve_n)]
-    task = {shard: f"{a.job_id}_{k}" for a in solve for k, shard in enumerate(a.shards)}
+    task = {shard: task_of(a.job_id, a.shards, shard) for a in solve for shard in a.shards}
     groups: dict[str | None, list[int]] = {}
     for j in todo:
         t = task.get(cfg.solve_shard_of(j))

@@ -21,4 +21,4 @@ def test_logs_finds_submitit_and_worker_logs(slurm_cluster: SlurmCluster, tmp_pa
     assert "attempt 1/1" in res.stderr
     bad = sgsbatch("logs", "slog", "--runs-dir", str(tmp_path), "--round", "0", "--phase", "solve", "--shard", "0",
                    "--attempt", "2", env=cli_env)
-    assert bad.returncode != 0 and "attempts with logs: 1" in bad.stderr
+    assert bad.returncode != 0 and "has no attempt 2; attempts: 1" in bad.stderr

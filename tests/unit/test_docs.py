@@ -156,3 +156,13 @@ def test_the_layout_tree_in_docs_design_is_the_package() -> None:
             if path.is_dir() and not (path / n).exists() and not (REPO / n).exists():
                 problems.append(f"{head}{n}: no such file")
     assert not problems, "\n".join(problems)
+
+
+def test_the_keys_page_is_the_schema() -> None:
+    """docs/keys.md is `sgsbatch config keys --markdown`: a key added, renamed or re-documented in the
+    schema without regenerating the page fails here."""
+    from sgsbatch.config.keys import config_keys, keys_markdown
+
+    page = (DOCS / "keys.md").read_text(encoding="utf-8")
+    assert page == keys_markdown(), "docs/keys.md is stale: run `sgsbatch config keys --markdown > docs/keys.md`"
+    assert all(f"- `{k.key}` = " in page for k in config_keys())

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from sqlmodel import select
 
-from sgsbatch.run.journal import journal_job, read_journal
+from sgsbatch.run.journal import journal_job, latest_task, read_journal, task_of
 
 
 def test_journal_appends_and_survives_a_torn_line(tmp_path: Path) -> None:
@@ -46,3 +46,16 @@ def test_rebuild_keeps_a_phases_arrays_active_until_resubmitted(tmp_path: Path) 
     _restore_jobs(h)
     with h.db.read() as s:
         assert all(j.active for j in s.exec(select(SlurmJob).where(SlurmJob.round == 1)).all())
+
+
+def test_the_task_of_a_shard_is_a_plain_job_when_submitted_alone(tmp_path: Path) -> None:
+    """submitit submits one shard as a plain job and several as an array: the id names what Slurm
+    knows (a dependency on `123_0` when 123 is no array is dropped by Slurm without a word)."""
+    assert task_of("123", [4], 4) == "123"
+    assert task_of("123", [3, 5, 11], 11) == "123_2"
+    j = tmp_path / "jobs.jsonl"
+    journal_job(j, {"phase": "solve", "job_id": "40", "shards": [0, 1], "submitted_at": 1.0})
+    journal_job(j, {"phase": "solve", "job_id": "41", "shards": [1], "submitted_at": 2.0})
+    journal_job(j, {"phase": "verify", "job_id": "42", "shards": [0, 1], "submitted_at": 3.0})
+    assert latest_task(j, "solve", 1) == "41" and latest_task(j, "solve", 0) == "40_0"
+    assert latest_task(j, "verify", 1) == "42_1" and latest_task(j, "guide", 0) is None

@@ -43,9 +43,13 @@ def test_verify_waits_for_its_own_solve_task_only() -> None:
     # after `resume`: solve shards 3 and 5 resubmitted as job 50 (tasks 0 and 1), the others done
     plan = slurm.arrays_after("verify", [3, 5, 11, 13, 20], 64, ("solve", [slurm.Array("50", (3, 5))]), cfg)
     assert plan == [([3, 11], "afterok:50_0"), ([5, 13], "afterok:50_1"), ([20], None)]
-    # one solve shard: one verify array after its only task
+    # one solve shard: submitit submits it as a plain job (no array), so the verify array waits for
+    # job 7 itself; `afterok:7_0` on a job that is no array is dropped by Slurm without a word
     assert slurm.arrays_after("verify", [0, 1, 2], 3, ("solve", [slurm.Array("7", (0,))]), _shards(1, 3)) == [
-        ([0, 1, 2], "afterok:7_0")]
+        ([0, 1, 2], "afterok:7")]
+    # after `resume` with one solve shard lost (verify = 2 x solve): its resubmission is a plain job
+    plan = slurm.arrays_after("verify", [1, 3], 4, ("solve", [slurm.Array("52", (1,))]), _shards(2, 4))
+    assert plan == [([1, 3], "afterok:52")]
     # every other phase waits for all of the phase before; nothing before: no dependency
     verify = [slurm.Array("60", (0, 1)), slurm.Array("61", (2, 3))]
     assert slurm.arrays_after("guide", [0], 1, ("verify", verify), cfg) == [([0], "afterok:60:61")]
@@ -85,7 +89,8 @@ def test_a_round_is_submitted_once_with_per_solve_shard_verify(tmp_path: Path, m
     slurm.submit_round(h, 1, only_unfinished=True)
     again = sent[n:]
     assert again[0][:2] == ("solve", [1])
-    assert ("verify", [1, 3], f"afterok:{100 + n}_0") in again and ("verify", [0, 2], None) in again
+    # the one resubmitted solve shard is a plain job (submitit submits a single shard without --array)
+    assert ("verify", [1, 3], f"afterok:{100 + n}") in again and ("verify", [0, 2], None) in again
 
 
 def test_the_local_driver_verifies_the_finished_solve_shards_when_one_failed(tmp_path: Path,
