@@ -179,9 +179,9 @@ def test_train_job_without_a_step_beyond_its_bound_is_stuck(tmp_path: Path) -> N
     assert (t["role"], t["step"], t["steps"], t["tokens"], t["role_tokens"]) == ("solver", 2, 5, 102, 203)
     assert t["loss"] == 1.0 and t["step_s"] == 300.0 and t["slowest_step_s"] == 300.0
     p = phase_progress(h.cfg, h.paths, 0, "train", now=now + 1500)  # 3500 s since the last step
-    assert [(s["shard"], s["job_id"]) for s in p["stuck"]] == [(0, "77_0")]
+    assert [(s["shard"], s["job_id"]) for s in p["stuck"]] == [(0, "77")]  # one shard: a plain job, no array task
     raised = [a for a in alarms(h.cfg, h.paths, 0, p, None) if a["metric"] == "alerts/stuck_shards"]
-    assert len(raised) == 1 and "train shard 0 (job 77_0) made no optimizer step for 58m20s" in raised[0]["message"]
+    assert len(raised) == 1 and "train shard 0 (job 77) made no optimizer step for 58m20s" in raised[0]["message"]
 
     code, out = _status(tmp_path)  # now: not stuck, its steps shown
     assert code == 0, out
