@@ -31,6 +31,12 @@ EXPECTED = {
                        "guide.enabled": False},
     # the paper's REINFORCE-1/2 solver-only baseline (no script in the repository): no conjectures
     "reinforce_solver_only": {"conjecturer.enabled": False, "guide.enabled": False},
+    # the GRPO family as solver-only RL baselines (no reference script: issue 31; sources in each
+    # file): the objective, the family's LR 1e-6 (DeepSeekMath §4.2, DAPO §4.1) and
+    # cispo_solver_only's batch of 64; the objectives' own numbers are their defaults
+    **{name: {"solver.objective": objective, "solver.lr": 1e-6, "solver.batch_size": 64,
+              "conjecturer.enabled": False, "guide.enabled": False}
+       for name, objective in (("grpo", "grpo"), ("drgrpo", "dr_grpo"), ("dapo", "dapo"), ("gspo", "gspo"))},
     # sgs_frozen_conjecturer.py: freeze_conjecturer=True; guide_config = None
     "sgs_frozen_conjecturer": {"conjecturer.train": False, "guide.enabled": False},
     # sgs_no_guide.py: guide_config = None (R_guide = 1)
@@ -74,3 +80,12 @@ def test_every_jobs_file_passes_dry_run(path: Path, tmp_path: Path, ready_machin
     assert proc.returncode == 0, proc.stderr
     assert "nothing created, nothing submitted" in proc.stdout
     assert not runs.exists() or not any(runs.iterdir())
+
+
+@pytest.mark.parametrize("objective", ["grpo", "dr_grpo", "dapo", "gspo"])
+def test_each_grpo_family_objective_combines_with_sgs(objective: str) -> None:
+    """sgs.toml with the Solver's objective changed: Conjecturer and Guide kept (REINFORCE-1/2 for the
+    Conjecturer), as the GRPO-family jobs files say."""
+    cfg = load_config(JOBS / "sgs.toml", [f"solver.objective={objective}"])
+    assert cfg.solver.objective == objective and cfg.conjecturer.enabled and cfg.guide.enabled
+    assert "guide" in cfg.phases_of_round(1) and "conjecture" in cfg.phases_of_round(1)
