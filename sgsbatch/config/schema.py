@@ -517,18 +517,18 @@ class ProjectionConfig:
     hub_targets: int = key(3323, "Targets assumed when data.source is a Hugging Face id (a plan downloads "
                                  "nothing): D_3k's 3,323 (the SGS paper, arXiv 2604.20209).")
     unsolved_share: float = key(0.5, "Mean share of the targets unsolved in a round (each gets "
-                                     "conjecturer.samples_per_target conjectures): issue 32's ~1.7k conjectures "
-                                     "a round of 3,323 targets (the SGS paper: ~1.5k).")
+                                     "conjecturer.samples_per_target conjectures): ~1.7k conjectures a round of "
+                                     "D_3k's 3,323 targets, as a full-shape round is sized (the SGS paper: ~1.5k).")
     reviewed_share: float = key(0.3, "Share of the conjectures the Guide reviews (those in the band); "
                                      + _ESTIMATE + "compare guide/reviews with conjectures/generated.")
     trained_share: float = key(0.1, "Share of the Solver's samples it trains on (verified, in the hard band); "
                                     + _ESTIMATE + "compare train/solver_sequences with generations/round.")
-    mean_tokens: float = key(750.0, "Mean generated tokens per sample, every role: issue 32's ~30M tokens over "
-                                    "a D_3k round's ~40k samples.")
+    mean_tokens: float = key(750.0, "Mean generated tokens per sample, every role: ~30M tokens over a D_3k round's ~40k "
+                                    "samples, an estimate (the reference caps a reply at 8,192).")
     prompt_tokens: float = key(400.0, "Mean prompt tokens (chat template, header, statement); " + _ESTIMATE
                                       + "the canary prints the longest real prompt.")
-    decode_short_tokens_per_s: float = key(8000.0, "Decode tokens/s per GPU at short context: issue 32's 1-8k "
-                                                   "tokens/s per H100 by context for DeepSeek-Prover-V2-7B (full "
+    decode_short_tokens_per_s: float = key(8000.0, "Decode tokens/s per GPU at short context: 1-8k "
+                                                   "tokens/s per H100 by context (an estimate) for DeepSeek-Prover-V2-7B (full "
                                                    "multi-head attention: 30 layers x 32 heads x 128 x K,V x bf16 = "
                                                    "480 KiB of KV cache per token).")
     decode_long_tokens_per_s: float = key(1000.0, "Decode tokens/s per GPU at generation.max_model_len of context "
