@@ -4,6 +4,7 @@ round/timeline.py's waiting / start-up / work and idle GPU and CPU time, worked 
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard, atomic_write_json
 from sgsbatch.verification.simulated import SimulatedVerifier
 from sgsbatch.verification.verdict import ProofJob
-from tests.runlib import TINY
+from tests.runlib import TINY, recorded_run
 
 FIGURES = ["projection.decode_short_tokens_per_s=5000", "projection.decode_long_tokens_per_s=500",
            "generation.max_model_len=8000", "projection.lean_proofs_per_s=0.5", "projection.repl_start_s=10",
@@ -160,6 +161,19 @@ def test_a_round_timeline_reads_the_shard_files_and_the_command_prints_it(tmp_pa
     assert round_timeline(cfg, paths, 1) is None  # not completed: no timeline
 
 
-def test_timeline_of_an_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
-    res = CliRunner().invoke(main, ["timeline", "nope", "--runs-dir", str(tmp_path)])
-    assert res.exit_code == 2
+def test_the_command_prints_completed_rounds_and_refuses_an_unfinished_one(tmp_path: Path) -> None:
+    h = recorded_run(tmp_path, "t")
+    r = ["--runs-dir", str(tmp_path)]
+    assert CliRunner().invoke(main, ["timeline", "t", *r]).output.strip() == "run t: no completed round yet"
+    for k, phase in enumerate(h.cfg.phases_of_round(0)):
+        for i in range(h.cfg.shard_count(phase)):
+            _task(h.paths.phase_dir(0, phase), i, 100.0 + 10 * k + 1, 100.0 + 10 * k + 3, 100.0 + 10 * k + 10)
+    out = CliRunner().invoke(main, ["timeline", "t", "--json", *r])
+    assert out.exit_code == 0, out.output
+    (got,) = json.loads(out.output)
+    assert got["round"] == 0 and got["round_s"] == pytest.approx(9 + 10 * (len(h.cfg.phases_of_round(0)) - 1))
+    assert [p["startup_s"] for p in got["phases"]] == [2.0] * len(h.cfg.phases_of_round(0))
+    text = CliRunner().invoke(main, ["timeline", "t", "--round", "0", *r]).output
+    assert text.startswith("round 0: ") and "CPU: pool" in text
+    bad = CliRunner().invoke(main, ["timeline", "t", "--round", "1", *r])
+    assert bad.exit_code == 2 and "round 1 has no completed timeline" in bad.output
