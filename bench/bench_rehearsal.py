@@ -25,7 +25,9 @@ each; its wall time is from releasing the held first job to the train job's end.
 `vs_floor` is its wall time over the floor's median: what sgsbatch's work (simulated engines,
 shard files, ingestion, status, the next submission) adds to Slurm's own scheduling.
 Results go to bench/out/bench_rehearsal-<timestamp>.json and are printed as a table.
-Not covered: real generation, Lean or training times (all simulated).
+`--time-scale S` sets `projection.simulated_time_scale` (the SIMULATED parts sleep the projection's
+times x S); the result then also holds `sgsbatch timeline`'s critical path of every round (printed
+at the end). Not covered: real generation, Lean or training (all simulated).
 """
 
 from __future__ import annotations
@@ -134,6 +136,8 @@ def main() -> None:
     ap.add_argument("--runs-dir", type=Path, default=REPO / "bench" / "out" / "rehearsal-runs")
     ap.add_argument("--name", default=f"rehearsal-{time.strftime('%Y%m%d-%H%M%S')}")
     ap.add_argument("--floor-repeats", type=int, default=3, help="bare DAGs timed before the run (0 = none)")
+    ap.add_argument("--time-scale", type=float, default=0.0,
+                    help="projection.simulated_time_scale: the SIMULATED parts sleep the projection's times x this")
     a = ap.parse_args()
     counts = {k: max(1, v // a.shard_divisor) for k, v in SGS_SHARDS.items()}
     floors = [bare_round(a.runs_dir / "floor", counts) for _ in range(a.floor_repeats)]
@@ -141,7 +145,7 @@ def main() -> None:
     if floors:
         print(json.dumps({"floor_round_s": [round(x, 2) for x in floors], "median": round(floor or 0, 2)}), flush=True)
     sets = [f"run.runs_dir={a.runs_dir}", f"run.name={a.name}", "run.executor=slurm", f"run.rounds={a.rounds}",
-            f"data.source={a.data}", f"data.limit={a.targets}"]
+            f"data.source={a.data}", f"data.limit={a.targets}", f"projection.simulated_time_scale={a.time_scale}"]
     sets += [f"shards.{k}={v}" for k, v in counts.items()]
     args = ["launch", str(CONFIG), "--rehearse"]
     for s in sets:
@@ -188,12 +192,15 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
     if rows:
         peaks["train"] = max(r["train_peak_rss_mib"] for r in rows)
+    tl = _cli("timeline", a.name, "--runs-dir", str(a.runs_dir), "--json")
     result = {"config": str(CONFIG.relative_to(REPO)), "sets": sets, "state": state, "floor_round_s": floors,
-              "total_wall_s": round(time.time() - t0, 1), "rounds": rows, "worker_peak_rss_mib": peaks}
+              "total_wall_s": round(time.time() - t0, 1), "rounds": rows, "worker_peak_rss_mib": peaks,
+              "timeline": json.loads(tl.stdout) if tl.returncode == 0 else tl.stderr.strip()}
     out = REPO / "bench" / "out" / f"bench_rehearsal-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "rounds"}, indent=1))
+    print(_cli("timeline", a.name, "--runs-dir", str(a.runs_dir)).stdout)
     print(f"written to {out}")
 
 

@@ -225,6 +225,32 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
 @main.command()
 @click.argument("run")
 @runs_dir_option
+@click.option("--round", "round_", type=int, default=None, metavar="N", help="Only round N (0-based).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per completed round.")
+@clean_errors
+def timeline(run: str, runs_dir: str, round_: int | None, as_json: bool) -> None:
+    """Show each completed round's critical path of RUN (waiting, start-up, work per phase) and idle GPU/CPU time.
+
+    \b
+    Examples:
+        sgsbatch timeline sgs-rehearsal
+        sgsbatch timeline sgs-rehearsal --round 1 --json
+
+    From the times the run recorded (shard start, start-up end and end; Slurm submissions); docs/checks.md.
+    """
+    from sgsbatch.ops.timeline import run_timelines, timeline_text, timelines_json
+    from sgsbatch.run.handle import open_run
+
+    tls = run_timelines(open_run(runs_dir, run, readonly=True), round_)
+    if as_json:
+        click.echo(json.dumps(timelines_json(tls), sort_keys=True))
+    else:
+        click.echo("\n\n".join(timeline_text(t) for t in tls) or f"run {run}: no completed round yet")
+
+
+@main.command()
+@click.argument("run")
+@runs_dir_option
 @click.option("--force", is_flag=True, help="Resubmit unfinished work even if the run looks alive.")
 @click.option("--wait", "wait_", is_flag=True,
               help="Wait for the run to end; exit 0 only if it completed (Ctrl-C: exit 130, the run goes on).")

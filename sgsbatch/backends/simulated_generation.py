@@ -26,7 +26,9 @@ What is drawn, per role (numbers are `generation.simulated_*` keys):
 - Guide: the three scores between the configured Guide tags, or (malformed) a tag missing.
 
 `simulated_tokens_per_s > 0` sleeps generated tokens / that rate per step (decode time of the
-whole engine, not per request). Not covered: anything a real model does; prompt tokenisation.
+whole engine, not per request). `projection.simulated_time_scale > 0` instead sleeps the
+projection's times (config/simulated_time.py): `model_load_s` when the engine starts, and per step
+each sample's tokens at the decode rate of its context, on the task's GPUs. Not covered: anything a real model does; prompt tokenisation.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from sgsbatch.backends.generation import (
     _Engine,
     completion_budget,
 )
+from sgsbatch.config.simulated_time import SimulatedTime, simulated_time, sleep
 from sgsbatch.prompts import GuideTags
 from sgsbatch.verification.simulated import normalise, stable_unit
 
@@ -77,6 +80,8 @@ class SimulatedSettings:
     success_in_reach: float
     tokens_per_s: float = 0.0
     max_model_len: int | None = None
+    clock: SimulatedTime | None = None  # projection.simulated_time_scale > 0: sleep the projection's times
+    gpus: int = 0  # the task's GPUs (what the decode time divides by; 0 stands for one)
 
 
 def _unit(*parts: object) -> float:
@@ -161,6 +166,8 @@ class SimulatedGenerator(_Engine):
         self.tags = guide_tags
         self.stats = EngineStats(engine="SIMULATED")
         self._queue: list[Request] = []
+        if settings.clock is not None:
+            sleep(settings.clock.load_s(), "model load")
 
     def add(self, request: Request) -> None:
         self.stats.prompts += 1
@@ -179,7 +186,10 @@ class SimulatedGenerator(_Engine):
         out = [(req, self._generate(req)) for req in self._queue]
         self._queue = []
         tokens = sum(len(smp.token_ids) for _, g in out for smp in g.samples)
-        if self.s.tokens_per_s > 0 and tokens:
+        if self.s.clock is not None:
+            sleep(self.s.clock.decode_s([(len(g.prompt_ids), len(smp.token_ids)) for _, g in out
+                                         for smp in g.samples], self.s.gpus), "decode")
+        elif self.s.tokens_per_s > 0 and tokens:
             time.sleep(tokens / self.s.tokens_per_s)
         self.stats.generate_s += time.perf_counter() - t0
         return out
@@ -218,8 +228,8 @@ class SimulatedGenerator(_Engine):
         return Sample(text, ids, logprobs, finish)
 
 
-def settings_from(cfg: Any, role: str, round_index: int) -> SimulatedSettings:
-    """The SIMULATED engine's settings for `role` in a round, from the run config."""
+def settings_from(cfg: Any, role: str, round_index: int, gpus: int = 0) -> SimulatedSettings:
+    """The SIMULATED engine's settings for `role` in a round, from the run config (`gpus`: the task's)."""
     g, sc = cfg.generation, cfg.scaling
     median = {"solver": g.simulated_solver_tokens, "conjecturer": g.simulated_conjecturer_tokens,
               "guide": g.simulated_guide_tokens}[role]
@@ -230,4 +240,4 @@ def settings_from(cfg: Any, role: str, round_index: int) -> SimulatedSettings:
                              c_mid=sc.paper_c_mid, b=sc.paper_b, generations_per_round=g.simulated_generations_per_round,
                              difficulty_sharpness=g.simulated_difficulty_sharpness,
                              success_in_reach=g.simulated_success_in_reach, tokens_per_s=g.simulated_tokens_per_s,
-                             max_model_len=g.max_model_len)
+                             max_model_len=g.max_model_len, clock=simulated_time(cfg), gpus=gpus)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from sgsbatch.backends.batches import Example, TrainResult, TrainSettings, plan_steps
 from sgsbatch.backends.weights import RESULT
+from sgsbatch.config.simulated_time import SimulatedTime, sleep
 from sgsbatch.run.checkpoint import publish_dir, staging_dir
 
 log = logging.getLogger(__name__)
@@ -29,11 +30,17 @@ BYTES_PER_PARAM = 2  # bf16
 
 
 def simulated_train(model: Path | str, out_dir: Path, examples: Sequence[Example], settings: TrainSettings,
-                    *, param_count: int) -> TrainResult:
-    """Plan the steps over `examples`, publish tiny SIMULATED weights at `out_dir`; the would-be result."""
+                    *, param_count: int, clock: SimulatedTime | None = None, gpus: int = 0) -> TrainResult:
+    """Plan the steps over `examples`, publish tiny SIMULATED weights at `out_dir`; the would-be result.
+    With a `clock`: sleep the model load, the training of every token (prompt + completion) on
+    `gpus` GPUs in all, and the checkpoint write (config/simulated_time.py)."""
     log.warning("SIMULATED trainer (REHEARSAL or test): no training; tiny weights published at %s", out_dir)
     steps = plan_steps(examples, settings) if examples else []
     tokens = sum(len(ex.completion_ids) for ex in examples)
+    if clock is not None:
+        sleep(clock.load_s(), "model load")
+        sleep(clock.train_s(sum(len(ex.prompt_ids) + len(ex.completion_ids) for ex in examples), gpus), "training")
+        sleep(clock.checkpoint_s(), "checkpoint write")
     result = TrainResult(steps=len(steps), sequences=len(examples), target_tokens=tokens, mean_loss=0.0,
                          tokens=tokens, objective=settings.objective)
     tmp = staging_dir(out_dir)

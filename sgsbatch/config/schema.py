@@ -552,6 +552,11 @@ class ProjectionConfig:
                              "(slurm.train.gpus x nodes: the reference's one 8-GPU node).")
     cpu_budget: int = key(4224, "CPUs the verify phase may hold at once, for the shard advice: 128 tasks x 33 "
                                 "CPUs, the SGS reference's verify jobs.")
+    simulated_time_scale: float = key(0.0, "Rehearsals: > 0 makes the SIMULATED engine, verifier and trainer sleep "
+                                           "the time these figures give (decode by context, model load, Lean per "
+                                           "proof and REPL start, training, checkpoint write; "
+                                           "config/simulated_time.py) times this: 1 = real time, 0.01 = 100x "
+                                           "faster; 0 = no sleep.")
     advice_margin: float = key(0.05, "The advice names the fewest shards whose phase is within this share of the "
                                      "shortest the budget allows (more shards cost more start-ups).")
 
@@ -764,8 +769,11 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
                 "train_tokens_per_s"):
         check(getattr(pj, key) > 0, f"projection.{key}", f"must be > 0, got {getattr(pj, key)}")
     for key in ("hub_targets", "prompt_tokens", "repl_start_s", "model_load_s", "checkpoint_write_s",
-                "queue_wait_s", "gpu_budget", "cpu_budget"):
+                "queue_wait_s", "gpu_budget", "cpu_budget", "simulated_time_scale"):
         check(getattr(pj, key) >= 0, f"projection.{key}", f"must be >= 0, got {getattr(pj, key)}")
+    check(pj.simulated_time_scale == 0 or g.simulated_tokens_per_s == 0, "projection.simulated_time_scale",
+          "and generation.simulated_tokens_per_s both set: choose one (the time scale decodes by the projection's "
+          "context-dependent tokens/s; set generation.simulated_tokens_per_s = 0)")
     for phase in SLURM_TABLES:
         r = cfg.phase_resources(phase)
         for key, val, low, high in (("gpus", r.gpus, 0, MAX_GPUS), ("cpus", r.cpus, 1, MAX_CPUS),

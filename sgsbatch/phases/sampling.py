@@ -62,11 +62,15 @@ def generator_for(task: Task, role: str) -> Generator:
         from sgsbatch.backends.simulated_generation import SimulatedGenerator, settings_from
         from sgsbatch.prompts import load_prompts
 
-        return SimulatedGenerator(settings_from(cfg, role, task.round), load_prompts(cfg.prompts).guide_tags,
-                                  rehearsal=cfg.run.rehearsal)
+        engine: Generator = SimulatedGenerator(settings_from(cfg, role, task.round, cfg.phase_resources(task.phase).gpus),
+                                               load_prompts(cfg.prompts).guide_tags, rehearsal=cfg.run.rehearsal)
+        task.shard.mark_ready()
+        return engine
     weights = local_weights(Path(weights_for(cfg, task.paths, role, task.round)),
                             cfg.phase_resources(task.phase).scratch)
-    return engine_for(cfg, weights, task.threads())
+    engine = engine_for(cfg, weights, task.threads())
+    task.shard.mark_ready()
+    return engine
 
 
 def engine_for(cfg: Config, weights: Path, threads: int) -> Generator:

@@ -151,10 +151,13 @@ def step_recorder(task: Task, role: str) -> Callable[[TrainStep], None]:
 def train_role(task: Task, role: str, examples: list[Example]) -> dict[str, Any]:
     if task.cfg.train.backend == "simulated":  # SIMULATED: counts steps, publishes tiny weights
         from sgsbatch.backends.simulated_trainer import simulated_train
+        from sgsbatch.config.simulated_time import simulated_time
 
+        job = task.cfg.slurm.train
         return asdict(simulated_train(weights_for(task.cfg, task.paths, role, task.round),
                                       task.paths.checkpoint(task.round, role), examples, settings_for(task, role),
-                                      param_count=task.cfg.train.simulated_param_count))
+                                      param_count=task.cfg.train.simulated_param_count,
+                                      clock=simulated_time(task.cfg), gpus=job.gpus * job.nodes))
     try:
         res = train(weights_for(task.cfg, task.paths, role, task.round), task.paths.checkpoint(task.round, role),
                     examples, settings_for(task, role), state_dir=train_dir(task) / role,

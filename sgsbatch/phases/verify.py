@@ -56,6 +56,7 @@ def run(task: Task) -> None:
     started, counts = time.time(), {"proofs": len(jobs), "timeout": 0, "error": 0}
     if jobs:
         verifier = make_verifier(task.cfg, processes=task.cfg.phase_resources("verify").cpus)
+        task.shard.mark_ready()
         try:
             for job, v, secs in verifier.verify_stream(jobs):
                 pid, k = job.key.split("\t")

@@ -11,7 +11,8 @@ Pure arithmetic over a config, a target count and throughput figures (`Figures`:
   `mean_tokens`. Every sample generates `mean_tokens`.
 * Decode tokens/s per GPU at a context L = `prompt_tokens` + `mean_tokens`: min(short figure,
   long figure x `generation.max_model_len` / L): the KV cache bounds how many sequences decode at
-  once, so throughput falls as 1 / context.
+  once, so throughput falls as 1 / context (config/simulated_time.py's `decode_rate`, which a
+  rehearsal with `projection.simulated_time_scale` > 0 also sleeps by).
 * A task: its start-up + its share of the work / its rate (generation: GPUs x decode rate;
   verify: CPUs x Lean proofs/s, plus `repl_start_s` per REPL start, one every
   `verification.max_proofs_per_process` proofs of a core; train: GPUs x nodes x train tokens/s,
@@ -34,6 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sgsbatch.config.schema import MAX_TASKS, Config
+from sgsbatch.config.simulated_time import decode_rate
 
 GENERATING = ("conjecture", "solve", "guide")
 SHARDED = (*GENERATING, "verify")
@@ -66,7 +68,8 @@ def published(cfg: Config) -> Figures:
 def decode_tokens_per_s(cfg: Config, f: Figures) -> float:
     """One GPU's decode tokens/s at the mean context (prompt + generated tokens)."""
     context = max(1.0, cfg.projection.prompt_tokens + cfg.projection.mean_tokens)
-    return min(f["decode_short_tokens_per_s"], f["decode_long_tokens_per_s"] * cfg.generation.max_model_len / context)
+    return decode_rate(f["decode_short_tokens_per_s"], f["decode_long_tokens_per_s"], cfg.generation.max_model_len,
+                       context)
 
 
 @dataclass(frozen=True)

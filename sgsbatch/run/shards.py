@@ -99,6 +99,7 @@ class Shard:
         self.pid_file = phase_dir / f"{stem}.pid"
         self.lock_file = phase_dir / f"{stem}.lock"  # the owning worker's flock (run/lock.py)
         self.started_file = phase_dir / f"{stem}.started"
+        self.ready_file = phase_dir / f"{stem}.ready"  # its start-up (engine load, REPL start) ended
         self.time_limits = phase_dir / f"{stem}.timelimits"
         self.total_file = phase_dir / f"{stem}.total"
 
@@ -128,6 +129,14 @@ class Shard:
 
     def started(self) -> float | None:
         return float(read_json(self.started_file)["time"]) if self.started_file.exists() else None
+
+    def mark_ready(self) -> None:
+        """Record when the task's start-up (engine load, verifier start) first ended (round/timeline.py)."""
+        if not self.ready_file.exists():
+            atomic_write_json(self.ready_file, {"time": time.time()})
+
+    def ready(self) -> float | None:
+        return float(read_json(self.ready_file)["time"]) if self.ready_file.exists() else None
 
     def is_done(self) -> bool:
         return self.marker.exists()

@@ -34,6 +34,7 @@ import re
 import time
 from collections.abc import Iterator, Sequence
 
+from sgsbatch.config.simulated_time import SimulatedTime, sleep
 from sgsbatch.extraction import strip_lean_comments
 from sgsbatch.verification.verdict import FAILED, TIMEOUT, VERIFIED, ProofJob, Verdict
 
@@ -200,11 +201,28 @@ def simulated_verify(
 
 
 class SimulatedVerifier:
-    """SIMULATED: deterministic stand-in, not Lean (see verification/simulated.py)."""
+    """SIMULATED: deterministic stand-in, not Lean (see verification/simulated.py).
+
+    With a `clock` (projection.simulated_time_scale > 0) it sleeps as `processes` Lean cores would:
+    the REPLs' start when built, each proof's share (1 / lean_proofs_per_s / processes), and the
+    REPLs' restart after every `max_proofs_per_process` proofs a core (config/simulated_time.py).
+    """
+
+    def __init__(self, clock: SimulatedTime | None = None, processes: int = 1) -> None:
+        self.clock = clock
+        self.processes = max(1, processes)
+        self.checked = 0
+        if clock is not None:
+            sleep(clock.repl_s(), "REPL start (import Mathlib)")
 
     def verify_stream(self, jobs: Sequence[ProofJob]) -> Iterator[tuple[ProofJob, Verdict, float]]:
         for job in jobs:
             t0 = time.perf_counter()
+            if self.clock is not None:
+                if self.checked and self.checked % (self.clock.max_proofs_per_process * self.processes) == 0:
+                    sleep(self.clock.repl_s(), "REPL restart (import Mathlib)")
+                sleep(self.clock.proof_s(self.processes), "Lean proof")
+            self.checked += 1
             verdict = simulated_verify(job.header, job.theorem, job.proof)
             yield job, verdict, time.perf_counter() - t0
 

@@ -22,9 +22,10 @@ def make_verifier(cfg: Config, processes: int) -> Verifier:
     """The configured verifier, with `processes` REPL processes for Lean."""
     if cfg.verification.backend == "simulated":
         log.warning("verification.backend = 'simulated': verdicts come from a SIMULATED verifier, not Lean")
+        from sgsbatch.config.simulated_time import simulated_time
         from sgsbatch.verification.simulated import SimulatedVerifier
 
-        return SimulatedVerifier()
+        return SimulatedVerifier(simulated_time(cfg), processes)
     from sgsbatch.verification.lean import LeanVerifier  # type: ignore[import-not-found,unused-ignore]
 
     verifier: Verifier = LeanVerifier(cfg.verification, processes=processes)

@@ -49,6 +49,7 @@ def _bad_inputs(runs: Path) -> dict[tuple[str, ...], list[list[str]]]:
         ("plan",): [[str(TINY), "--set", "nope.x=1"], [str(runs / "missing.toml")],
                     [str(TINY), "--set", f"data.source={no_rows}"]],
         ("canary",): [[str(TINY), "--set", "nope.x=1", "--local"]],
+        ("timeline",): [["nope", *r], ["t", "--round", "99", *r]],
         ("logs",): [["nope", *r], ["t", "--phase", "nope", *r], ["t", "--round", "99", *r]],
         ("proofs",): [["nope", *r], ["t", "--target", "nope", *r], ["t", "--round", "99", *r]],
         ("export",): [["nope", "--out", str(runs / "x"), *r], ["t", "--out", str(no_rows), *r]],
