@@ -130,6 +130,9 @@ class PromptsConfig:
     conjecturer: str = key("reference", "The Conjecturer's prompt" + _TEMPLATE + ".")
     conjecturer_unconditioned: str = key("reference", "The Conjecturer's fixed prompt of the \"no problem "
                                                       "conditioning\" ablation" + _TEMPLATE + ".")
+    conjecturer_seeded: str = key("reference", "The Conjecturer's seeded prompt (conjecturer.setup = "
+                                               "\"seed_statement\": a solved target and one of its proofs)"
+                                  + _TEMPLATE + ".")
     guide: str = key("reference", "The Guide's prompt" + _TEMPLATE + ".")
     guide_tags: str = key("reference", "The (begin, end) tags of the Guide's three scores" + _TEMPLATE + ".")
 
