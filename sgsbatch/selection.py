@@ -158,7 +158,7 @@ def capped_proofs(proofs: Iterable[tuple[int, str, int, str]], cap: int) -> list
 def stp_conjecture_band(rates: Mapping[str, float], ratios: Mapping[str, float], threshold: float = 0.25,
                         quantile: float = 0.2) -> set[str]:
     """STP's conjectures to train the Conjecturer on: those with `0 < s < threshold` (kfdong/STP
-    RL/utils/RL_utils.py:28, 480-488), then its elegance filter (`filter_by_ratio`, RL_utils.py:79-101):
+    RL/utils/RL_utils.py:28, 481), then its elegance filter (`filter_by_ratio`, RL_utils.py:79-101):
     with `ratios` = each conjecture's shortest verified proof length / its statement length, keep those
     at or above `cutoff = sorted(ratios)[int(n * quantile)]` over the n candidates (all when n < 2)."""
     if not 0.0 <= quantile < 1.0:

@@ -302,14 +302,14 @@ class ConjecturerConfig:
                "band_percentile band; \"stp\" = STP's: weight 1 for each conjecture with 0 < s < stp_threshold "
                "that passes the elegance filter (no Guide).")
     # STP trains its conjecturer on conjectures with pass rate < CONJECTURE_THRESHOLD = 0.25 (kfdong/STP
-    # RL/utils/RL_utils.py:28, get_conjecture_examples 464-500: `get_succ_rate(test_info) < CONJECTURE_THRESHOLD`)
+    # RL/utils/RL_utils.py:28, get_conjecture_examples line 481: `get_succ_rate(test_info) < CONJECTURE_THRESHOLD`)
     stp_threshold: float = key(0.25, "reward = \"stp\": conjectures with 0 < s < this are trained on (kfdong/STP "
                                      "RL/utils/RL_utils.py:28, CONJECTURE_THRESHOLD).")
-    # STP's elegance filter: filter_by_ratio(..., threshold=0.2) (RL_utils.py:79-101, called at 372) drops the
+    # STP's elegance filter: filter_by_ratio(..., threshold=0.2) (RL_utils.py:79-101, called at 373) drops the
     # conjectures whose shortest proof / statement length ratio is below the 20% quantile of their group
     stp_elegance_quantile: float = key(0.2, "reward = \"stp\": a conjecture whose shortest verified proof per "
                                             "statement character is below this quantile of the candidates' is "
-                                            "dropped (kfdong/STP RL/utils/RL_utils.py:79-101, 372); 0 = no filter.")
+                                            "dropped (kfdong/STP RL/utils/RL_utils.py:79-101, 373); 0 = no filter.")
     dedup: Literal["exact", "whitespace"] = key(
         "exact", "Conjectures are de-duplicated against the targets and each other by \"exact\" string "
                  "equality (the reference) or with runs of whitespace collapsed first (\"whitespace\").")

@@ -1,7 +1,7 @@
 """What the Solver and the Conjecturer train on under the reference's statement selection modes and STP's rules.
 
 Worked cases from LukeBailey181/sgs (sgs/pipeline/step1_data_gen.py:1040-1126 for the modes) and from
-kfdong/STP (RL/utils/RL_utils.py:28, 79-101, 464-500 for the Conjecturer's band and elegance filter;
+kfdong/STP (RL/utils/RL_utils.py:28, 79-101, 373, 481 for the Conjecturer's band and elegance filter;
 RL/RL_step3_final_model.py:176-187 for the per-problem proof cap), each citing its line. The round-level
 cases reuse tests/unit/test_round.py's synthetic round 0.
 """
@@ -88,7 +88,7 @@ def test_stp_conjecture_band_worked_from_stp() -> None:
     rates = {"a": 0.0, "b": 0.125, "c": 0.125, "d": 0.125, "e": 0.125, "f": 0.125, "g": 0.25, "h": 0.5}
     ratios = {"b": 0.5, "c": 0.1, "d": 2.0, "e": 0.3, "f": 0.7, "g": 0.01, "h": 0.02}
     # `get_succ_rate(test_info) < CONJECTURE_THRESHOLD` (RL_utils.py:481, 28: 0.25): 0 and 0.25 are out;
-    # filter_by_ratio(..., 0.2) (RL_utils.py:372, 79-101): cutoff = sorted(ratios)[int(5 * 0.2)] = 0.3, keep >= it
+    # filter_by_ratio(..., 0.2) (RL_utils.py:373, 79-101): cutoff = sorted(ratios)[int(5 * 0.2)] = 0.3, keep >= it
     assert stp_conjecture_band(rates, ratios) == {"b", "d", "e", "f"}
     assert stp_conjecture_band(rates, ratios, quantile=0.0) == {"b", "c", "d", "e", "f"}
     assert stp_conjecture_band(rates, ratios, quantile=0.5) == {"b", "d", "f"}  # cutoff sorted[2] = 0.5
