@@ -3,10 +3,9 @@
 Covered: which problems a round trains on (bands, the reference's statement selection modes,
 STP's conjecture band and per-problem proof cap) and which targets and proofs a round samples from
 (the unsolved set for the Conjecturer, the Expert Iteration cap, the seeds of seeded conjecturing).
-Not covered: the solved store itself
-(state/ingest.py keeps at most `solver.store_cap` proofs per target, first come first kept) and
-the rewards. Determinism: band functions return sets; functions that return targets to sample
-keep the caller's order.
+Not covered: the solved store itself (state/ingest.py keeps at most `solver.store_cap` proofs per
+target, first come first kept) and the rewards. Determinism: band functions return sets; functions
+that return targets to sample keep the caller's order; seed draws come from an rng the caller seeds.
 """
 
 from __future__ import annotations
