@@ -1,18 +1,18 @@
 """What each role trains on after a round: selection bands, rewards, and trainer examples.
 
-Solver: REINFORCE-1/2 on verified samples of the problems `solver.selection` picks (by default the
-hard band; weights from rewards.py), CISPO on whole groups of the 0 < s < 1 band with advantages, the GRPO family on the groups of
-every problem the round sampled (targets and conjectures; `solver.band_*` do not apply: a group
-whose rewards are all equal has advantage 0 and still counts in the loss's normaliser; DAPO's
-dynamic sampling drops the groups whose samples are all correct or all not), or Expert Iteration on stored
-proofs of the last `solver.ei_rounds` rounds (read from the database after the round's ingestion; STP's,
-"stp_improved_ei": every verified proof of those rounds, capped per problem),
-weighted as REINFORCE-1/2 (the reference's EI runs the same `prepare_prover_train_data` loop:
-`try` proofs dropped, the length penalty). Conjecturer: REINFORCE-1/2 with `R_guide * (1 - s)`
-min-max normalised over the in-band conjectures; every in-band conjecture is an example, weight 0
-included (the reference trains on all of them, and its WeightedTrainer divides by every token of
-the batch, so a zero-weight example still counts in the normaliser); STP's (`conjecturer.reward =
-"stp"`): weight 1 on its band. Training sequences are the
+Solver: REINFORCE-1/2 on verified samples of the problems `solver.selection` picks (by default
+the hard band; weights from rewards.py), CISPO on whole groups of the 0 < s < 1 band with
+advantages, the GRPO family on the groups of every problem the round sampled (targets and
+conjectures; `solver.band_*` do not apply: a group whose rewards are all equal has advantage 0 and
+still counts in the loss's normaliser; DAPO's dynamic sampling drops the groups whose samples are
+all correct or all not), or Expert Iteration on stored proofs of the last `solver.ei_rounds` rounds
+(read from the database after the round's ingestion; STP's, "stp_improved_ei": every verified
+proof of those rounds, capped per problem), weighted as REINFORCE-1/2 (the reference's EI runs the
+same `prepare_prover_train_data` loop: `try` proofs dropped, the length penalty). Conjecturer:
+REINFORCE-1/2 with `R_guide * (1 - s)` min-max normalised over the in-band conjectures; every
+in-band conjecture is an example, weight 0 included (the reference trains on all of them, and its
+WeightedTrainer divides by every token of the batch, so a zero-weight example still counts in the
+normaliser); STP's (`conjecturer.reward = "stp"`): weight 1 on its band. Training sequences are the
 chat-templated prompt ids plus the sampled token ids, never re-tokenised text.
 """
 
@@ -56,9 +56,11 @@ def in_band_conjectures(cfg: Config, results: dict[str, ProblemResult]) -> set[s
     conj = {k: r for k, r in results.items() if not r.problem.is_target}
     if c.reward != "stp":
         return band_of_rates(cfg, {k: r.rate for k, r in conj.items()})
-    ratios = {k: min(len(x.get("proof") or "") for x in r.samples if x["verdict"] == VERIFIED) / max(len(r.problem.theorem), 1)
-              for k, r in conj.items() if r.verified}
-    return stp_conjecture_band({k: r.rate for k, r in conj.items()}, ratios, c.stp_threshold, c.stp_elegance_quantile)
+    # STP's ratio: the shortest verified proof's length over the statement's (RL_utils.py:82-85, characters)
+    ratios = {k: min(len(x.get("proof") or "") for x in r.samples if x["verdict"] == VERIFIED)
+              / max(len(r.problem.theorem), 1) for k, r in conj.items() if r.verified}
+    return stp_conjecture_band({k: r.rate for k, r in conj.items()}, ratios, c.stp_threshold,
+                               c.stp_elegance_quantile)
 
 
 def band_of_rates(cfg: Config, conjecture_rates: dict[str, float]) -> set[str]:
