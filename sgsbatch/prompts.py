@@ -6,10 +6,12 @@ tags, ``legacy`` sgsbatch's own earlier wording) or a user's own file. The ``[pr
 section picks one per role: `load_prompts` turns that choice into a `PromptSet`.
 
 Placeholders: ``{header}`` and ``{theorem}`` of the dataset row, ``{conjecture}`` (an extracted
-statement, without header). They are filled in one pass, so a value that happens to contain
-``{theorem}`` is left alone; any other brace in a template is literal text (Lean's ``{x : ℝ}``).
-The reference Solver prompt shows ``{header}{theorem}`` (concatenated as is); its Conjecturer and
-Guide prompts show the theorem without the header.
+statement, without header), ``{statement_and_proof}`` (the seeded Conjecturer's: a solved target's
+theorem followed by one of its stored proofs, stripped, as the reference's
+``(seed_theorem + seed_proof).strip()``, sgs/utils/prompts.py:74). They are filled in one pass, so a
+value that happens to contain ``{theorem}`` is left alone; any other brace in a template is literal
+text (Lean's ``{x : ℝ}``). The reference Solver prompt shows ``{header}{theorem}`` (concatenated as
+is); its Conjecturer and Guide prompts show the theorem without the header.
 
 A value in ``[prompts]`` is a shipped set's name, or a path (starting with ``.``, ``/`` or ``~``):
 for a role, a text file whose whole content (read as is: a trailing newline is part of the prompt)
@@ -34,22 +36,25 @@ from pathlib import Path
 from typing import Any, Protocol
 
 REFERENCE = "reference"
-TEMPLATE_ROLES: tuple[str, ...] = ("solver", "conjecturer", "conjecturer_unconditioned", "guide")
+TEMPLATE_ROLES: tuple[str, ...] = ("solver", "conjecturer", "conjecturer_unconditioned", "conjecturer_seeded",
+                                   "guide")
 SCORES: tuple[str, ...] = ("relevance", "redundancy", "conclusion_complexity")
 # placeholders each role's template may use, and the ones it must use
 PLACEHOLDERS: dict[str, tuple[str, ...]] = {
     "solver": ("header", "theorem"),
     "conjecturer": ("header", "theorem"),
     "conjecturer_unconditioned": (),
+    "conjecturer_seeded": ("header", "statement_and_proof"),
     "guide": ("theorem", "conjecture"),
 }
 REQUIRED_PLACEHOLDERS: dict[str, tuple[str, ...]] = {
     "solver": ("theorem",),
     "conjecturer": ("theorem",),
     "conjecturer_unconditioned": (),
+    "conjecturer_seeded": ("statement_and_proof",),
     "guide": ("theorem", "conjecture"),
 }
-_PLACEHOLDER_RE = re.compile(r"\{(header|theorem|conjecture)\}")
+_PLACEHOLDER_RE = re.compile(r"\{(header|theorem|conjecture|statement_and_proof)\}")
 
 
 class PromptError(ValueError):
@@ -76,6 +81,7 @@ class PromptSet:
     solver: str
     conjecturer: str
     conjecturer_unconditioned: str
+    conjecturer_seeded: str
     guide: str
     guide_tags: GuideTags
 
@@ -89,6 +95,8 @@ class PromptChoice(Protocol):
     def conjecturer(self) -> str: ...
     @property
     def conjecturer_unconditioned(self) -> str: ...
+    @property
+    def conjecturer_seeded(self) -> str: ...
     @property
     def guide(self) -> str: ...
     @property
@@ -194,11 +202,12 @@ def read_guide_tags(value: str) -> GuideTags:
 
 
 @functools.lru_cache(maxsize=64)
-def _load(solver: str, conjecturer: str, unconditioned: str, guide: str, guide_tags: str) -> PromptSet:
+def _load(solver: str, conjecturer: str, unconditioned: str, seeded: str, guide: str, guide_tags: str) -> PromptSet:
     return PromptSet(
         solver=read_template("solver", solver),
         conjecturer=read_template("conjecturer", conjecturer),
         conjecturer_unconditioned=read_template("conjecturer_unconditioned", unconditioned),
+        conjecturer_seeded=read_template("conjecturer_seeded", seeded),
         guide=read_template("guide", guide),
         guide_tags=read_guide_tags(guide_tags),
     )
@@ -206,13 +215,13 @@ def _load(solver: str, conjecturer: str, unconditioned: str, guide: str, guide_t
 
 def load_prompts(choice: PromptChoice) -> PromptSet:
     """The templates and tags a `[prompts]` section names (read once per process and choice)."""
-    return _load(choice.solver, choice.conjecturer, choice.conjecturer_unconditioned, choice.guide,
-                 choice.guide_tags)
+    return _load(choice.solver, choice.conjecturer, choice.conjecturer_unconditioned, choice.conjecturer_seeded,
+                 choice.guide, choice.guide_tags)
 
 
 def reference_prompts() -> PromptSet:
     """The SGS reference's exact prompts and tags (the default of every `[prompts]` key)."""
-    return _load(REFERENCE, REFERENCE, REFERENCE, REFERENCE, REFERENCE)
+    return _load(REFERENCE, REFERENCE, REFERENCE, REFERENCE, REFERENCE, REFERENCE)
 
 
 def render(template: str, **values: str) -> str:
@@ -246,6 +255,22 @@ def conjecturer_messages(header: str, theorem: str, conditioned: bool = True,
     if not theorem.strip():
         raise ValueError("conjecturer_messages: the theorem statement is empty")
     return _user(render(p.conjecturer, header=header, theorem=theorem))
+
+
+def seeded_conjecturer_messages(header: str, theorem: str, proof: str, conditioned: bool = True,
+                                 prompts: PromptSet | None = None) -> list[dict[str, str]]:
+    """The seeded Conjecturer prompt (STP-style, `conjecturer.setup = "seed_statement"`): a solved
+    target's `theorem` (without header) and one of its verified proofs, asking for a harder theorem.
+
+    As the reference (sgs/utils/prompts.py:59-77): the block shows ``(theorem + proof).strip()``.
+    With ``conditioned=False`` the fixed "no problem conditioning" prompt, as `conjecturer_messages`.
+    """
+    p = prompts or reference_prompts()
+    if not conditioned:
+        return _user(p.conjecturer_unconditioned)
+    if not theorem.strip() or not proof.strip():
+        raise ValueError("seeded_conjecturer_messages: the seed's theorem and proof must both be non-empty")
+    return _user(render(p.conjecturer_seeded, header=header, statement_and_proof=(theorem + proof).strip()))
 
 
 def guide_messages(target: str, conjecture: str, prompts: PromptSet | None = None) -> list[dict[str, str]]:

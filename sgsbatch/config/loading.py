@@ -35,8 +35,8 @@ from sgsbatch.config.schema import SLURM_TABLES, TINY_RANDOM, Config, SlurmPhase
 from sgsbatch.errors import ConfigError
 from sgsbatch.prompts import PromptError, read_guide_tags, read_template
 
-PROMPT_KEYS = ("prompts.solver", "prompts.conjecturer", "prompts.conjecturer_unconditioned", "prompts.guide",
-               "prompts.guide_tags")
+PROMPT_KEYS = ("prompts.solver", "prompts.conjecturer", "prompts.conjecturer_unconditioned",
+               "prompts.conjecturer_seeded", "prompts.guide", "prompts.guide_tags")
 PATH_KEYS = ("data.source", "models.solver", "models.conjecturer", "models.guide", "verification.project_dir",
              "verification.scratch_dir",
              *PROMPT_KEYS)

@@ -33,6 +33,11 @@ VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 # the sequence ratio (GSPO arXiv 2507.18071 §5.1; verl examples/gspo_trainer clip_ratio_low/high)
 PUBLISHED_CLIP: dict[str, tuple[float, float]] = {
     "grpo": (0.2, 0.2), "dr_grpo": (0.2, 0.2), "dapo": (0.2, 0.28), "gspo": (3e-4, 4e-4)}
+# The reference's StatementSelectionMode (sgs/pipeline/config.py:18-24), its values as spelled there, plus
+# "auto": the selection each objective has always had here (SolverConfig.selection_mode)
+SELECTIONS: tuple[str, ...] = ("hard", "unsolved", "stp_improved_ei", "all_none_0_1", "all", "less_16_proofs")
+# the selections that train on stored proofs of the last `solver.ei_rounds` rounds (Expert Iteration)
+WINDOW_SELECTIONS: tuple[str, ...] = ("less_16_proofs", "stp_improved_ei")
 T = TypeVar("T")
 
 
@@ -130,6 +135,9 @@ class PromptsConfig:
     conjecturer: str = key("reference", "The Conjecturer's prompt" + _TEMPLATE + ".")
     conjecturer_unconditioned: str = key("reference", "The Conjecturer's fixed prompt of the \"no problem "
                                                       "conditioning\" ablation" + _TEMPLATE + ".")
+    conjecturer_seeded: str = key("reference", "The Conjecturer's seeded prompt (conjecturer.setup = "
+                                               "\"seed_statement\": a solved target and one of its proofs)"
+                                  + _TEMPLATE + ".")
     guide: str = key("reference", "The Guide's prompt" + _TEMPLATE + ".")
     guide_tags: str = key("reference", "The (begin, end) tags of the Guide's three scores" + _TEMPLATE + ".")
 
@@ -210,6 +218,22 @@ class SolverConfig:
     batch_size: int = key(32, "Sequences per optimizer step.")
     train: bool = key(True, "Train the Solver (false: a frozen Solver).")
     ei_rounds: int = key(3, "Expert Iteration trains on the stored proofs of the last this many rounds.")
+    # the reference's statement_selection_mode (sgs/pipeline/config.py:18-24; step1_data_gen.py:539-546 and
+    # 1040-1126, step2_train.py:436-478); "stp_improved_ei" is declared there but never implemented
+    # (step1_data_gen.py:1057 raises): here it is STP's Expert Iteration, per its comment "at most 16/64 proofs
+    # per problem" (docs/algorithm.md, "STP")
+    selection: Literal["auto", "hard", "unsolved", "stp_improved_ei", "all_none_0_1", "all", "less_16_proofs"] = key(
+        "auto", "Which problems the Solver trains on (the reference's statement_selection_mode): \"auto\" = the "
+                "objective's own (reinforce: hard, cispo: all_none_0_1, ei: less_16_proofs, GRPO family: every "
+                "sampled group); \"hard\" = the band_* keys; \"unsolved\" = targets first solved this round and "
+                "conjectures with s > 0; \"all_none_0_1\" = 0 < s < 1; \"all\" = s > 0; \"less_16_proofs\" = "
+                "Expert Iteration (sample targets with < store_cap stored proofs, train on stored proofs of the last "
+                "ei_rounds rounds); \"stp_improved_ei\" = STP's (every target and conjecture's verified proofs of "
+                "the last ei_rounds rounds, at most proof_cap distinct per problem).")
+    # STP keeps at most 16 distinct proofs per statement (kfdong/STP RL/RL_step3_final_model.py:176-187, its
+    # Expert Iteration and final re-training); the reference's comment: "at most 16/64 proofs per problem"
+    proof_cap: int = key(16, "selection = \"stp_improved_ei\": distinct verified proofs per problem trained on "
+                             "(STP: kfdong/STP RL/RL_step3_final_model.py:176-187).")
     cispo_clip_max: float = key(4.0, "CISPO: importance weights are clamped to [0, this].")
     cispo_eps: float = key(1e-6, "CISPO: added to the group's reward std before dividing.")
     # The GRPO family (grpo, dr_grpo, dapo, gspo). The importance ratio is clipped to
@@ -237,16 +261,34 @@ class SolverConfig:
         low, high = PUBLISHED_CLIP[self.objective]
         return self.clip_low or low, self.clip_high or high
 
+    def selection_mode(self) -> str:
+        """The selection in effect: `selection`, or for "auto" the objective's own ("hard" for reinforce,
+        "all_none_0_1" for cispo, "less_16_proofs" for ei; "auto" stays for the GRPO family: every group)."""
+        if self.selection != "auto":
+            return self.selection
+        return {"reinforce": "hard", "cispo": "all_none_0_1", "ei": "less_16_proofs"}.get(self.objective, "auto")
+
+    def window_rounds(self) -> int:
+        """Rounds whose proofs one round's training reads: `ei_rounds` for Expert Iteration, else 1."""
+        return self.ei_rounds if self.selection_mode() in WINDOW_SELECTIONS else 1
+
 
 @dataclass(frozen=True)
 class ConjecturerConfig:
     """The Conjecturer: sampling, its band and training."""
 
-    enabled: bool = key(True, "False: no conjectures (the Solver alone; required for solver.objective = "
-                              "\"ei\").")
+    enabled: bool = key(True, "False: no conjectures (the Solver alone; required for Expert Iteration's "
+                              "solver.selection \"less_16_proofs\", solver.objective = \"ei\"'s own).")
     train: bool = key(True, "Train the Conjecturer (false: frozen, and no Guide reviews).")
     conditioned: bool = key(True, "False: the \"no problem conditioning\" prompt, without the target.")
-    samples_per_target: int = key(1, "Conjectures sampled per unsolved target each round.")
+    # the reference's ConjecturerSetup (sgs/models/model_types.py:10-13; sgs/pipeline/step1_data_gen.py:303-375)
+    setup: Literal["target_statement_only_unsolved", "target_statement", "seed_statement"] = key(
+        "target_statement_only_unsolved", "Which prompts the Conjecturer gets (the reference's ConjecturerSetup): "
+        "\"target_statement_only_unsolved\" = one per unsolved target (SGS); \"target_statement\" = one per "
+        "target, solved ones too; \"seed_statement\" = STP's: samples_per_target per solved target, each showing "
+        "the target and one of its stored proofs, cycling through them.")
+    samples_per_target: int = key(1, "Conjectures sampled per target each round (the reference's "
+                                     "conjectures_per_statement; per solved target with setup = \"seed_statement\").")
     temperature: float = key(1.0, "Sampling temperature.")
     max_tokens: int = key(8192, "Completion tokens per conjecture.")
     band_percentile: float = key(0.7, "The Guide reviews conjectures solved 0 < s <= t, t this percentile of "
@@ -255,6 +297,19 @@ class ConjecturerConfig:
                                            "penalty.")
     lr: float = key(3e-6, "Learning rate (constant; a fresh AdamW every round).")
     batch_size: int = key(32, "Sequences per optimizer step.")
+    reward: Literal["sgs", "stp"] = key(
+        "sgs", "The Conjecturer's reward: \"sgs\" = R_guide x (1 - s), min-max normalised, over the "
+               "band_percentile band; \"stp\" = STP's: weight 1 for each conjecture with 0 < s < stp_threshold "
+               "that passes the elegance filter (no Guide).")
+    # STP trains its conjecturer on conjectures with pass rate < CONJECTURE_THRESHOLD = 0.25 (kfdong/STP
+    # RL/utils/RL_utils.py:28, get_conjecture_examples line 481: `get_succ_rate(test_info) < CONJECTURE_THRESHOLD`)
+    stp_threshold: float = key(0.25, "reward = \"stp\": conjectures with 0 < s < this are trained on (kfdong/STP "
+                                     "RL/utils/RL_utils.py:28, CONJECTURE_THRESHOLD).")
+    # STP's elegance filter: filter_by_ratio(..., threshold=0.2) (RL_utils.py:79-101, called at 373) drops the
+    # conjectures whose shortest proof / statement length ratio is below the 20% quantile of their group
+    stp_elegance_quantile: float = key(0.2, "reward = \"stp\": a conjecture whose shortest verified proof per "
+                                            "statement character is below this quantile of the candidates' is "
+                                            "dropped (kfdong/STP RL/utils/RL_utils.py:79-101, 373); 0 = no filter.")
     dedup: Literal["exact", "whitespace"] = key(
         "exact", "Conjectures are de-duplicated against the targets and each other by \"exact\" string "
                  "equality (the reference) or with runs of whitespace collapsed first (\"whitespace\").")
@@ -695,8 +750,27 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(c.samples_per_target >= 1, "conjecturer.samples_per_target", "must be >= 1")
     check(c.lr > 0, "conjecturer.lr", "must be > 0")
     check(c.batch_size >= 1, "conjecturer.batch_size", "must be >= 1")
-    check(not (s.objective == "ei" and c.enabled), "conjecturer.enabled",
-          "must be false when solver.objective = \"ei\" (Expert Iteration uses no conjectures)")
+    mode = s.selection_mode()
+    check(not (mode == "less_16_proofs" and c.enabled), "conjecturer.enabled",
+          "must be false when solver.objective = \"ei\" (Expert Iteration uses no conjectures)"
+          if s.selection == "auto" else "must be false with solver.selection = \"less_16_proofs\" (Expert "
+          "Iteration on stored target proofs uses no conjectures; \"stp_improved_ei\" trains on conjectures too)")
+    check(not family or s.selection == "auto", "solver.selection",
+          f"must be \"auto\" with solver.objective = \"{s.objective}\" (the GRPO family trains every problem "
+          f"the round sampled), got {s.selection!r}")
+    check(s.objective != "cispo" or mode not in WINDOW_SELECTIONS, "solver.selection",
+          f"must not be {mode!r} with solver.objective = \"cispo\" (Expert Iteration trains on stored proofs, not "
+          "on groups of one round; the reference refuses groups with less_16_proofs); valid: auto, "
+          "hard, unsolved, all_none_0_1, all")
+    check(s.objective != "ei" or mode in WINDOW_SELECTIONS, "solver.selection",
+          f"must be \"auto\", \"less_16_proofs\" or \"stp_improved_ei\" with solver.objective = \"ei\", got "
+          f"{s.selection!r} (for a band of one round's proofs use solver.objective = \"reinforce\")")
+    check(s.proof_cap >= 1, "solver.proof_cap", f"must be >= 1, got {s.proof_cap}")
+    check(0.0 < c.stp_threshold <= 1.0, "conjecturer.stp_threshold", f"must be within (0, 1], got {c.stp_threshold}")
+    check(0.0 <= c.stp_elegance_quantile < 1.0, "conjecturer.stp_elegance_quantile",
+          f"must be within [0, 1), got {c.stp_elegance_quantile}")
+    check(not (c.reward == "stp" and cfg.guide.enabled and c.enabled and c.train), "guide.enabled",
+          "must be false with conjecturer.reward = \"stp\" (STP's Conjecturer reward uses no Guide)")
     t = cfg.train
     check(all(0.0 <= b < 1.0 for b in t.betas), "train.betas", f"each must be within [0, 1), got {list(t.betas)}")
     check(t.zero_stage in (0, 1, 2), "train.zero_stage",

@@ -63,9 +63,13 @@ class Plan:
             lines.append("verifier: SIMULATED (deterministic stand-in, not Lean)")
         clip = (" (clip {:g} / {:g})".format(*c.solver.clip_range()) if c.solver.objective in PUBLISHED_CLIP
                 else "")
-        lines.append(f"solver: {c.models.solver}, objective {c.solver.objective}{clip}, {c.solver.samples} samples; "
-                     f"conjecturer: {c.models.conjecturer if c.conjecturer.enabled else 'off'}"
-                     f"{'' if c.conjecturer.train else ' (frozen)'}; guide: "
+        cj = c.conjecturer
+        selection = f", selection {c.solver.selection}" if c.solver.selection != "auto" else ""
+        how = ", ".join(x for x in (cj.setup != "target_statement_only_unsolved" and f"setup {cj.setup}",
+                                    cj.reward != "sgs" and f"reward {cj.reward}") if x)
+        lines.append(f"solver: {c.models.solver}, objective {c.solver.objective}{clip}{selection}, {c.solver.samples} "
+                     f"samples; conjecturer: {c.models.conjecturer if cj.enabled else 'off'}"
+                     f"{'' if cj.train else ' (frozen)'}{f' ({how})' if how and cj.enabled else ''}; guide: "
                      f"{c.models.guide if c.guide.enabled else 'off'}")
         lines.append("phases per round (round 0 starts with init):")
         for phase in c.phases_of_round(0):

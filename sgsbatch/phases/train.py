@@ -40,7 +40,7 @@ from sgsbatch.config.schema import Config
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import weights_for
 from sgsbatch.round.examples import conjecturer_examples, solver_examples, solver_group_metrics
-from sgsbatch.round.results import ProblemResult
+from sgsbatch.round.results import ProblemResult, round_inputs
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.progress import record_train_step, train_steps_file
 from sgsbatch.run.shards import atomic_write_json, atomic_write_text, read_json
@@ -109,8 +109,8 @@ def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[t
     """Write every trainable role's examples and the Conjecturer's rewards, then `prepared.json`
     (the commit point); once per round.
 
-    `results` is the round's `round_results`; `ei_stored` the stored proofs Expert Iteration
-    trains on (round, problem id, sample), used only with `solver.objective = "ei"`.
+    `results` is the round's `round_results`; `ei_stored` the proofs Expert Iteration trains on
+    (round, problem id, sample; round/examples.ei_stored_proofs), used only by its selections.
     """
     if prepared(task) is not None:
         return
@@ -118,7 +118,8 @@ def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[t
     meta: dict[str, dict[str, Any]] = {}
     rewards: dict[str, float] = {}
     if cfg.solver.train:
-        examples = solver_examples(cfg, task.paths, results, ei_stored)
+        unsolved = round_inputs(task.paths, r)["unsolved"] if cfg.solver.selection_mode() == "unsolved" else []
+        examples = solver_examples(cfg, task.paths, results, ei_stored, unsolved)
         save_examples(examples_file(task, "solver"), examples)
         meta["solver"] = {"examples": len(examples)}
         group_metrics = solver_group_metrics(cfg, results)

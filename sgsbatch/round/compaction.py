@@ -125,7 +125,7 @@ def rounds_to_compact(cfg: Config, r: int) -> int:
     round r itself, or with Expert Iteration the newest round outside the `ei_rounds` window that
     round r + 1 trains on (the window stays whole at the end of a run too: `resume --set
     run.rounds=N` may go on)."""
-    return r if cfg.solver.objective != "ei" else r - cfg.solver.ei_rounds + 1
+    return r - cfg.solver.window_rounds() + 1
 
 
 def compact_after(cfg: Config, paths: RunPaths, r: int) -> list[int]:

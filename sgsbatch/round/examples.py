@@ -1,28 +1,30 @@
 """What each role trains on after a round: selection bands, rewards, and trainer examples.
 
-Solver: REINFORCE-1/2 on verified samples of problems in the band (weights from rewards.py),
-CISPO on whole groups of the 0 < s < 1 band with advantages, the GRPO family on the groups of
-every problem the round sampled (targets and conjectures; `solver.band_*` do not apply: a group
-whose rewards are all equal has advantage 0 and still counts in the loss's normaliser; DAPO's
-dynamic sampling drops the groups whose samples are all correct or all not), or Expert Iteration on stored
-proofs of the last `solver.ei_rounds` rounds (read from the database after the round's ingestion),
-weighted as REINFORCE-1/2 (the reference's EI runs the same `prepare_prover_train_data` loop:
-`try` proofs dropped, the length penalty). Conjecturer: REINFORCE-1/2 with `R_guide * (1 - s)`
-min-max normalised over the in-band conjectures; every in-band conjecture is an example, weight 0
-included (the reference trains on all of them, and its WeightedTrainer divides by every token of
-the batch, so a zero-weight example still counts in the normaliser). Training sequences are the
+Solver: REINFORCE-1/2 on verified samples of the problems `solver.selection` picks (by default
+the hard band; weights from rewards.py), CISPO on whole groups of the 0 < s < 1 band with
+advantages, the GRPO family on the groups of every problem the round sampled (targets and
+conjectures; `solver.band_*` do not apply: a group whose rewards are all equal has advantage 0 and
+still counts in the loss's normaliser; DAPO's dynamic sampling drops the groups whose samples are
+all correct or all not), or Expert Iteration on stored proofs of the last `solver.ei_rounds` rounds
+(read from the database after the round's ingestion; STP's, "stp_improved_ei": every verified
+proof of those rounds, capped per problem), weighted as REINFORCE-1/2 (the reference's EI runs the
+same `prepare_prover_train_data` loop: `try` proofs dropped, the length penalty). Conjecturer:
+REINFORCE-1/2 with `R_guide * (1 - s)` min-max normalised over the in-band conjectures; every
+in-band conjecture is an example, weight 0 included (the reference trains on all of them, and its
+WeightedTrainer divides by every token of the batch, so a zero-weight example still counts in the
+normaliser); STP's (`conjecturer.reward = "stp"`): weight 1 on its band. Training sequences are the
 chat-templated prompt ids plus the sampled token ids, never re-tokenised text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from sqlmodel import select
 
 from sgsbatch.backends.batches import GRPO_FAMILY, Example
-from sgsbatch.config.schema import Config
+from sgsbatch.config.schema import WINDOW_SELECTIONS, Config
 from sgsbatch.rewards import (
     conjecturer_rewards,
     correct_samples,
@@ -41,13 +43,24 @@ from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import read_phase
-from sgsbatch.selection import conjecturer_band, solver_band
-from sgsbatch.state.schema import StoredProof
+from sgsbatch.selection import capped_proofs, conjecturer_band, selected_problems, stp_conjecture_band
+from sgsbatch.state.schema import Attempt, StoredProof
+from sgsbatch.verification.verdict import VERIFIED
 
 
 def in_band_conjectures(cfg: Config, results: dict[str, ProblemResult]) -> set[str]:
-    """The round's conjectures in the Conjecturer's band (selection.conjecturer_band of their solve rates)."""
-    return band_of_rates(cfg, {k: r.rate for k, r in results.items() if not r.problem.is_target})
+    """The round's conjectures the Conjecturer trains on: selection.conjecturer_band of their solve
+    rates, or with `conjecturer.reward = "stp"` STP's band (selection.stp_conjecture_band: solve rate
+    below `stp_threshold`, then the elegance filter on shortest verified proof / statement length)."""
+    c = cfg.conjecturer
+    conj = {k: r for k, r in results.items() if not r.problem.is_target}
+    if c.reward != "stp":
+        return band_of_rates(cfg, {k: r.rate for k, r in conj.items()})
+    # STP's ratio: the shortest verified proof's length over the statement's (RL_utils.py:82-85, characters)
+    ratios = {k: min(len(x.get("proof") or "") for x in r.samples if x["verdict"] == VERIFIED)
+              / max(len(r.problem.theorem), 1) for k, r in conj.items() if r.verified}
+    return stp_conjecture_band({k: r.rate for k, r in conj.items()}, ratios, c.stp_threshold,
+                               c.stp_elegance_quantile)
 
 
 def band_of_rates(cfg: Config, conjecture_rates: dict[str, float]) -> set[str]:
@@ -55,14 +68,18 @@ def band_of_rates(cfg: Config, conjecture_rates: dict[str, float]) -> set[str]:
     return conjecturer_band(conjecture_rates, cfg.conjecturer.band_percentile)
 
 
-def solver_selection(cfg: Config, results: dict[str, ProblemResult]) -> set[str]:
+def solver_selection(cfg: Config, results: dict[str, ProblemResult], unsolved: Collection[str] = ()) -> set[str]:
+    """The round's problems the Solver trains on under `solver.selection` (selection.selected_problems;
+    the GRPO family's "auto": every problem sampled). `unsolved`: the targets unsolved when the round
+    started (round inputs), read by the "unsolved" selection only."""
     s = cfg.solver
     rates = {k: r.rate for k, r in results.items()}
-    if s.objective == "cispo":
-        return solver_band(rates, low=s.band_low, high=1.0, include_high=False)
-    if s.objective in GRPO_FAMILY:
+    mode = s.selection_mode()
+    if mode == "auto":
         return set(rates)
-    return solver_band(rates, low=s.band_low, high=s.band_high, include_high=s.band_include_high)
+    targets = {k for k, r in results.items() if r.problem.is_target}
+    return selected_problems(mode, rates, targets, unsolved, low=s.band_low, high=s.band_high,
+                             include_high=s.band_include_high)
 
 
 def _reinforce(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -> list[Example]:
@@ -145,15 +162,25 @@ def solver_group_metrics(cfg: Config, results: dict[str, ProblemResult]) -> dict
 
 
 def ei_stored_proofs(h: RunHandle, r: int) -> list[tuple[int, str, int]]:
-    """(round, problem id, sample) of the stored proofs of the last `solver.ei_rounds` rounds, up to r."""
+    """(round, problem id, sample) of the proofs Expert Iteration trains on after round r (read after the
+    round's ingestion): the stored target proofs of the last `solver.ei_rounds` rounds ("less_16_proofs"),
+    or with `solver.selection = "stp_improved_ei"` the verified proofs of targets and conjectures of those
+    rounds, at most `solver.proof_cap` distinct per problem (selection.capped_proofs)."""
+    s_cfg = h.cfg.solver
     with h.db.read() as s:
-        rows = s.exec(select(StoredProof).where(StoredProof.run_id == h.run_id,
-                                                StoredProof.round > r - h.cfg.solver.ei_rounds)).all()
-        return [(p.round, p.problem_id, p.sample) for p in rows]
+        if s_cfg.selection_mode() != "stp_improved_ei":
+            rows = s.exec(select(StoredProof).where(StoredProof.run_id == h.run_id,
+                                                    StoredProof.round > r - s_cfg.ei_rounds)).all()
+            return [(p.round, p.problem_id, p.sample) for p in rows]
+        found = s.exec(select(Attempt.round, Attempt.problem_id, Attempt.sample, Attempt.proof).where(
+            Attempt.run_id == h.run_id, Attempt.verdict == VERIFIED, Attempt.round > r - s_cfg.ei_rounds,
+            Attempt.round <= r)).all()
+    return capped_proofs(((rnd, pid, k, text or "") for rnd, pid, k, text in found), s_cfg.proof_cap)
 
 
 def _expert_iteration(cfg: Config, paths: RunPaths, stored: Iterable[tuple[int, str, int]]) -> list[Example]:
-    """Stored proofs (round, problem id, sample) of the last `ei_rounds` rounds, weighted as REINFORCE-1/2."""
+    """Proofs (round, problem id, sample) of the last `ei_rounds` rounds (`ei_stored_proofs`), weighted as
+    REINFORCE-1/2."""
     s = cfg.solver
     items: dict[int, dict[str, dict[str, Any]]] = {}
     out = []
@@ -170,12 +197,14 @@ def _expert_iteration(cfg: Config, paths: RunPaths, stored: Iterable[tuple[int, 
 
 
 def solver_examples(cfg: Config, paths: RunPaths, results: dict[str, ProblemResult],
-                    stored: Iterable[tuple[int, str, int]] = ()) -> list[Example]:
-    if cfg.solver.objective == "ei":
+                    stored: Iterable[tuple[int, str, int]] = (), unsolved: Collection[str] = ()) -> list[Example]:
+    """The Solver's examples of one round: Expert Iteration's window of proofs (`stored`), the GRPO family's
+    groups, or CISPO's groups / REINFORCE-1/2's proofs of `solver_selection` (`unsolved`: see there)."""
+    if cfg.solver.selection_mode() in WINDOW_SELECTIONS:
         return _expert_iteration(cfg, paths, stored)
     if cfg.solver.objective in GRPO_FAMILY:
         return _grpo_family(cfg, results)
-    band = solver_selection(cfg, results)
+    band = solver_selection(cfg, results, unsolved)
     return _cispo(cfg, results, band) if cfg.solver.objective == "cispo" else _reinforce(cfg, results, band)
 
 
@@ -193,6 +222,9 @@ def conjecturer_examples(cfg: Config, paths: RunPaths, r: int,
         for smp in item["samples"]:
             if smp["ok"]:
                 source.setdefault(conjecture_id(r, smp["statement"]), (item["prompt_ids"], smp["token_ids"]))
+    if c.reward == "stp":  # STP: supervised fine-tuning on its band, weight 1 each (no Guide, no length penalty)
+        rewards = dict.fromkeys(sorted(band), 1.0)
+        return [Example(source[k][0], source[k][1], w) for k, w in rewards.items()], rewards
     rates = {k: results[k].rate for k in band}
     lengths = {k: len(source[k][1]) for k in band}
     rewards = conjecturer_rewards(sorted(band), rates, {k: reviews[k]["score"] for k in band if k in reviews},

@@ -36,7 +36,7 @@ from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard, atomic_write_json, phase_wall_s, shards, unfinished
-from sgsbatch.selection import ei_targets, unsolved
+from sgsbatch.selection import conjecture_seeds, ei_targets, unsolved
 from sgsbatch.state.db import locked_retry
 from sgsbatch.state.ingest import RoundRows, ingest_rows, is_ingested
 from sgsbatch.state.schema import (
@@ -53,7 +53,9 @@ from sgsbatch.verification.verdict import ERROR, TIMEOUT, VERIFIED
 
 
 def prepare_round(h: RunHandle, r: int) -> None:
-    """Write round r's inputs from the solved store (never overwritten once written)."""
+    """Write round r's inputs from the solved store (never overwritten once written): the unsolved
+    targets (the Conjecturer's and the "unsolved" selection's), the targets the Solver samples and,
+    with `conjecturer.setup = "seed_statement"`, the seeds: (target, stored proof slot, proof, samples)."""
     path = h.paths.round_inputs(r)
     if path.exists():
         return
@@ -62,9 +64,27 @@ def prepare_round(h: RunHandle, r: int) -> None:
             StoredProof.run_id == h.run_id).group_by(StoredProof.problem_id)).all())
     ids = [t.problem_id for t in run_targets(h.paths)]
     todo = unsolved(ids, counts)
-    solve = ei_targets(ids, counts, h.cfg.solver.store_cap) if h.cfg.solver.objective == "ei" else ids
-    atomic_write_json(path, {"round": r, "unsolved": todo if h.cfg.conjecturer.enabled else [],
-                             "solve_targets": solve, "solved": len(ids) - len(todo)})
+    mode, c = h.cfg.solver.selection_mode(), h.cfg.conjecturer
+    solve = ei_targets(ids, counts, h.cfg.solver.store_cap) if mode == "less_16_proofs" else ids
+    inputs: dict[str, Any] = {"round": r, "unsolved": todo if c.enabled or mode == "unsolved" else [],
+                              "solve_targets": solve, "solved": len(ids) - len(todo)}
+    if c.enabled and c.setup == "seed_statement":
+        inputs["seeds"] = round_seeds(h, r, ids)
+    atomic_write_json(path, inputs)
+
+
+def round_seeds(h: RunHandle, r: int, ids: list[str]) -> list[dict[str, Any]]:
+    """The seeded Conjecturer's prompts of round r (selection.conjecture_seeds over the solved store),
+    each with its proof's text: the conjecture tasks read them without the database."""
+    with h.db.read() as s:
+        rows = s.exec(select(StoredProof.problem_id, StoredProof.slot, StoredProof.proof).where(
+            StoredProof.run_id == h.run_id)).all()
+    proofs = {(pid, slot): text for pid, slot, text in rows}
+    slots: dict[str, list[int]] = {}
+    for pid, slot in proofs:
+        slots.setdefault(pid, []).append(slot)
+    seeds = conjecture_seeds(ids, slots, h.cfg.conjecturer.samples_per_target, f"{h.cfg.run.seed}:{r}")
+    return [{"target_id": t, "slot": k, "proof": proofs[(t, k)], "samples": n} for t, k, n in seeds]
 
 
 def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemResult]) -> RoundRows:

@@ -49,7 +49,8 @@ METHOD_KEYS: dict[str, tuple[str, ...] | None] = {
     "verification.timeout_s": ("verify",),
     "shards.conjecture": None, "shards.solve": None, "shards.guide": None, "shards.verify": None,
     "prompts.solver": ("solve",), "prompts.conjecturer": ("conjecture",),
-    "prompts.conjecturer_unconditioned": ("conjecture",), "prompts.guide": ("guide",),
+    "prompts.conjecturer_unconditioned": ("conjecture",), "prompts.conjecturer_seeded": ("conjecture",),
+    "prompts.guide": ("guide",),
     "prompts.guide_tags": ("conjecture", "solve", "guide"),  # the simulated generator writes them too
 }
 assert set(PROMPT_KEYS) <= set(METHOD_KEYS)

@@ -23,6 +23,7 @@ import sys
 import time
 from typing import Any
 
+from sgsbatch.config.schema import WINDOW_SELECTIONS
 from sgsbatch.phases import train as train_phase
 from sgsbatch.phases.task import REQUEUE_EXIT, Interrupted, Task
 from sgsbatch.round.compaction import compact_after
@@ -47,7 +48,8 @@ def train_job(task: Task) -> None:
     if h is not None and train_phase.prepared(task) is None:
         results = round_results(cfg, task.paths, r)
         ingest_round(h, r, results)
-        ei_stored = ei_stored_proofs(h, r) if cfg.solver.train and cfg.solver.objective == "ei" else []
+        windowed = cfg.solver.train and cfg.solver.selection_mode() in WINDOW_SELECTIONS  # Expert Iteration
+        ei_stored = ei_stored_proofs(h, r) if windowed else []
         train_phase.prepare(task, results, ei_stored)
     _wait_prepared(task)
     if layout.world > 1:

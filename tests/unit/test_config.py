@@ -63,7 +63,7 @@ def test_tiny_inherits_sgs_and_overrides() -> None:
 def test_prompts_default_to_the_reference_and_paths_resolve_against_the_file(tmp_path: Path) -> None:
     sgs = load_config(JOBS / "sgs.toml")
     assert dataclasses.asdict(sgs.prompts) == dict.fromkeys(
-        ("solver", "conjecturer", "conjecturer_unconditioned", "guide", "guide_tags"), "reference")
+        ("solver", "conjecturer", "conjecturer_unconditioned", "conjecturer_seeded", "guide", "guide_tags"), "reference")
     assert Config().prompts == sgs.prompts
     assert sgs.models.guide == Config().models.guide == "LukeBailey181Pub/dspv2_guide"
     for name in ("sgs_cispo", "sgs_no_problem_conditioning", "sgs_frozen_conjecturer"):

@@ -41,6 +41,12 @@ EXPECTED = {
     "sgs_frozen_conjecturer": {"conjecturer.train": False, "guide.enabled": False},
     # sgs_no_guide.py: guide_config = None (R_guide = 1)
     "sgs_no_guide": {"guide.enabled": False},
+    # STP as the SGS paper ran it (arXiv 2604.20209 §F.2; no reference script): EI with lr 3e-6 and batch 64 for
+    # both roles; ConjecturerSetup.SEED_STATEMENT; StatementSelectionMode.STP_IMPROVED_EI; STP's samples (32
+    # a round, kfdong/STP RL/run_RL_steps.sh:51) and Conjecturer reward; no Guide
+    "stp": {"solver.objective": "ei", "solver.batch_size": 64, "solver.selection": "stp_improved_ei",
+            "solver.samples": 32, "conjecturer.setup": "seed_statement", "conjecturer.reward": "stp",
+            "conjecturer.batch_size": 64, "guide.enabled": False},
     # sgs_no_problem_conditioning.py: prompt_getter = get_deepseek_prover_v2_conjecturer_no_grounding_prompt;
     # guide_config = None
     "sgs_no_problem_conditioning": {"conjecturer.conditioned": False, "guide.enabled": False},

@@ -20,6 +20,7 @@ from sgsbatch.prompts import (
     read_template,
     reference_prompts,
     render,
+    seeded_conjecturer_messages,
     solver_messages,
 )
 
@@ -34,6 +35,28 @@ HEADER = (
 )
 THEOREM = "theorem t1 (x : ℝ) (hx : 0 < x) : 0 < x ^ 2 := by"
 CONJ = "theorem c (x : ℝ) : 0 ≤ x ^ 2 := by"
+PROOF = "\n  positivity"  # a stored proof: the text after the statement's `:= by`, leading newline kept
+
+
+def reference_seeded_prompt(seed_theorem: str, seed_proof: str) -> str:
+    """The reference's seeded Conjecturer prompt, copied from LukeBailey181/sgs sgs/utils/prompts.py:64-77
+    (get_deepseek_prover_v2_conjecturer_prompt with ConjecturerSetup.SEED_STATEMENT): the shared
+    reference-prompts.json does not hold this one, so its source is quoted here as it stands."""
+    seed_post_theorem_prompt = (
+        "Please generate a lean4 theorem that is more complex than the above statement and its proof. "
+        "The generated theorem should build on the ideas in the seed statement but be harder to prove. "
+        "It should NOT be identical to the seed statement. It should NOT be equivalent through renaming variables and premises.\n"  # noqa: E501
+        "Output the final theorem as a syntactically correct lean4 theorem statement between ```lean4 and ``` tags. The final thing you output should be the theorem statement WITHOUT any proof, just put 'sorry' for the proof."  # noqa: E501
+    )
+
+    prompt = (
+        f"Here is a Lean 4 problem statement and its proof:\n"
+        f"```lean4\n"
+        f"{(seed_theorem + seed_proof).strip()}\n"
+        f"```\n"
+        f"{seed_post_theorem_prompt}"
+    )
+    return prompt
 
 
 def _ref() -> dict[str, object]:
@@ -95,6 +118,34 @@ def test_guide_prompt_is_the_reference_string_for_d3k_rows() -> None:
 
 
 @needs_shared
+def test_seeded_conjecturer_prompt_is_the_reference_string_byte_for_byte() -> None:
+    got = _single_user_turn(seeded_conjecturer_messages(HEADER, THEOREM, PROOF))
+    assert got == reference_seeded_prompt(THEOREM, PROOF)
+    assert got == (
+        "Here is a Lean 4 problem statement and its proof:\n```lean4\n"
+        "theorem t1 (x : ℝ) (hx : 0 < x) : 0 < x ^ 2 := by\n  positivity\n```\n"
+        "Please generate a lean4 theorem that is more complex than the above statement and its proof. The generated "
+        "theorem should build on the ideas in the seed statement but be harder to prove. It should NOT be identical "
+        "to the seed statement. It should NOT be equivalent through renaming variables and premises.\nOutput the "
+        "final theorem as a syntactically correct lean4 theorem statement between ```lean4 and ``` tags. The final "
+        "thing you output should be the theorem statement WITHOUT any proof, just put 'sorry' for the proof.")
+    # (theorem + proof).strip(): surrounding whitespace goes, inner whitespace stays; the header is not shown
+    padded = _single_user_turn(seeded_conjecturer_messages(HEADER, "\n" + THEOREM, PROOF + "  \n\n"))
+    assert padded == got and HEADER not in got
+    # the shipped template is the reference's string with one placeholder for (theorem + proof).strip()
+    assert read_template("conjecturer_seeded", "reference") == reference_seeded_prompt("{statement_and_proof}", "")
+    # no problem conditioning: the fixed prompt, whatever the seed
+    assert seeded_conjecturer_messages(HEADER, THEOREM, PROOF, conditioned=False) == conjecturer_messages("", "x", False)
+
+
+@needs_shared
+def test_seeded_conjecturer_prompts_for_d3k_rows() -> None:
+    for row in _rows():
+        proof = "\n  nlinarith [sq_nonneg (a - b)]"
+        got = _single_user_turn(seeded_conjecturer_messages(row["header"], row["theorem"], proof))
+        assert got == reference_seeded_prompt(row["theorem"], proof)
+
+
 def test_reference_tags_are_the_shared_ones() -> None:
     tags = reference_prompts().guide_tags
     assert {name: [b, e] for name, b, e in tags.pairs()} == _ref()["guide_tags"]
@@ -122,6 +173,8 @@ def test_placeholders_are_filled_in_one_pass_and_other_braces_stay() -> None:
         lambda: conjecturer_messages(HEADER, ""),
         lambda: guide_messages("", THEOREM),
         lambda: guide_messages(THEOREM, " \n"),
+        lambda: seeded_conjecturer_messages(HEADER, THEOREM, " "),
+        lambda: seeded_conjecturer_messages(HEADER, "", PROOF),
     ],
 )
 def test_empty_statements_are_user_errors(call: Callable[[], object]) -> None:
@@ -132,19 +185,20 @@ def test_empty_statements_are_user_errors(call: Callable[[], object]) -> None:
 def test_builtin_sets_are_listed_and_complete() -> None:
     assert {"reference", "legacy"} <= set(builtin_names())
     for name in builtin_names():
-        choice = SimpleNamespace(solver=name, conjecturer=name, conjecturer_unconditioned=name, guide=name,
-                                 guide_tags=name)
+        choice = SimpleNamespace(solver=name, conjecturer=name, conjecturer_unconditioned=name,
+                                 conjecturer_seeded=name, guide=name, guide_tags=name)
         p = load_prompts(choice)
         assert THEOREM in _single_user_turn(solver_messages(HEADER, THEOREM, p))
         content = _single_user_turn(guide_messages(THEOREM, CONJ, p))
         assert THEOREM in content and CONJ in content
         for _, begin, end in p.guide_tags.pairs():
             assert begin in content and end in content
+        assert f"{THEOREM}\n  positivity" in _single_user_turn(seeded_conjecturer_messages(HEADER, THEOREM, PROOF, prompts=p))
 
 
 def test_legacy_set_keeps_the_old_wording_and_tags() -> None:
     choice = SimpleNamespace(solver="legacy", conjecturer="legacy", conjecturer_unconditioned="legacy",
-                             guide="legacy", guide_tags="legacy")
+                             conjecturer_seeded="legacy", guide="legacy", guide_tags="legacy")
     p = load_prompts(choice)
     assert f"```lean4\n{HEADER}{THEOREM}\n```" in _single_user_turn(solver_messages(HEADER, THEOREM, p))
     assert f"```lean4\n{HEADER}{THEOREM}\n```" in _single_user_turn(conjecturer_messages(HEADER, THEOREM, prompts=p))
@@ -164,7 +218,7 @@ def test_user_template_files(tmp_path: Path) -> None:
     assert read_template("guide", str(js)) == "T={theorem} C={conjecture}"
     assert read_guide_tags(str(js)).relevance == ("<r>", "</r>")
     choice = SimpleNamespace(solver=str(txt), conjecturer="reference", conjecturer_unconditioned="reference",
-                             guide=str(js), guide_tags=str(js))
+                             conjecturer_seeded="reference", guide=str(js), guide_tags=str(js))
     p = load_prompts(choice)
     assert _single_user_turn(solver_messages("H\n", "T", p)) == "Prove:\nH\nT\n"
     assert _single_user_turn(guide_messages("T", "C", p)) == "T=T C=C"
@@ -178,6 +232,8 @@ def test_user_template_files(tmp_path: Path) -> None:
         ("solver", "FILE:Complete this", "no {theorem} placeholder"),
         ("guide", "FILE:{theorem} only", "no {conjecture} placeholder"),
         ("solver", "FILE:{theorem} and {conjecture}", "uses {conjecture}"),
+        ("conjecturer_seeded", "FILE:{theorem} only", "no {statement_and_proof} placeholder"),
+        ("conjecturer", "FILE:{theorem}{statement_and_proof}", "uses {statement_and_proof}"),
         ("guide", "JSON:{\"solver\": \"{theorem}\"}", "has no 'guide' template"),
         ("guide", "JSON:[1, 2]", "JSON object"),
         ("guide", "JSON:{oops", "not valid JSON"),
