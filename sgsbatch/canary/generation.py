@@ -18,10 +18,17 @@ import time
 from collections.abc import Sequence
 
 from sgsbatch.backends.generation import Generation, Generator, Request, chat_prompt_ids, derive_seed
+from sgsbatch.canary.cases import HONEST
 from sgsbatch.canary.rows import Row, failed
 from sgsbatch.config.schema import TINY_RANDOM, Config
 from sgsbatch.data import Target
-from sgsbatch.prompts import conjecturer_messages, guide_messages, load_prompts, solver_messages
+from sgsbatch.prompts import (
+    conjecturer_messages,
+    guide_messages,
+    load_prompts,
+    seeded_conjecturer_messages,
+    solver_messages,
+)
 from sgsbatch.run.paths import tree_bytes
 
 PHASE_OF = {"solver": "solve", "conjecturer": "conjecture", "guide": "guide"}
@@ -29,10 +36,16 @@ PHASE_OF = {"solver": "solve", "conjecturer": "conjecture", "guide": "guide"}
 
 def role_messages(cfg: Config, role: str, targets: Sequence[Target]) -> list[list[dict[str, str]]]:
     """The prompts a run sends `role` for these targets (the Guide scores target i+1 as a
-    conjecture for target i: any well-formed statement will do to see the reply parse)."""
+    conjecture for target i: any well-formed statement will do to see the reply parse). With
+    `conjecturer.setup = "seed_statement"` the Conjecturer's prompts are the seeded ones, each target
+    shown with one of the canary's honest proofs (cases.HONEST, Lean-accepted tactic blocks) as its
+    seed: a run's seeds are proofs found during the run, unknown before it."""
     prompts = load_prompts(cfg.prompts)
     if role == "solver":
         return [solver_messages(t.header, t.theorem, prompts) for t in targets]
+    if role == "conjecturer" and cfg.conjecturer.setup == "seed_statement":
+        return [seeded_conjecturer_messages(t.header, t.theorem, HONEST[i % len(HONEST)].proof,
+                                            cfg.conjecturer.conditioned, prompts) for i, t in enumerate(targets)]
     if role == "conjecturer":
         return [conjecturer_messages(t.header, t.theorem, cfg.conjecturer.conditioned, prompts) for t in targets]
     return [guide_messages(t.theorem, targets[(i + 1) % len(targets)].theorem, prompts)

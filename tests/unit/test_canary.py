@@ -117,3 +117,23 @@ def test_environment_rows_against_the_lock() -> None:
     assert "driver runs the wheels' CUDA" in rows  # no nvidia-smi here: the driver's CUDA is unknown -> not ok
     assert not rows["driver runs the wheels' CUDA"].ok
     assert [r.check for r in check_environment(0, "slurm.verify.gpus", env)] == ["versions match gpu.txt"]
+
+
+def test_the_conjecturer_canary_sends_the_prompts_the_setup_sends() -> None:
+    """stp.toml's Conjecturer is seeded: the canary measures seeded prompts (a target and an honest
+    canary proof), not the unseeded ones a seed_statement run never sends; sgs.toml's are unseeded."""
+    from sgsbatch.canary.cases import HONEST
+    from sgsbatch.canary.generation import role_messages
+    from sgsbatch.data import Target
+    from sgsbatch.prompts import conjecturer_messages, load_prompts, seeded_conjecturer_messages
+
+    targets = [Target(f"t{i}", "import Mathlib\n", f"theorem t{i} : {i} + 0 = {i} := by") for i in range(4)]
+    stp = load_config(REPO / "jobs" / "stp.toml")
+    seeded = role_messages(stp, "conjecturer", targets)
+    prompts = load_prompts(stp.prompts)
+    assert seeded == [seeded_conjecturer_messages(t.header, t.theorem, HONEST[i % len(HONEST)].proof, True, prompts)
+                      for i, t in enumerate(targets)]
+    assert all(HONEST[i % len(HONEST)].proof.strip() in m[0]["content"] for i, m in enumerate(seeded))
+    sgs = load_config(REPO / "jobs" / "sgs.toml")
+    assert role_messages(sgs, "conjecturer", targets) == [
+        conjecturer_messages(t.header, t.theorem, True, load_prompts(sgs.prompts)) for t in targets]
