@@ -16,6 +16,7 @@ it); its Lean proofs are short and its cheats refused early, so its proofs/s is 
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -193,13 +194,20 @@ def run_projection(h: RunHandle, targets: int, timing: dict[str, Any], last_metr
     """A run's projection against its completed rounds: per round the projected and actual duration
     (first task start to the round's end: the queue wait before its first task is in neither), and
     per phase of the last completed round the projected and actual `wall_s/<phase>` (queue waits out)."""
-    from sgsbatch.run.amendments import config_with, read
+    from sgsbatch.run.amendments import config_with, method_values, read
 
     figures, canary = canary_figures(h.cfg, published(h.cfg))
     proj = project(h.cfg, targets, figures)
     queue, records = figures["queue_wait_s"], read(h.paths)
-    by_round = {int(r): (project(config_with(h.cfg, records, int(r)), targets, figures), s)
-                for r, s in sorted((timing.get("round_s") or {}).items())}
+    by_method: dict[str, Projection] = {}  # rounds run with the same amended method share one projection
+
+    def at(r: int) -> Projection:
+        key = json.dumps(method_values(records, r), sort_keys=True, default=str)
+        if key not in by_method:
+            by_method[key] = project(config_with(h.cfg, records, r), targets, figures)
+        return by_method[key]
+
+    by_round = {int(r): (at(int(r)), s) for r, s in sorted((timing.get("round_s") or {}).items())}
     rounds = {r: {"projected_s": p.round_s - queue, "actual_s": s} for r, (p, s) in by_round.items()}
     last = by_round[max(by_round)][0] if by_round else proj  # with the shard counts that round ran with
     phases = {ph.phase: {"projected_s": ph.wall_s - queue, "actual_s": last_metrics.get(M.wall_s(ph.phase))}

@@ -152,7 +152,8 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
                    rehearsal=h.cfg.run.rehearsal, amendments=amendment_summary(h),
                    canary=read_run_record(h.paths.root), timing=run_timing(h))
     assert st.timing is not None
-    st.projection = run_projection(h, row.targets, st.timing, metrics)
+    if detail:  # what `status` shows; the polls of `--wait` and `watch` print no projection
+        st.projection = run_projection(h, row.targets, st.timing, metrics)
     if row.state not in (RunState.completed, RunState.cancelled) and phase is not None:
         st.progress = phase_progress(h.cfg, h.paths, r, phase)
     st.alerts = alarms(h.cfg, h.paths, r, st.progress, st.disk) if row.state != RunState.completed else []
