@@ -9,6 +9,7 @@ import shlex
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +68,12 @@ def outcome(run_dir: Path, url: str | None = None) -> dict[str, Any]:
         engine.dispose()
 
 
-def recorded_run(runs_dir: Path, name: str, executor: str = "local", tiny_targets: bool = False) -> Any:
+def recorded_run(runs_dir: Path, name: str, executor: str = "local", tiny_targets: bool = False,
+                 sets: Sequence[str] = ()) -> Any:
     """A 2-round tiny run recorded (directory, config, database, round 0 prepared) but never started:
     for tests of the commands around a run, not of the run itself. `tiny_targets`: tiny.toml's own
     targets instead of three trivial ones, for a test that runs the init phase (its tiny models are
-    then the ones every tiny run builds: one warm-up, cached, instead of one more)."""
+    then the ones every tiny run builds: one warm-up, cached, instead of one more). `sets`: more `--set`s."""
     from sgsbatch.config.loading import load_config
     from sgsbatch.data import Target, load_targets
     from sgsbatch.round.lifecycle import prepare_round
@@ -79,7 +81,7 @@ def recorded_run(runs_dir: Path, name: str, executor: str = "local", tiny_target
     from sgsbatch.state.schema import RunState
 
     cfg = load_config(TINY, [f"run.runs_dir={runs_dir}", f"run.name={name}", f"run.executor={executor}",
-                             "run.rounds=2"])
+                             "run.rounds=2", *sets])
     targets = (load_targets(cfg.data.source, limit=cfg.data.limit or None).targets if tiny_targets else
                [Target(f"t{i}", "import Mathlib\n", f"theorem t{i} : True := by") for i in range(3)])
     h = create_run(cfg, targets, executor)

@@ -402,6 +402,14 @@ class VerificationConfig:
     process_limit: int = key(1024, "RLIMIT_NPROC inside a sandbox with its own user namespace; 0 = no limit.")
     process_filter: bool = key(True, "A seccomp filter denies REPL and checker process creation (threads "
                                      "allowed; x86_64 and aarch64).")
+    streaming: bool = key(True, "Verify tasks start with their solve tasks and check each problem as its line "
+                                "lands in the solve task's item log, as the reference checks proofs while they are "
+                                "generated; false = each starts when its solve task has ended.")
+    stream_poll_s: float = key(2.0, "streaming: seconds between a verify task's looks at its solve task's item "
+                                    "log while it has nothing to check.")
+    stream_yield_s: float = key(120.0, "streaming on Slurm: a verify task with nothing to check whose solve task "
+                                       "has not run for this long (requeued, preempted) requeues itself, so that "
+                                       "its CPUs cannot keep the solve task waiting; 0 = never.")
 
 
 @dataclass(frozen=True)
@@ -454,17 +462,18 @@ class AlertsConfig:
 class ShardsConfig:
     """Array sizes (tasks per phase and round).
 
-    verify = 0: as many verify tasks as solve tasks, verify task i checks solve shard i and starts
-    as soon as solve task i is done (aftercorr). verify = k x solve: verify task j checks every
-    verify-th problem of solve shard j mod solve (`Config.solve_shard_of`) and starts as soon as
-    that solve task is done: few GPU tasks (one engine start each) with many CPU tasks for Lean.
+    verify = 0: as many verify tasks as solve tasks, verify task i checks solve shard i. verify =
+    k x solve: verify task j checks every verify-th problem of solve shard j mod solve
+    (`Config.solve_shard_of`): few GPU tasks (one engine start each) with many CPU tasks for Lean.
+    Either way a verify task starts with its solve task and checks its problems as they are
+    generated (`verification.streaming`), or when that solve task is done (streaming off).
     """
 
     conjecture: int = key(8, "Conjecture tasks per round.")
     solve: int = key(64, "Solve tasks per round.")
     guide: int = key(8, "Guide tasks per round.")
-    verify: int = key(0, "Verify tasks per round: 0 = one per solve task (each starts when its solve task "
-                         "ends), or a multiple of shards.solve (the array starts when solve is done).")
+    verify: int = key(0, "Verify tasks per round: 0 = one per solve task, or a multiple of shards.solve (each "
+                         "checks a share of one solve task's problems).")
 
 
 @dataclass(frozen=True)
@@ -791,6 +800,8 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(v.max_proofs_per_process >= 1, "verification.max_proofs_per_process", "must be >= 1")
     check(v.system_error_retries >= 0, "verification.system_error_retries", "must be >= 0")
     check(v.header_timeout_s > 0, "verification.header_timeout_s", "must be > 0")
+    check(v.stream_poll_s > 0, "verification.stream_poll_s", f"must be > 0 seconds, got {v.stream_poll_s}")
+    check(v.stream_yield_s >= 0, "verification.stream_yield_s", f"must be >= 0 seconds (0 = never), got {v.stream_yield_s}")
     check(v.sandbox in ("bwrap", "none"), "verification.sandbox", f"must be one of 'bwrap', 'none', got {v.sandbox!r}")
     check(v.sandbox_tmpfs_mb >= 0, "verification.sandbox_tmpfs_mb", "must be >= 0 (0 = no cap)")
     check(v.scratch_mb >= 0, "verification.scratch_mb", "must be >= 0 (0 = no cap)")

@@ -130,19 +130,19 @@ def advice_text(adv: Advice | None) -> str:
     if adv is None:
         return "advice: none (no phase is projected)"
     before = adv.before.phase(adv.phase)
-    assert before is not None and before.wall_s is not None
+    assert before is not None and before.on_path_s is not None
     head = (f"advice: {adv.longest} is the longest phase"
             + ("" if adv.longest == adv.phase else f" (one job: slurm.train.nodes adds GPUs); of the sharded "
-               f"phases {adv.phase} is") + f" ({duration(before.wall_s)} of a {duration(adv.before.round_s)} round)")
+               f"phases {adv.phase} is") + f" ({duration(before.on_path_s)} of a {duration(adv.before.round_s)} round)")
     if adv.after is None:
         more = f"--set {adv.budget_key}={2 * max(1, adv.budget)}"
         return (f"{head}; {before.shards} tasks of {_of(adv.per_task, adv.resource)} within {adv.budget_key} = "
                 f"{_of(adv.budget, adv.resource)}: more shards would not shorten it (`{more}` shows what a "
                 "larger budget buys)")
     ph = adv.after.phase(adv.phase)
-    assert ph is not None and ph.wall_s is not None
+    assert ph is not None and ph.on_path_s is not None
     return (f"{head}; within {adv.budget_key} = {_of(adv.budget, adv.resource)}: `{adv.set_args()}` -> {adv.phase} "
-            f"{duration(ph.wall_s)}, round {duration(adv.after.round_s)}, run {adv.after.run_days:.1f} days, "
+            f"{duration(ph.on_path_s)}, round {duration(adv.after.round_s)}, run {adv.after.run_days:.1f} days, "
             f"{_hours(adv.after.rounds * adv.after.hours('gpu'))} GPU-hours (a launched run takes them with "
             "`resume --set ... --method-change --from-round`)")
 
@@ -161,17 +161,18 @@ def plan_text(p: RunPlan) -> str:
         rate = "no GPU: not projected" if ph.rate is None else (
             f"{ph.rate:.3g} proofs/s" if ph.phase == "verify" else f"{_n(ph.rate)} tokens/s")
         times = "".join(f"{'-' if t is None else duration(t):>{w}}" for t, w in ((ph.task_s, 8), (ph.wall_s, 9)))
+        streams = "" if ph.path_s is None else f"  streams behind solve: {duration(ph.path_s)} after solve's end"
         lines.append(f"  {ph.phase:<11}{ph.shards:>3} x {kind:<9}{work:<30}{rate:<19}{times}"
-                     f"{_hours(ph.gpu_hours):>8}{_hours(ph.cpu_hours):>8}")
+                     f"{_hours(ph.gpu_hours):>8}{_hours(ph.cpu_hours):>8}{streams}")
     crit = proj.critical
-    if crit is None or crit.wall_s is None:
+    if crit is None or crit.on_path_s is None:
         lines.append("  round: not projected (no phase has a figure)")
     else:
         path = " -> ".join(x.phase for x in proj.projected)
         lines.append(f"  round: {duration(proj.round_s)}, {_hours(proj.hours('gpu'))} GPU-hours, "
                      f"{_hours(proj.hours('cpu'))} CPU-hours; critical path {path}"
-                     f" (one after another), longest {crit.phase} {duration(crit.wall_s)} "
-                     f"({crit.wall_s / proj.round_s:.0%})")
+                     f" (one after another), longest {crit.phase} {duration(crit.on_path_s)} "
+                     f"({crit.on_path_s / proj.round_s:.0%})")
         lines.append(f"  run: {proj.rounds} rounds = {proj.run_days:.1f} days, "
                      f"{_hours(proj.rounds * proj.hours('gpu'))} GPU-hours, "
                      f"{_hours(proj.rounds * proj.hours('cpu'))} CPU-hours (round 0's init job not counted)")

@@ -6,7 +6,8 @@ the time limit from `.timelimits`, last progress from the item log's mtime. The 
 progress is its optimizer steps (`steps.jsonl`, run/progress.py): its last progress is its last
 step, or the start of its latest attempt if later. Alarms (names in round/metrics.py, `alerts/*`):
 stuck shards (judged here, from the progress: an item phase's shard without a new item, the train
-job without a new step, for longer than the bound of `stuck_after_s` / `train_stuck_after_s`), and
+job without a new step, for longer than the bound of `stuck_after_s` / `train_stuck_after_s`; a
+verify shard's progress includes its solve shard's, which it follows while streaming), and
 verify timeout+error rate, a phase running far longer than its recent average, disk projected over
 `alerts.disk_budget_gb` (judged by round/alarms.py, which the round's end shares). Not covered
 here: disk use (round/disk.py), stuck detection of init (no items, no steps; the supervisor's
@@ -28,7 +29,7 @@ from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.journal import latest_task
 from sgsbatch.run.paths import RunPaths, command
 from sgsbatch.run.progress import duration, train_steps, train_steps_file
-from sgsbatch.run.shards import shards
+from sgsbatch.run.shards import Shard, shards
 
 SPARK = "▁▂▃▄▅▆▇█"
 ITEM_PHASES = ("conjecture", "solve", "guide", "verify")  # the phases with item logs
@@ -97,6 +98,9 @@ def phase_progress(cfg: Config, paths: RunPaths, r: int, phase: str, now: float 
         last: float | None = started
         if s.partial.exists():
             last = s.partial.stat().st_mtime
+        if phase == "verify" and started is not None:  # streaming: it waits while its solve shard works
+            up = Shard(paths.phase_dir(r, "solve"), s.index % shards_at(cfg, paths, r, "solve"))
+            last = max(t for t in (last, up.started(), _mtime(up.partial), _mtime(up.marker)) if t is not None)
         if phase == "train" and started is not None:  # the last step, or a later attempt's start (its pid file)
             step_at = None if trained is None else trained["last_step_at"]
             last = max(t for t in (started, _mtime(s.pid_file), step_at) if t is not None)

@@ -23,6 +23,12 @@ T = TypeVar("T")
 
 
 REQUEUE_EXIT = 75  # EX_TEMPFAIL: a process that stopped on request (SIGUSR2/SIGTERM): "run me again"
+UPSTREAM_EXIT = 76  # the shard this task reads as it is written ran out of retries: "not my failure, don't count it"
+
+
+class UpstreamFailed(RuntimeError):
+    """The shard this task follows while it is written (a streaming verify task's solve shard) ran out
+    of retries: nothing more will come until `resume` runs it again."""
 
 
 class Interrupted(Exception):

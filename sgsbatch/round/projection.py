@@ -20,11 +20,13 @@ Pure arithmetic over a config, a target count and throughput figures (`Figures`:
   waves x task time, `slurm.<phase>.array_parallelism` tasks a wave; its GPU-hours (CPU-hours):
   tasks x GPUs (CPUs) x task time.
 * The round's phases run one after another (each waits for the one before), so the critical path
-  is the whole chain; its longest phase is where more shards shorten the round (`advise`). The run:
+  is the whole chain; its longest phase is where more shards shorten the round (`advise`). Verify
+  streaming behind solve (`verification.streaming`, `_streamed`) is on the path only for what lies
+  after solve's end: the later of its own excess over solve and the last problem's proofs. The run:
   `run.rounds` such rounds (round 0's init job not counted).
 
 Not modelled: prefill, the unsolved set shrinking as the run goes, the slowest shard's tail,
-verify tasks overlapping the solve array (`shards.verify = 0`), requeues and retries. A phase that
+requeues and retries. A phase that
 generates or trains without GPUs (tiny configs) is not projected: no figure covers it.
 """
 
@@ -89,9 +91,14 @@ class PhasePlan:
     wall_s: float | None
     gpu_hours: float | None
     cpu_hours: float | None
+    path_s: float | None = None  # its share of the round's critical path: wall_s, unless it streams
+
+    @property
+    def on_path_s(self) -> float | None:
+        return self.wall_s if self.path_s is None else self.path_s
 
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {**{k: getattr(self, k) for k in self.__dataclass_fields__}, "path_s": self.on_path_s}
 
 
 @dataclass(frozen=True)
@@ -116,12 +123,12 @@ class Projection:
 
     @property
     def round_s(self) -> float:
-        return sum(p.wall_s or 0.0 for p in self.phases)
+        return sum(p.on_path_s or 0.0 for p in self.phases)
 
     @property
     def critical(self) -> PhasePlan | None:
-        """The longest phase of the chain (the chain itself is the critical path)."""
-        return max(self.projected, key=lambda p: p.wall_s or 0.0, default=None)
+        """The phase with the longest share of the chain (the chain itself is the critical path)."""
+        return max(self.projected, key=lambda p: p.on_path_s or 0.0, default=None)
 
     def hours(self, what: str) -> float:
         """GPU-hours ("gpu") or CPU-hours ("cpu") of one round."""
@@ -181,7 +188,22 @@ def project(cfg: Config, targets: int, figures: Figures) -> Projection:
             gpus, cpus = res.gpus * res.nodes, res.cpus * res.nodes
             out.append(_phase(cfg, f, phase, seqs, "sequences", tokens, gpus * f["train_tokens_per_s"],
                               roles * (f["model_load_s"] + f["checkpoint_write_s"]), 1, gpus, cpus, tokens))
+    if cfg.verification.streaming:
+        out = [_streamed(cfg, f, p, next(x for x in out if x.phase == "solve")) if p.phase == "verify" else p
+               for p in out]
     return Projection(targets, cfg.run.rounds, tuple(out), figures)
+
+
+def _streamed(cfg: Config, f: Figures, verify: PhasePlan, solve: PhasePlan) -> PhasePlan:
+    """Verify streaming behind solve (`verification.streaming`): its tasks start with solve's and end
+    at the later of their own time and solve's end + one problem's proofs on a task's cores (the
+    tail); on the path it is what lies after solve's end. Its tasks hold their CPUs all along."""
+    if verify.wall_s is None or solve.wall_s is None or verify.task_s is None:
+        return verify
+    tail = math.ceil(cfg.solver.samples / max(1, verify.cpus)) / f["lean_proofs_per_s"]
+    held = max(verify.task_s, solve.wall_s - f["queue_wait_s"] + tail)
+    return replace(verify, path_s=max(tail, verify.wall_s - solve.wall_s + tail),
+                   cpu_hours=verify.shards * verify.cpus * held / 3600)
 
 
 @dataclass(frozen=True)
@@ -241,7 +263,7 @@ def advise(cfg: Config, targets: int, figures: Figures) -> Advice | None:
     shardable = [p for p in before.projected if p.phase in SHARDED]
     if crit is None or not shardable:
         return None
-    target = crit if crit.phase in SHARDED else max(shardable, key=lambda p: p.wall_s or 0.0)
+    target = crit if crit.phase in SHARDED else max(shardable, key=lambda p: p.on_path_s or 0.0)
     res = cfg.phase_resources(target.phase)
     if target.phase == "verify":
         resource, per, budget, key = "CPU", res.cpus, cfg.projection.cpu_budget, "projection.cpu_budget"
@@ -256,9 +278,9 @@ def advise(cfg: Config, targets: int, figures: Figures) -> Advice | None:
         sets = _shard_sets(cfg, target.phase, n)
         got = project(with_sets(cfg, sets), targets, figures)
         tried.append((sets, got, got.phase(target.phase)))
-    best = min((p.wall_s or 0.0 for _, _, p in tried if p is not None), default=None)
-    current = target.wall_s or 0.0
+    best = min((p.on_path_s or 0.0 for _, _, p in tried if p is not None), default=None)
+    current = target.on_path_s or 0.0
     pick = next(((sets, got) for sets, got, p in tried if best is not None and best < current and p is not None
-                 and (p.wall_s or 0.0) <= best * (1 + cfg.projection.advice_margin)), None)
+                 and (p.on_path_s or 0.0) <= best * (1 + cfg.projection.advice_margin)), None)
     return Advice(target.phase, crit.phase, resource, per, budget, key, pick[0] if pick else {}, before,
                   pick[1] if pick else None)

@@ -8,9 +8,10 @@ train job and for tasks of runs older than the marker), and its end (the complet
 Per phase, with `after` = the later of the phase before's end (the round's first phase: the round
 before's end) and the phase's submission:
 * waiting: first task start - `after` (queue wait and hand-over; 0 where the phase overlapped
-  the one before, e.g. verify tasks that start while other solve tasks still run),
-* start-up: the start-up of the task that ended last (the one the next phase waited for),
-* work: the rest of the phase, to its last task's end.
+  the one before, e.g. verify tasks streaming behind solve, `verification.streaming`),
+* start-up: the start-up of the task that ended last (the one the next phase waited for), the part
+  of it after `after`,
+* work: the rest of the phase, to its last task's end (streaming verify: its tail after solve).
 The phases run one after another, so the round's critical path is the whole chain: waiting +
 start-up + work summed over the phases is the round's time from `after` of its first phase to its
 last end (less any overlap); its longest phase is where more shards or faster start-ups help.
@@ -19,7 +20,8 @@ Idle resources of a round: its pool is the most GPUs (CPUs) any one phase holds 
 running together, `slurm.<phase>.array_parallelism` at most, x each task's GPUs) held for the
 whole round; of it, tasks spend `startup` GPU-seconds starting and `work` GPU-seconds working;
 the rest is idle: what a pool sized for the largest phase would leave unused (waiting between
-phases, start-ups aside, smaller phases). A GPU-less config (bench/rehearsal.toml) has no GPU pool.
+phases, a streaming verify task's wait for solve lines (`waited_s` in its marker), start-ups
+aside, smaller phases). A GPU-less config (bench/rehearsal.toml) has no GPU pool.
 """
 
 from __future__ import annotations
@@ -38,11 +40,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TaskTimes:
-    """One task's recorded times (epoch seconds): start, start-up end (None: not recorded), end."""
+    """One task's recorded times (epoch seconds): start, start-up end (None: not recorded), end, and
+    the seconds it waited with nothing to do (a streaming verify task waiting for solve lines)."""
 
     start: float
     ready: float | None
     end: float
+    waited: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -70,8 +74,10 @@ class PhaseLine:
 
     @property
     def startup_s(self) -> float | None:
+        """The start-up of the task that ended last, as far as it lies after `after` (a streaming
+        verify task started up while solve ran: none of its start-up is on the path)."""
         last = max(self.tasks, key=lambda t: t.end)
-        return None if last.ready is None else max(0.0, min(last.ready, last.end) - last.start)
+        return None if last.ready is None else max(0.0, min(last.ready, last.end) - max(last.start, self.after))
 
     @property
     def work_s(self) -> float:
@@ -83,9 +89,10 @@ class PhaseLine:
         return max(0.0, self.end - self.after)
 
     def held_s(self, per_task: int) -> tuple[float, float]:
-        """(start-up, work) resource-seconds of its tasks holding `per_task` GPUs or CPUs each."""
+        """(start-up, work) resource-seconds of its tasks holding `per_task` GPUs or CPUs each (the
+        time a task waited with nothing to do is neither: it counts as idle)."""
         up = sum((min(t.ready, t.end) - t.start) for t in self.tasks if t.ready is not None)
-        total = sum(t.end - t.start for t in self.tasks)
+        total = sum(t.end - t.start - t.waited for t in self.tasks)
         return per_task * up, per_task * (total - up)
 
     def peak(self, per_task: int) -> int:
@@ -185,7 +192,8 @@ def _tasks(cfg: Config, paths: RunPaths, r: int, phase: str) -> tuple[TaskTimes,
         start = s.started()
         if start is None or not s.is_done():
             return None
-        out.append(TaskTimes(start, s.ready(), float(s.meta()["time"])))
+        meta = s.meta()
+        out.append(TaskTimes(start, s.ready(), float(meta["time"]), float(meta.get("waited_s", 0.0))))
     return tuple(out)
 
 

@@ -42,6 +42,7 @@ OPERATIONAL_KEYS = (
     "run.rounds", "run.max_task_retries", "run.allow_env_drift", "run.poll_interval_s", "run.local_workers",
     "checkpoints.keep_last", "checkpoints.keep_every", "checkpoints.estimate_gb_per_role",
     "train.collective_timeout_s",
+    "verification.streaming", "verification.stream_poll_s", "verification.stream_yield_s",  # when, not what
 )
 OPERATIONAL_SECTIONS = ("alerts", "report", "scaling", "projection")
 # a change of method -> the phases of a round that read it (None: every phase, the round's partition)
@@ -63,7 +64,7 @@ REFUSED: dict[str, str] = {
     "generation": _ALGORITHM, "solver": _ALGORITHM, "conjecturer": _ALGORITHM, "extraction": _ALGORITHM,
     "guide": _ALGORITHM, "train": _ALGORITHM,
     "verification": "decides what counts as a proof (of this section only verification.timeout_s may change, "
-                    "as a change of method)",
+                    "as a change of method, and the streaming keys, which decide when proofs are checked)",
     "records": "decides what compaction deletes from completed rounds, which cannot be undone",
     "slurm": "decides the training ranks and how generation is placed (slurm.<phase>.gpus, .nodes)",
 }

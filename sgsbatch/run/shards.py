@@ -145,6 +145,31 @@ class Shard:
         """Items already finished by an earlier attempt of this task, by key."""
         return {rec["key"]: rec for rec in read_jsonl(self.partial)}
 
+    def items_after(self, offset: int, keys: set[str]) -> tuple[list[dict[str, Any]], int]:
+        """The item log's records whose key is in `keys` among its complete lines from byte `offset`
+        on (parsing only theirs), and the offset after the last line read: what a reader following
+        a running task's item log (a streaming verify task) takes each time it looks. It stops before
+        a line without its newline (being written, or torn and about to be cut by the next append)
+        and before a line that does not parse (a network file system may show a write's bytes late)."""
+        try:
+            with self.partial.open("rb") as f:
+                f.seek(offset)
+                data = f.read()
+        except FileNotFoundError:
+            return [], offset
+        out: list[dict[str, Any]] = []
+        pos = 0
+        while (end := data.find(b"\n", pos)) >= 0:
+            line = data[pos:end + 1].decode("utf-8", "replace")
+            if line_key(line) in keys:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    break
+                out.append(rec)
+            pos = end + 1
+        return out, offset + pos
+
     def append_item(self, record: dict[str, Any]) -> None:
         assert "key" in record, "item records carry a 'key'"
         self.dir.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,9 @@
 
 `start_driver` launches `python -m sgsbatch.scheduling.local RUN_DIR` in its own session; the
 driver runs every unfinished round phase by phase, up to `run.local_workers` shard supervisors
-at once (each retrying its worker like on Slurm), and exits when the run is completed (0), a
+at once (each retrying its worker like on Slurm; with `verification.streaming` solve and verify
+run together, each with up to that many, verify shard j from the start of its solve shard), and
+exits when the run is completed (0), a
 shard ran out of retries (1, after the verify shards of the solve shards that did finish ran, as
 on Slurm; the run shows as stalled) or it was told to stop (SIGTERM, as
 `cancel` sends it: the driver sets its stop flag, then signals its process group; the workers
@@ -32,7 +34,7 @@ from sgsbatch.run.lock import LockHeld, OwnerLock, describe, holder
 from sgsbatch.run.paths import RunPaths, command
 from sgsbatch.run.shards import Shard, atomic_write_text, unfinished
 from sgsbatch.scheduling.liveness import Liveness, StallReason
-from sgsbatch.scheduling.supervisor import DONE, FAILED, run_supervised
+from sgsbatch.scheduling.supervisor import DONE, FAILED, UPSTREAM, run_supervised
 
 DRIVER_MODULE = "sgsbatch.scheduling.local"
 STOP_WAIT_S = 120.0  # how long `cancel` waits for the run's processes before SIGKILL
@@ -135,9 +137,43 @@ def run_phase(h: RunHandle, r: int, phase: str) -> str:
         results = list(pool.map(lambda i: run_supervised(h.paths.root, r, phase, i,
                                                          max_retries=cfg.run.max_task_retries,
                                                          stopping=_STOPPING.is_set), todo))
-    if FAILED in results:
+    return _outcome(results)
+
+
+def _outcome(results: list[str]) -> str:
+    if FAILED in results or UPSTREAM in results:
         return FAILED
     return DONE if all(x == DONE for x in results) else "interrupted"
+
+
+def run_solve_and_verify(h: RunHandle, r: int) -> tuple[str, str]:
+    """Solve and verify together (`verification.streaming`): verify shard j's supervisor starts as
+    soon as its solve shard has started or ended, as Slurm's `after:` dependency does; each phase
+    has up to `run.local_workers` supervisors. Returns each phase's outcome (as `run_phase`)."""
+    cfg = h.refreshed().at(r)
+    solve_dir = h.paths.phase_dir(r, "solve")
+    solve_todo = unfinished(solve_dir, cfg.shard_count("solve"))
+    waiting = unfinished(h.paths.phase_dir(r, "verify"), cfg.shard_count("verify"))
+
+    def supervise(phase: str, i: int) -> str:
+        return run_supervised(h.paths.root, r, phase, i, max_retries=cfg.run.max_task_retries,
+                              stopping=_STOPPING.is_set)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(cfg.run.local_workers, len(solve_todo)))) as solvers, \
+            ThreadPoolExecutor(max_workers=max(1, min(cfg.run.local_workers, len(waiting)))) as verifiers:
+        solving = {i: solvers.submit(supervise, "solve", i) for i in solve_todo}
+        verifying = []
+        while waiting and not _STOPPING.is_set():
+            for j in list(waiting):
+                s = Shard(solve_dir, cfg.solve_shard_of(j))
+                if s.index not in solving or solving[s.index].done() or s.started() is not None:
+                    verifying.append(verifiers.submit(supervise, "verify", j))
+                    waiting.remove(j)
+            if waiting:
+                time.sleep(0.2)
+        solved = _outcome([f.result() for f in solving.values()])
+        verified = _outcome([f.result() for f in verifying])
+    return solved, (verified if not waiting else "interrupted")
 
 
 def _on_term(_sig: int, _frame: FrameType | None) -> None:
@@ -167,18 +203,27 @@ def drive(run_dir: Path) -> int:
                 continue
             prepare_round(h, r)
             failed: list[str] = []
-            for phase in h.cfg.phases_of_round(r):
+            phases = h.cfg.phases_of_round(r)
+            streamed = False
+            for phase in phases:
+                if phase == "verify" and streamed:
+                    continue
                 if failed and not (phase == "verify" and failed == ["solve"]):
                     break  # verify still checks the solve shards that finished; nothing later can run
-                result = run_phase(h, r, phase)
+                if phase == "solve" and "verify" in phases and h.refreshed().at(r).verification.streaming:
+                    outcomes = list(zip(("solve", "verify"), run_solve_and_verify(h, r), strict=True))
+                    streamed = True
+                else:
+                    outcomes = [(phase, run_phase(h, r, phase))]
                 if _STOPPING.is_set():
                     print(f"sgsbatch local driver: stopped (round {r} {phase})", file=sys.stderr)
                     return 143
-                if result == FAILED:
-                    failed.append(phase)
-                elif result != DONE:
-                    print(f"sgsbatch local driver: round {r} {phase}: {result}", file=sys.stderr)
-                    return 1
+                for name, result in outcomes:
+                    if result == FAILED:
+                        failed.append(name)
+                    elif result != DONE:
+                        print(f"sgsbatch local driver: round {r} {name}: {result}", file=sys.stderr)
+                        return 1
             if failed:
                 print(f"sgsbatch local driver: round {r} {', '.join(failed)}: a shard ran out of retries",
                       file=sys.stderr)

@@ -2,8 +2,9 @@
 
 A round is a chain of job arrays: [init ->] conjecture -> solve -> verify -> guide -> train;
 each afterok on the one before, except verify: verify shard j waits only for the solve task of
-shard j mod shards.solve (`verify_arrays`), so a solve shard out of retries holds back its own
-verify shards and no others. Array task k runs the shard named in the SlurmJob row's `shards`
+shard j mod shards.solve (`verify_arrays`), to start (`after`: it checks proofs as they are
+generated, `verification.streaming`) or, without streaming, to succeed; a solve shard out of
+retries holds back (or, streaming, ends) its own verify shards and no others. Array task k runs the shard named in the SlurmJob row's `shards`
 list (a resubmission after `resume` covers only unfinished shards, so task k need not be shard
 k). Every job is `--requeue`able and gets SIGUSR2 `signal_delay_s` before its time limit; a task
 step killed by that signal before its shell could ignore it is requeued by the job script
@@ -203,22 +204,27 @@ def arrays_after(phase: str, todo: list[int], n: int, prev: tuple[str, list[Arra
 
 
 def verify_arrays(todo: list[int], n: int, solve: list[Array], cfg: Config) -> list[tuple[list[int], str | None]]:
-    """Verify shard j starts when the task of its solve shard j mod solve_n succeeded, never later.
+    """Verify shard j starts with the task of its solve shard j mod solve_n (`verification.streaming`:
+    `after:JOB_TASK`, Slurm's "once it has started"), or when that task succeeded, never later.
 
-    A whole round (one solve array of every shard, every verify shard to run) is k = n / solve_n
-    arrays of solve_n tasks, array m holding shards m*solve_n .. m*solve_n + solve_n - 1, each
-    `aftercorr` on the solve array (task i waits for solve task i only; one array when verify =
-    solve). A partial one (after `resume`) has one array per solve task it waits for
-    (`afterok:JOB_TASK`), and one without dependency for the shards whose solve shard is done.
+    Streaming: one array per solve task, of the verify shards that follow it. Not streaming: a whole
+    round (one solve array of every shard, every verify shard to run) is k = n / solve_n arrays of
+    solve_n tasks, array m holding shards m*solve_n .. m*solve_n + solve_n - 1, each `aftercorr` on
+    the solve array (task i waits for solve task i only; one array when verify = solve); a partial
+    one (after `resume`) has one array per solve task it waits for (`afterok:JOB_TASK`). Either way
+    the shards whose solve shard has no job to wait for (it is done) form one array without dependency.
     """
     solve_n = cfg.shard_count("solve")
-    if len(solve) == 1 and solve[0].shards == tuple(range(solve_n)) and todo == list(range(n)) and solve_n > 1:
+    streaming = cfg.verification.streaming
+    if (not streaming and len(solve) == 1 and solve[0].shards == tuple(range(solve_n)) and todo == list(range(n))
+            and solve_n > 1):
         return [(todo[m:m + solve_n], f"aftercorr:{solve[0].job_id}") for m in range(0, n, solve_n)]
     task = {shard: task_of(a.job_id, a.shards, shard) for a in solve for shard in a.shards}
+    kind = "after" if streaming else "afterok"
     groups: dict[str | None, list[int]] = {}
     for j in todo:
         t = task.get(cfg.solve_shard_of(j))
-        groups.setdefault(None if t is None else f"afterok:{t}", []).append(j)
+        groups.setdefault(None if t is None else f"{kind}:{t}", []).append(j)
     return [(shards, dep) for dep, shards in groups.items()]
 
 

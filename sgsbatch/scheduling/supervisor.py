@@ -6,7 +6,9 @@ A crash (non-zero exit, an exception, `kill -9`) is recorded in the shard's fail
 line of reason (the exception's own line; the traceback stays in the attempt's log) and the
 worker is started again, until `run.max_task_retries` retries are spent; then the shard gets a
 `.failed` marker with the reason and the supervisor fails, which leaves the Slurm jobs that need
-the shard never satisfiable: the run shows as stalled until `sgsbatch resume`. A worker that exits with REQUEUE_EXIT stopped on SIGUSR2: on
+the shard never satisfiable: the run shows as stalled until `sgsbatch resume`. A worker that exits
+with UPSTREAM_EXIT (a streaming verify task whose solve shard did that) ends the task the same way
+without a crash counted or a `.failed` marker of its own. A worker that exits with REQUEUE_EXIT stopped on SIGUSR2: on
 Slurm the supervisor requeues the job (`scontrol requeue`; if Slurm is already requeuing it for
 a preemption that fails harmlessly) and waits to be killed; locally it reports `interrupted`.
 SIGUSR2 is the time limit's warning (`slurm.<phase>.signal_delay_s`) and a preemption's; when
@@ -32,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from sgsbatch.phases.task import REQUEUE_EXIT
+from sgsbatch.phases.task import REQUEUE_EXIT, UPSTREAM_EXIT
 from sgsbatch.run.attempts import CRASHED, STOPPED, end_attempt, error_line, start_attempt
 from sgsbatch.run.attempts import DONE as ATTEMPT_DONE
 from sgsbatch.run.paths import RunPaths
@@ -40,6 +42,7 @@ from sgsbatch.run.shards import Shard, atomic_write_json, atomic_write_text, rea
 from sgsbatch.scheduling.ranks import DIST_ENV, DIST_PREFIXES, is_first_task
 
 DONE, INTERRUPTED, FAILED = "done", "interrupted", "failed"
+UPSTREAM = "upstream_failed"  # the shard the task follows while it is written ran out of retries (not counted)
 
 
 class TaskFailed(RuntimeError):
@@ -65,7 +68,8 @@ def _tail(path: Path, n: int = 4000) -> str:
 def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_retries: int,
                    on_slurm: bool = False, install_signals: bool = False,
                    stopping: Callable[[], bool] = lambda: False) -> str:
-    """Run the shard to completion; returns DONE, INTERRUPTED (local only) or FAILED.
+    """Run the shard to completion; returns DONE, INTERRUPTED (local only), FAILED, or UPSTREAM (the
+    solve shard a streaming verify task follows failed: the worker's exit is not counted as a crash).
 
     SIGUSR2 and SIGTERM are passed on to the worker; after SIGTERM (a cancel, a SIGTERM-only
     preemption, the end of the time limit) the supervisor waits for the worker (a train job is
@@ -135,6 +139,9 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         if rc == 0 and shard.is_done():
             ended(ATTEMPT_DONE)
             return DONE
+        if rc == UPSTREAM_EXIT:
+            ended(STOPPED, error_line(_tail(log, 20000)))
+            return UPSTREAM
         if rc == REQUEUE_EXIT or stop["usr2"]:
             ended(STOPPED)
             if not on_slurm:
@@ -291,6 +298,8 @@ class SlurmTask:
         if result == FAILED:
             reason = Shard(RunPaths(Path(run_dir)).phase_dir(r, phase), shard_index).failed_reason()
             raise TaskFailed(reason or "failed")
+        if result == UPSTREAM:  # fail the job, so that what waits for it (afterok) waits for `resume`
+            raise TaskFailed(f"round {r} {phase} shard {shard_index}: the solve shard it follows ran out of retries")
         return result
 
     def checkpoint(self, *args: object, **kwargs: object) -> object:

@@ -3,7 +3,8 @@
 Run by the task supervisor (scheduling/supervisor.py) as a child process, so that a crash, a
 `kill -9` or an exception ends only this attempt and the supervisor can count it and retry.
 SIGUSR2 (preemption or time limit) asks the task to stop after the current item (or optimizer
-step); it then exits with REQUEUE_EXIT and its files are consistent for the next attempt. In the
+step); it then exits with REQUEUE_EXIT and its files are consistent for the next attempt. A task
+whose input shard, read while it is written, ran out of retries exits with UPSTREAM_EXIT. In the
 train phase SIGTERM asks the same (a SIGTERM-only preemption, `scontrol requeue`): the ranks
 save at the next step boundary within the grace time. A worker owns its shard (`shard_N.lock`,
 run/lock.py) while it runs: one from an older submission still stopping is waited for. `--rank`: one rank of a multi-process
@@ -30,7 +31,7 @@ from types import FrameType
 
 from sgsbatch.config.loading import from_toml_text
 from sgsbatch.config.schema import PHASES
-from sgsbatch.phases.task import REQUEUE_EXIT, Interrupted, Task
+from sgsbatch.phases.task import REQUEUE_EXIT, UPSTREAM_EXIT, Interrupted, Task, UpstreamFailed
 from sgsbatch.run.amendments import config_at
 from sgsbatch.run.lock import LockHeld, OwnerLock, describe
 from sgsbatch.run.paths import RunPaths
@@ -158,6 +159,9 @@ def main(argv: list[str]) -> int:
     except Interrupted as e:
         print(f"sgsbatch worker: {e}; exiting for requeue", file=sys.stderr)
         return REQUEUE_EXIT
+    except UpstreamFailed as e:
+        print(f"sgsbatch worker: {e}", file=sys.stderr)
+        return UPSTREAM_EXIT
     return 0
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import platform
 import shutil
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +26,7 @@ from sgsbatch.verification.checks import check_header, check_proof, check_statem
 from sgsbatch.verification.limits import cgroup_note
 from sgsbatch.verification.pool import PoolSettings, ReplPool
 from sgsbatch.verification.sandbox import check_choice, probe
-from sgsbatch.verification.verdict import FAILED, ProofJob, Verdict
+from sgsbatch.verification.verdict import FAILED, FixedFeed, JobFeed, ProofJob, Result, Verdict, results_only
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,24 @@ def static_verdict(job: ProofJob) -> Verdict | None:
     return Verdict(FAILED, rejection.reason, [f"static check (not sent to Lean): {rejection.detail}"])
 
 
+class _StaticFirst:
+    """`feed` less the jobs the static checks decide: their results go to `statics` instead."""
+
+    def __init__(self, feed: JobFeed, statics: deque[Result]) -> None:
+        self.feed, self.statics, self.wait_s = feed, statics, feed.wait_s
+
+    def poll(self) -> tuple[list[ProofJob], bool]:
+        jobs, ended = self.feed.poll()
+        to_lean = []
+        for job in jobs:
+            verdict = static_verdict(job)
+            if verdict is None:
+                to_lean.append(job)
+            else:
+                self.statics.append((job, verdict, 0.0))
+        return to_lean, ended
+
+
 class LeanVerifier:
     """The `Verifier` for real Lean: `verify_stream` yields every job exactly once, as it completes."""
 
@@ -122,15 +141,17 @@ class LeanVerifier:
         log.info("verify limits per process: %s; %s", describe(self.settings), cgroup_note())
         self.pool = ReplPool(self.settings)
 
-    def verify_stream(self, jobs: Sequence[ProofJob]) -> Iterator[tuple[ProofJob, Verdict, float]]:
-        to_lean: list[ProofJob] = []
-        for job in jobs:
-            verdict = static_verdict(job)
-            if verdict is None:
-                to_lean.append(job)
-            else:
-                yield job, verdict, 0.0
-        yield from self.pool.run(to_lean)
+    def verify_stream(self, jobs: Sequence[ProofJob]) -> Iterator[Result]:
+        return results_only(self.verify_feed(FixedFeed(jobs)))
+
+    def verify_feed(self, feed: JobFeed) -> Iterator[Result | None]:
+        """The static checks' verdicts (no Lean) as the feed gives their jobs, the others from the pool."""
+        statics: deque[Result] = deque()
+        for out in self.pool.run_feed(_StaticFirst(feed, statics)):
+            while statics:
+                yield statics.popleft()
+            yield out
+        yield from statics
 
     def close(self) -> None:
         self.pool.close()

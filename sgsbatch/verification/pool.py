@@ -58,7 +58,18 @@ from sgsbatch.verification.rules import (
     reference_type,
 )
 from sgsbatch.verification.sandbox import Sandbox, check_choice
-from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, VERIFIED, ProofJob, Verdict
+from sgsbatch.verification.verdict import (
+    ERROR,
+    FAILED,
+    TIMEOUT,
+    VERIFIED,
+    FixedFeed,
+    JobFeed,
+    ProofJob,
+    Result,
+    Verdict,
+    results_only,
+)
 
 log = logging.getLogger(__name__)
 
@@ -137,27 +148,43 @@ class _Item:
 
 
 class _JobQueue:
-    """Jobs by header; `take(h)` prefers header `h`, else the header with the most jobs left."""
+    """Jobs by header; `take(h)` prefers header `h`, else the header with the most jobs left. Jobs
+    may be added (`put`) until `close()`: until then `take` waits for one instead of returning None."""
 
-    def __init__(self, items: Sequence[_Item]) -> None:
-        self._lock = threading.Lock()
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
         self._by_header: dict[str, deque[_Item]] = {}
-        for it in items:
-            self._by_header.setdefault(it.job.header, deque()).append(it)
+        self._closed = False
 
-    def take(self, prefer: str | None) -> _Item | None:
-        with self._lock:
-            q = self._by_header.get(prefer) if prefer is not None else None
-            if not q:
-                live = [d for d in self._by_header.values() if d]
-                if not live:
+    def put(self, items: Sequence[_Item]) -> None:
+        with self._cond:
+            for it in items:
+                self._by_header.setdefault(it.job.header, deque()).append(it)
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def take(self, prefer: str | None, stop: threading.Event) -> _Item | None:
+        with self._cond:
+            while not stop.is_set():
+                q = self._by_header.get(prefer) if prefer is not None else None
+                if not q:
+                    live = [d for d in self._by_header.values() if d]
+                    q = max(live, key=len) if live else None
+                if q:
+                    return q.popleft()
+                if self._closed:
                     return None
-                q = max(live, key=len)
-            return q.popleft()
+                self._cond.wait(timeout=1.0)
+            return None
 
     def put_front(self, item: _Item) -> None:
-        with self._lock:
+        with self._cond:
             self._by_header.setdefault(item.job.header, deque()).appendleft(item)
+            self._cond.notify_all()
 
 
 @dataclass
@@ -189,7 +216,8 @@ class _Slot:
 
 
 class ReplPool:
-    """`run(jobs)` yields (job, verdict, seconds) for every job exactly once, in completion order."""
+    """`run(jobs)` yields (job, verdict, seconds) for every job exactly once, in completion order;
+    `run_feed(feed)` the same for jobs that arrive while it runs (verdict.JobFeed)."""
 
     def __init__(self, settings: PoolSettings) -> None:
         self.settings = settings
@@ -211,26 +239,44 @@ class ReplPool:
         """Every kernel re-check process id this pool has started."""
         return [pid for s in self._slots for pid in s.checker_pids]
 
-    def run(self, jobs: Sequence[ProofJob]) -> Iterator[tuple[ProofJob, Verdict, float]]:
-        if not jobs:
-            return
+    def run(self, jobs: Sequence[ProofJob]) -> Iterator[Result]:
+        return results_only(self.run_feed(FixedFeed(jobs)))
+
+    def run_feed(self, feed: JobFeed) -> Iterator[Result | None]:
+        """Every job of `feed` exactly once, as it completes; None after `feed.wait_s` without a
+        result. The feed is asked for new jobs at most every `wait_s` (and at once when the pool
+        has run dry); a slot's thread starts with the first job it can take."""
         self._stop.clear()
-        items = [_Item(i, job) for i, job in enumerate(jobs)]
-        work = _JobQueue(items)
+        work = _JobQueue()
         results: queue.Queue[tuple[_Item, Verdict, float]] = queue.Queue()
-        threads = [threading.Thread(target=self._worker, args=(slot, work, results), daemon=True,
-                                    name=f"repl-pool-{k}") for k, slot in enumerate(self._slots[: len(items)])]
-        for t in threads:
-            t.start()
-        seen: set[int] = set()
+        threads: list[threading.Thread] = []
+        added, seen, ended, asked = 0, set[int](), False, -float("inf")
         try:
-            while len(seen) < len(items):
-                item, verdict, secs = results.get()
+            while True:
+                if not ended and (len(seen) == added or time.monotonic() - asked >= feed.wait_s):
+                    jobs, ended = feed.poll()
+                    asked = time.monotonic()
+                    work.put([_Item(added + i, job) for i, job in enumerate(jobs)])
+                    added += len(jobs)
+                    if ended:
+                        work.close()
+                    for slot in self._slots[len(threads): added]:
+                        threads.append(threading.Thread(target=self._worker, args=(slot, work, results),
+                                                        daemon=True, name=f"repl-pool-{len(threads)}"))
+                        threads[-1].start()
+                if ended and len(seen) == added:
+                    return
+                try:
+                    item, verdict, secs = results.get(timeout=feed.wait_s)
+                except queue.Empty:
+                    yield None
+                    continue
                 assert item.index not in seen, f"job {item.job.key!r} got two verdicts"
                 seen.add(item.index)
                 yield item.job, verdict, secs
         finally:
-            if len(seen) < len(items):  # the caller stopped early: stop the workers and their processes
+            work.close()
+            if not ended or len(seen) < added:  # the caller stopped early: stop the workers and their processes
                 self._stop.set()
                 for slot in self._slots:
                     if slot.repl is not None:
@@ -263,7 +309,7 @@ class ReplPool:
     # ------------------------------------------------------------------ one worker thread per slot
     def _worker(self, slot: _Slot, work: _JobQueue, results: queue.Queue[tuple[_Item, Verdict, float]]) -> None:
         while not self._stop.is_set():
-            item = work.take(slot.header)
+            item = work.take(slot.header, self._stop)
             if item is None:
                 return
             t0 = time.perf_counter()

@@ -36,7 +36,17 @@ from collections.abc import Iterator, Sequence
 
 from sgsbatch.config.simulated_time import SimulatedTime, sleep
 from sgsbatch.extraction import strip_lean_comments
-from sgsbatch.verification.verdict import FAILED, TIMEOUT, VERIFIED, ProofJob, Verdict
+from sgsbatch.verification.verdict import (
+    FAILED,
+    TIMEOUT,
+    VERIFIED,
+    FixedFeed,
+    JobFeed,
+    ProofJob,
+    Result,
+    Verdict,
+    results_only,
+)
 
 NOT_LEAN = "simulated verifier: not Lean"
 
@@ -215,16 +225,28 @@ class SimulatedVerifier:
         if clock is not None:
             sleep(clock.repl_s(), "REPL start (import Mathlib)")
 
-    def verify_stream(self, jobs: Sequence[ProofJob]) -> Iterator[tuple[ProofJob, Verdict, float]]:
-        for job in jobs:
-            t0 = time.perf_counter()
-            if self.clock is not None:
-                if self.checked and self.checked % (self.clock.max_proofs_per_process * self.processes) == 0:
-                    sleep(self.clock.repl_s(), "REPL restart (import Mathlib)")
-                sleep(self.clock.proof_s(self.processes), "Lean proof")
-            self.checked += 1
-            verdict = simulated_verify(job.header, job.theorem, job.proof)
-            yield job, verdict, time.perf_counter() - t0
+    def verify_stream(self, jobs: Sequence[ProofJob]) -> Iterator[Result]:
+        return results_only(self.verify_feed(FixedFeed(jobs)))
+
+    def verify_feed(self, feed: JobFeed) -> Iterator[Result | None]:
+        ended = False
+        while not ended:
+            jobs, ended = feed.poll()
+            for job in jobs:
+                yield self._check(job)
+            if not jobs and not ended:
+                time.sleep(feed.wait_s)
+                yield None
+
+    def _check(self, job: ProofJob) -> Result:
+        t0 = time.perf_counter()
+        if self.clock is not None:
+            if self.checked and self.checked % (self.clock.max_proofs_per_process * self.processes) == 0:
+                sleep(self.clock.repl_s(), "REPL restart (import Mathlib)")
+            sleep(self.clock.proof_s(self.processes), "Lean proof")
+        self.checked += 1
+        verdict = simulated_verify(job.header, job.theorem, job.proof)
+        return job, verdict, time.perf_counter() - t0
 
     def close(self) -> None:
         return None

@@ -1,7 +1,9 @@
 """What every verifier shares: the proof to check (`ProofJob`), the outcome (`Verdict`), the interface.
 
-Covered: the four verdict values, the records and the `Verifier` protocol the Lean and the
-simulated verifiers implement. Not covered: how any verifier decides (rules.py, simulated.py).
+Covered: the four verdict values, the records, the `Verifier` protocol the Lean and the
+simulated verifiers implement, and `JobFeed`: jobs that arrive while the verifier runs (a verify
+task streaming behind its solve task, phases/verify.py). Not covered: how any verifier decides
+(rules.py, simulated.py).
 """
 
 from __future__ import annotations
@@ -48,9 +50,46 @@ class ProofJob:
     proof: str
 
 
+Result = tuple[ProofJob, Verdict, float]
+
+
+class JobFeed(Protocol):
+    """Jobs that arrive over time. `poll()` returns the jobs new since its last call (never one twice)
+    and True once no more will come; a verifier asks again at most every `wait_s` seconds while it
+    has nothing to check, and after results. `poll` may raise: the exception ends the verifier's run."""
+
+    wait_s: float
+
+    def poll(self) -> tuple[list[ProofJob], bool]: ...
+
+
+class FixedFeed:
+    """A feed of jobs known at once: all on the first poll, and the end."""
+
+    wait_s = 1.0
+
+    def __init__(self, jobs: Sequence[ProofJob]) -> None:
+        self._jobs: list[ProofJob] | None = list(jobs)
+
+    def poll(self) -> tuple[list[ProofJob], bool]:
+        jobs, self._jobs = self._jobs or [], None
+        return jobs, True
+
+
+def results_only(stream: Iterator[Result | None]) -> Iterator[Result]:
+    """A `verify_feed` stream without its waiting ticks."""
+    return (r for r in stream if r is not None)
+
+
 class Verifier(Protocol):
-    def verify_stream(self, jobs: Sequence[ProofJob]) -> Iterator[tuple[ProofJob, Verdict, float]]:
+    def verify_stream(self, jobs: Sequence[ProofJob]) -> Iterator[Result]:
         """Yield (job, verdict, seconds) for every job exactly once, in completion order."""
+        ...
+
+    def verify_feed(self, feed: JobFeed) -> Iterator[Result | None]:
+        """Yield (job, verdict, seconds) for every job the feed gives exactly once, in completion
+        order, until the feed has ended and every job has its verdict; None while it waits (at most
+        `feed.wait_s` apart), so the caller can check for a stop request."""
         ...
 
     def close(self) -> None: ...

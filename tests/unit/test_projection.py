@@ -33,7 +33,8 @@ KNOWN = ["run.rounds=4", "solver.samples=4", "conjecturer.samples_per_target=1",
          "projection.mean_tokens=1000", "projection.prompt_tokens=0", "projection.decode_short_tokens_per_s=5000",
          "projection.decode_long_tokens_per_s=500", "projection.lean_proofs_per_s=0.5", "projection.repl_start_s=10",
          "projection.model_load_s=100", "projection.train_tokens_per_s=1000", "projection.checkpoint_write_s=20",
-         "projection.queue_wait_s=50", "projection.gpu_budget=8", "projection.cpu_budget=80"]
+         "projection.queue_wait_s=50", "projection.gpu_budget=8", "projection.cpu_budget=80",
+         "verification.streaming=false"]  # phases one after another (streaming: its own test)
 
 
 def known(tmp_path: Path, *more: str) -> Config:
@@ -62,6 +63,22 @@ def test_a_round_of_known_numbers_projects_to_hours_worked_by_hand(tmp_path: Pat
     assert [x.phase for x in p.projected] == ["conjecture", "solve", "verify", "guide", "train"]
     crit = p.critical
     assert crit is not None and crit.phase == "train"  # the chain's longest phase
+
+
+def test_streaming_verify_is_on_the_path_only_after_solve_worked_by_hand(tmp_path: Path) -> None:
+    """Verify streaming behind solve: on the path, the later of its excess over solve and the last
+    problem's proofs (4 samples on 10 cores at 0.5 proofs/s: one proof, 2 s); its CPUs held all along."""
+    cfg = known(tmp_path, "verification.streaming=true")
+    p = project(cfg, 100, published(cfg))
+    verify = p.phase("verify")
+    assert verify is not None and verify.wall_s == pytest.approx(120) and verify.on_path_s == pytest.approx(2)
+    assert p.round_s == pytest.approx(930 - 120 + 2)
+    assert verify.cpu_hours == pytest.approx(2 * 10 * (137.5 + 2) / 3600)  # from solve's start to its end + 2 s
+    assert verify.to_json()["path_s"] == pytest.approx(2)
+    slow = known(tmp_path, "verification.streaming=true", "projection.lean_proofs_per_s=0.05")
+    verify = project(slow, 100, published(slow)).phase("verify")  # a task: 10 + 300 / 0.5 = 610 s, wall 660 s
+    assert verify is not None and verify.on_path_s == pytest.approx(660 - 187.5 + 20)  # one proof: 20 s
+    assert "streams behind solve: 2s after solve's end" in plan_text(make_plan(cfg, 100))
 
 
 def test_decode_rate_falls_with_context_and_waves_follow_array_parallelism(tmp_path: Path) -> None:

@@ -108,21 +108,23 @@ def test_the_time_scale_is_validated(tmp_path: Path) -> None:
 
 def test_the_critical_path_of_recorded_times_worked_by_hand() -> None:
     # round 2 starts when round 1 ended at t=100; solve: 2 tasks x 1 GPU; verify overlaps solve's end
+    # (streaming: it started up before solve ended, and waited 3 s for solve lines with nothing to check)
     tl = chain(2, [("solve", (TaskTimes(110, 130, 200), TaskTimes(112, 140, 220)), 1, 8, 64, None),
-                   ("verify", (TaskTimes(215, 216, 260),), 0, 4, 64, None),
+                   ("verify", (TaskTimes(215, 216, 260, waited=3.0),), 0, 4, 64, None),
                    ("train", (TaskTimes(270, None, 300),), 4, 16, 1, 90.0)], before=100.0)
     solve, verify, train = tl.phases
     assert (solve.wait_s, solve.startup_s, solve.work_s, solve.path_s) == (10, 28, 82, 120)
-    assert (verify.wait_s, verify.startup_s, verify.work_s, verify.path_s) == (0, 1, 39, 40)  # after solve's end
+    # after solve's end: its start-up (215-216) lay before it, off the path
+    assert (verify.wait_s, verify.startup_s, verify.work_s, verify.path_s) == (0, 0, 40, 40)
     assert (train.wait_s, train.startup_s, train.work_s) == (10, None, 30)  # submitted at 90, verify ended 260
     assert tl.round_s == 200 and tl.critical.phase == "solve"
-    assert tl.totals() == {"wait_s": 20, "startup_s": 29, "work_s": 151}  # 200 in all
+    assert tl.totals() == {"wait_s": 20, "startup_s": 28, "work_s": 152}  # 200 in all
     gpu = tl.resource("gpus")  # pool: train's 4 GPUs x 200 s; solve's tasks start up 20 + 28, work 70 + 80
     assert (gpu.peak, gpu.pool_s, gpu.startup_s, gpu.work_s) == (4, 800, 48, 150 + 120)
     assert gpu.idle_s == 800 - 48 - 270
     cpu = tl.resource("cpus")  # pool: solve's 2 x 8 CPUs x 200 s
     assert (cpu.peak, cpu.pool_s) == (16, 3200)
-    assert cpu.startup_s == 8 * 48 + 4 * 1 and cpu.work_s == 8 * 150 + 4 * 44 + 16 * 30
+    assert cpu.startup_s == 8 * 48 + 4 * 1 and cpu.work_s == 8 * 150 + 4 * (44 - 3) + 16 * 30  # the wait is idle
     text = timeline_text(tl)
     assert "longest: solve" in text and "GPU: pool 4" in text
 
