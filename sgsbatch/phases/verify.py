@@ -115,7 +115,7 @@ class _Jobs:
         attempt ended over `verification.stream_yield_s` ago (the solve task waits in the queue), so
         that this task's CPUs cannot be what keeps it waiting."""
         limit = self.task.cfg.verification.stream_yield_s
-        if limit <= 0 or not os.environ.get("SLURM_JOB_ID"):
+        if limit <= 0 or not os.environ.get("SLURM_JOB_ID") or self.task.cfg.run.executor == "local":
             return
         latest = attempts(self.feed.solve)[-1:]
         if latest and latest[0].end is not None and time.time() - latest[0].end > limit:

@@ -145,16 +145,20 @@ class Shard:
         """Items already finished by an earlier attempt of this task, by key."""
         return {rec["key"]: rec for rec in read_jsonl(self.partial)}
 
-    def items_after(self, offset: int, keys: set[str]) -> tuple[list[dict[str, Any]], int]:
+    def items_after(self, offset: int, keys: set[str], max_bytes: int = 64 << 20) -> tuple[list[dict[str, Any]], int]:
         """The item log's records whose key is in `keys` among its complete lines from byte `offset`
         on (parsing only theirs), and the offset after the last line read: what a reader following
         a running task's item log (a streaming verify task) takes each time it looks. It stops before
         a line without its newline (being written, or torn and about to be cut by the next append)
-        and before a line that does not parse (a network file system may show a write's bytes late)."""
+        and before a line that does not parse (a network file system may show a write's bytes late).
+        It reads about `max_bytes` at a time (more only for a longer line): a reader that comes late
+        catches up over several calls."""
         try:
             with self.partial.open("rb") as f:
                 f.seek(offset)
-                data = f.read()
+                data = f.read(max_bytes)
+                while b"\n" not in data and (more := f.read(max_bytes)):
+                    data += more
         except FileNotFoundError:
             return [], offset
         out: list[dict[str, Any]] = []

@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -239,7 +239,7 @@ class ReplPool:
         """Every kernel re-check process id this pool has started."""
         return [pid for s in self._slots for pid in s.checker_pids]
 
-    def run(self, jobs: Sequence[ProofJob]) -> Iterator[Result]:
+    def run(self, jobs: Sequence[ProofJob]) -> Generator[Result, None, None]:
         return results_only(self.run_feed(FixedFeed(jobs)))
 
     def run_feed(self, feed: JobFeed) -> Iterator[Result | None]:

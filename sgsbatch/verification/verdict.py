@@ -8,7 +8,7 @@ task streaming behind its solve task, phases/verify.py). Not covered: how any ve
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -76,7 +76,7 @@ class FixedFeed:
         return jobs, True
 
 
-def results_only(stream: Iterator[Result | None]) -> Iterator[Result]:
+def results_only(stream: Iterator[Result | None]) -> Generator[Result, None, None]:
     """A `verify_feed` stream without its waiting ticks."""
     return (r for r in stream if r is not None)
 

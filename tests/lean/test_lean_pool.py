@@ -131,3 +131,60 @@ def test_stopping_early_kills_only_the_pools_processes(tmp_path: Path, fake_env:
 def test_settings_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         settings(tmp_path, processes=0)
+
+
+class _Trickle:
+    """A JobFeed that gives its jobs in batches, one batch a poll, with empty polls in between."""
+
+    wait_s = 0.05
+
+    def __init__(self, batches: list[list[ProofJob]]) -> None:
+        self.batches, self.polls = list(batches), 0
+
+    def poll(self) -> tuple[list[ProofJob], bool]:
+        self.polls += 1
+        if self.polls % 3 or not self.batches:  # two empty polls before each batch
+            return [], not self.batches
+        return self.batches.pop(0), not self.batches
+
+
+def test_jobs_fed_while_the_pool_runs_get_one_verdict_each_on_the_same_processes(tmp_path: Path,
+                                                                               fake_env: Path) -> None:
+    """A streaming verify task's feed: jobs arrive in batches with gaps; every job gets exactly one
+    verdict, the REPLs started for the first batch check the later ones (one header import each),
+    and the stream ticks (None) while it waits."""
+    batches = [[_job("ok", 0), _job("error", 1)], [], [_job("ok", 2), _job("crash", 3), _job("ok", 4)], [_job("ok", 5)]]
+    pool = ReplPool(settings(tmp_path, processes=2))
+    try:
+        out = list(pool.run_feed(_Trickle(batches)))
+        started = pool.started_pids
+    finally:
+        pool.close()
+    results = [r for r in out if r is not None]
+    assert sorted(j.key for j, _, _ in results) == sorted(j.key for b in batches for j in b), "none lost, none twice"
+    for job, verdict, _ in results:
+        assert (verdict.verdict, verdict.reason) == EXPECTED[job.key.split("-")[0]], (job.key, verdict)
+    assert None in out  # it waited for the feed between batches
+    assert len(started) in (3, 4)  # two REPLs and one or two fresh ones for the crash job (its retry): none per batch
+
+
+def test_a_feed_that_raises_stops_the_pool_and_its_processes(tmp_path: Path, fake_env: Path) -> None:
+    class Failing(_Trickle):
+        def poll(self) -> tuple[list[ProofJob], bool]:
+            if self.polls == 4:
+                raise RuntimeError("the solve shard this feed follows failed")
+            return super().poll()
+
+    pool = ReplPool(settings(tmp_path, processes=2))
+    try:
+        with pytest.raises(RuntimeError, match="solve shard"):
+            for _ in pool.run_feed(Failing([[_job("hang", 0)], [_job("ok", 1)]])):
+                pass
+        started = pool.started_pids
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in started) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started and not any(_alive(p) for p in started), "a stopped run kills what it started"
+        assert [j.key for j, _, _ in pool.run([_job("ok", 2)])] == ["ok-2"]  # the pool works again afterwards
+    finally:
+        pool.close()

@@ -138,6 +138,20 @@ def test_array_aftercorr(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
         assert _time(row["Start"]) >= _time(produced[f"{produce}_{task}"]["End"])
 
 
+def test_after_on_an_array_task_starts_with_it(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """`after:JOB_TASK` (how a streaming verify task waits for its solve task): the dependent job starts
+    once that task has started, while it still runs, not after it ended."""
+    with JobGroup(tmp_path) as jobs:
+        produce = jobs.submit("--array=0", "--output=produce-%A_%a.out", "--wrap",
+                              "touch started; for i in $(seq 1 1200); do [ -e follower_ran ] && break; sleep 0.1; done; "
+                              "touch ended")
+        follow = jobs.submit(f"--dependency=after:{produce}_0", "--output=follow.out", "--wrap",
+                             "[ -e started ] && [ ! -e ended ] && touch follower_ran")
+        wait_for_job(produce, "COMPLETED")
+        wait_for_job(follow, "COMPLETED")
+    assert (tmp_path / "follower_ran").exists(), "the follower ran while the task it waited for was running"
+
+
 # A job that notes each start and each SIGUSR2 it receives.  The first run loops
 # until it is signalled/killed; a run after a requeue (SLURM_RESTART_COUNT >= 1)
 # finishes at once, as a job that resumed from its checkpoint would.

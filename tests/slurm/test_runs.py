@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import sacct_records
+from helpers import sacct_records, wait_until
 from runlib import TINY, launch_args, outcome, repair_steps, run_advice, sgsbatch, status
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -349,8 +349,13 @@ def test_a_task_killed_by_sigusr2_as_it_starts_is_requeued_not_failed(slurm_clus
     ex.update_parameters(**_parameters_for(load_config(TINY), 0, "init", 1, None))
     job = ex.submit(sum, [20, 22])
     assert job.result() == 42  # waits for the job: it ran again after the requeue
-    runs = [r["State"] for r in sacct_records(job.job_id, duplicates=True)]
-    assert runs[-1] == "COMPLETED" and "REQUEUED" in runs[:-1], runs
+
+    def runs() -> list[str]:
+        return [r["State"] for r in sacct_records(job.job_id, duplicates=True)]
+
+    # accounting records the last run's end a moment after the job's result is written
+    wait_until(lambda: runs()[-1:] == ["COMPLETED"], 60, "sacct to record the second run COMPLETED")
+    assert "REQUEUED" in runs()[:-1], runs()
 
 
 def test_a_shard_that_cannot_finish_within_its_time_limit_stalls_instead_of_looping(

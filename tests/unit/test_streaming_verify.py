@@ -37,8 +37,8 @@ def _solve_record(pid: str) -> dict[str, Any]:
 
 
 def _run(tmp_path: Path, name: str, streaming: bool, should_stop: Any = lambda: False,
-         *sets: str) -> tuple[Any, Task]:
-    h = recorded_run(tmp_path, name, sets=["shards.solve=1", "shards.verify=1", "verification.stream_poll_s=0.05",
+         *sets: str, executor: str = "local") -> tuple[Any, Task]:
+    h = recorded_run(tmp_path, name, executor, sets=["shards.solve=1", "shards.verify=1", "verification.stream_poll_s=0.05",
                                            f"verification.streaming={str(streaming).lower()}", *sets])
     for i in range(h.cfg.shard_count("conjecture")):
         Shard(h.paths.phase_dir(0, "conjecture"), i).finish([])
@@ -141,6 +141,12 @@ def test_items_after_reads_complete_lines_of_its_keys_only(tmp_path: Path) -> No
     got, offset = s.items_after(offset, {"a", "c"})
     assert got == [{"key": "c", "x": 3}] and offset == s.partial.stat().st_size
     assert jsonl_text(got) == '{"key": "c", "x": 3}\n'
+    # a late reader catches up a few bytes at a time, never splitting a line
+    got, offset, calls = [], 0, 0
+    while offset < s.partial.stat().st_size:
+        more, offset = s.items_after(offset, {"a", "b", "c"}, max_bytes=10)
+        got, calls = got + more, calls + 1
+    assert [r["key"] for r in got] == ["a", "b", "c"] and calls == 3
 
 
 def test_on_slurm_a_task_whose_solve_task_does_not_run_steps_aside(tmp_path: Path,
@@ -149,7 +155,9 @@ def test_on_slurm_a_task_whose_solve_task_does_not_run_steps_aside(tmp_path: Pat
     verify task requeues itself (Interrupted) instead of holding its CPUs; off Slurm it waits on."""
     from sgsbatch.run.attempts import STOPPED, end_attempt, start_attempt
 
-    h, task = _run(tmp_path, "aside", True, lambda: False, "verification.stream_yield_s=0.2")
+    polls = iter(range(10_000))  # a bound on the wait (not a time limit): a task that never steps aside fails
+    h, task = _run(tmp_path, "aside", True, lambda: next(polls) >= 9_999, "verification.stream_yield_s=0.2",
+                   executor="slurm")
     solve = Shard(h.paths.phase_dir(0, "solve"), 0)
     solve.append_item(_solve_record("t0"))
     k = start_attempt(solve, "77_0")
