@@ -25,6 +25,7 @@ each; its wall time is from releasing the held first job to the train job's end.
 `vs_floor` is its wall time over the floor's median: what sgsbatch's work (simulated engines,
 shard files, ingestion, status, the next submission) adds to Slurm's own scheduling.
 Results go to bench/out/bench_rehearsal-<timestamp>.json and are printed as a table.
+`--set KEY=VALUE` passes more config keys (e.g. `verification.streaming=false`, to compare).
 `--time-scale S` sets `projection.simulated_time_scale` (the SIMULATED parts sleep the projection's
 times x S); the result then also holds `sgsbatch timeline`'s critical path of every round (printed
 at the end). Not covered: real generation, Lean or training (all simulated).
@@ -138,6 +139,8 @@ def main() -> None:
     ap.add_argument("--floor-repeats", type=int, default=3, help="bare DAGs timed before the run (0 = none)")
     ap.add_argument("--time-scale", type=float, default=0.0,
                     help="projection.simulated_time_scale: the SIMULATED parts sleep the projection's times x this")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                    help="more config keys for the run, e.g. verification.streaming=false (repeatable)")
     a = ap.parse_args()
     counts = {k: max(1, v // a.shard_divisor) for k, v in SGS_SHARDS.items()}
     floors = [bare_round(a.runs_dir / "floor", counts) for _ in range(a.floor_repeats)]
@@ -146,7 +149,7 @@ def main() -> None:
         print(json.dumps({"floor_round_s": [round(x, 2) for x in floors], "median": round(floor or 0, 2)}), flush=True)
     sets = [f"run.runs_dir={a.runs_dir}", f"run.name={a.name}", "run.executor=slurm", f"run.rounds={a.rounds}",
             f"data.source={a.data}", f"data.limit={a.targets}", f"projection.simulated_time_scale={a.time_scale}"]
-    sets += [f"shards.{k}={v}" for k, v in counts.items()]
+    sets += [f"shards.{k}={v}" for k, v in counts.items()] + a.sets
     args = ["launch", str(CONFIG), "--rehearse"]
     for s in sets:
         args += ["--set", s]

@@ -25,7 +25,7 @@ from sgsbatch.canary.record import canary_dir, measured
 from sgsbatch.config.loading import is_path_like
 from sgsbatch.config.schema import Config
 from sgsbatch.round import metrics as M
-from sgsbatch.round.projection import Advice, Figures, Projection, advise, project, published
+from sgsbatch.round.projection import Advice, Figures, Projection, advise, pace_cpus, project, published
 from sgsbatch.run.progress import duration
 
 if TYPE_CHECKING:
@@ -187,6 +187,13 @@ def plan_text(p: RunPlan) -> str:
     lines += [f"  figures, {src}: {', '.join(names)}" for src, names in by_source.items()]
     lines.append(f"  canary figures: {p.canary}")
     lines.append("  " + advice_text(p.advice))
+    verify, pace = proj.phase("verify"), pace_cpus(proj, proj.figures)
+    if verify is not None and pace is not None:
+        held = verify.shards * verify.cpus
+        lines.append(f"  verify streams behind solve: {pace:,} Lean cores keep pace with its decoding; this config "
+                     f"holds {held:,} ({verify.shards} x {verify.cpus})"
+                     + (", idle while they wait for proofs (shards.verify and slurm.verify.cpus set them)"
+                        if held > 1.5 * pace else ""))
     return "\n".join(lines)
 
 

@@ -78,7 +78,14 @@ def test_streaming_verify_is_on_the_path_only_after_solve_worked_by_hand(tmp_pat
     slow = known(tmp_path, "verification.streaming=true", "projection.lean_proofs_per_s=0.05")
     verify = project(slow, 100, published(slow)).phase("verify")  # a task: 10 + 300 / 0.5 = 610 s, wall 660 s
     assert verify is not None and verify.on_path_s == pytest.approx(660 - 187.5 + 20)  # one proof: 20 s
-    assert "streams behind solve: 2s after solve's end" in plan_text(make_plan(cfg, 100))
+    text = plan_text(make_plan(cfg, 100))
+    assert "streams behind solve: 2s after solve's end" in text
+    # solve decodes 600 proofs in 187.5 - 50 (queue) - 100 (load) = 37.5 s: 16 a second, 32 cores at 0.5
+    assert "verify streams behind solve: 32 Lean cores keep pace with its decoding; this config holds 20 (2 x 10)\n" \
+        in text + "\n"
+    many = known(tmp_path, "verification.streaming=true", "slurm.verify.cpus=40")
+    assert "holds 80 (2 x 40), idle while they wait for proofs" in plan_text(make_plan(many, 100))
+    assert "keep pace" not in plan_text(make_plan(known(tmp_path), 100))  # streaming off: no such line
 
 
 def test_decode_rate_falls_with_context_and_waves_follow_array_parallelism(tmp_path: Path) -> None:
