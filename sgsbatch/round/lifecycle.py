@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from sqlalchemy import func
-from sqlmodel import select
+from sqlmodel import col, select
 
 from sgsbatch.backends.batches import GRPO_FAMILY, RATIO_OBJECTIVES
 from sgsbatch.config.loading import flat_config
@@ -76,14 +76,20 @@ def prepare_round(h: RunHandle, r: int) -> None:
 def round_seeds(h: RunHandle, r: int, ids: list[str]) -> list[dict[str, Any]]:
     """The seeded Conjecturer's prompts of round r (selection.conjecture_seeds over the solved store),
     each with its proof's text: the conjecture tasks read them without the database."""
-    with h.db.read() as s:
-        rows = s.exec(select(StoredProof.problem_id, StoredProof.slot, StoredProof.proof).where(
-            StoredProof.run_id == h.run_id)).all()
-    proofs = {(pid, slot): text for pid, slot, text in rows}
+    wanted = set(ids)
     slots: dict[str, list[int]] = {}
-    for pid, slot in proofs:
-        slots.setdefault(pid, []).append(slot)
-    seeds = conjecture_seeds(ids, slots, h.cfg.conjecturer.samples_per_target, f"{h.cfg.run.seed}:{r}")
+    with h.db.read() as s:  # the store's keys first (no proof text), then the chosen seeds' texts only
+        for pid, slot in s.exec(select(StoredProof.problem_id, StoredProof.slot).where(
+                StoredProof.run_id == h.run_id)).all():
+            if pid in wanted:
+                slots.setdefault(pid, []).append(slot)
+        seeds = conjecture_seeds(ids, slots, h.cfg.conjecturer.samples_per_target, f"{h.cfg.run.seed}:{r}")
+        proofs: dict[tuple[str, int], str] = {}
+        chosen = sorted({t for t, _, _ in seeds})
+        for i in range(0, len(chosen), 500):  # SQLite's bound on the variables of one statement
+            proofs.update(((pid, slot), text) for pid, slot, text in s.exec(
+                select(StoredProof.problem_id, StoredProof.slot, StoredProof.proof).where(
+                    StoredProof.run_id == h.run_id, col(StoredProof.problem_id).in_(chosen[i:i + 500]))).all())
     return [{"target_id": t, "slot": k, "proof": proofs[(t, k)], "samples": n} for t, k, n in seeds]
 
 

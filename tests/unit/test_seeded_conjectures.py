@@ -19,7 +19,7 @@ import pytest
 from sgsbatch.phases.conjecture import round_prompts
 from sgsbatch.phases.task import Task
 from sgsbatch.prompts import conjecturer_messages, seeded_conjecturer_messages
-from sgsbatch.round.lifecycle import ingest_round, prepare_round
+from sgsbatch.round.lifecycle import ingest_round, prepare_round, round_seeds
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.shards import Shard, read_json
 from sgsbatch.selection import conjecture_seeds, seed_cycle
@@ -117,6 +117,23 @@ def test_seed_statement_round_inputs_and_prompts(tmp_path: Path) -> None:
     t1 = TARGETS[1]
     assert seeded_conjecturer_messages(t1.header, t1.theorem, "simp")[0]["content"].startswith(
         f"Here is a Lean 4 problem statement and its proof:\n```lean4\n{t1.theorem}simp\n```\n")
+
+
+def test_round_seeds_carry_the_text_of_their_own_stored_proof(tmp_path: Path) -> None:
+    """Each seed's proof is the stored proof of its (target, slot), fetched for the chosen targets only."""
+    from sqlmodel import select
+
+    from sgsbatch.state.schema import StoredProof
+
+    h = _round1(tmp_path, "conjecturer.setup=seed_statement", "conjecturer.samples_per_target=5", "guide.enabled=false")
+    with h.db.write() as s:
+        for row in s.exec(select(StoredProof)).all():
+            row.proof = f"proof of {row.problem_id} slot {row.slot}"
+            s.add(row)
+    seeds = round_seeds(h, 1, ["t3", "t1"])
+    assert {x["target_id"] for x in seeds} == {"t1", "t3"}  # t2 is solved but not asked for
+    assert all(x["proof"] == f"proof of {x['target_id']} slot {x['slot']}" for x in seeds)
+    assert sum(x["samples"] for x in seeds) == 10
 
 
 def test_target_setups_prompt_unsolved_or_every_target(tmp_path: Path) -> None:
