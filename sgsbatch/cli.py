@@ -3,7 +3,8 @@
 Library code raises typed errors (errors.py); ops/command_line.py turns them into one clean line
 on stderr and an exit code from one table (0 ok, 1 the operation failed, 2 usage or bad input,
 130 interrupted). Terminal output (status lines, redrawing, colour, Ctrl-C while waiting) is
-ops/console.py's; the commands that read results (ops/result_commands.py) and `config`
+ops/console.py's; the commands that read results (ops/result_commands.py), check a site
+(ops/site_commands.py), show a run's timeline and logs (ops/watch_commands.py) and `config`
 (ops/config_commands.py) live in their own modules. Nothing heavy is imported at module level,
 so `sgsbatch --help` is instant and never loads torch, deepspeed or vllm.
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 import click
 
-from sgsbatch.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, SgsError
+from sgsbatch.errors import EXIT_FAILED, EXIT_OK, SgsError
 from sgsbatch.ops import console
 from sgsbatch.ops.command_line import (
     clean_errors,
@@ -30,6 +31,8 @@ from sgsbatch.ops.command_line import (
 )
 from sgsbatch.ops.config_commands import config
 from sgsbatch.ops.result_commands import export, fit, metrics, proofs, report
+from sgsbatch.ops.site_commands import canary, preflight, verify
+from sgsbatch.ops.watch_commands import logs, timeline
 from sgsbatch.run.paths import command
 
 
@@ -48,7 +51,7 @@ def main() -> None:
     """
 
 
-for _cmd in (config, export, fit, metrics, proofs, report):
+for _cmd in (config, export, fit, metrics, proofs, report, canary, preflight, verify, logs, timeline):
     main.add_command(_cmd)
 
 
@@ -220,32 +223,6 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
             time.sleep(interval)
             if not redraw:
                 click.echo("")
-
-
-@main.command()
-@click.argument("run")
-@runs_dir_option
-@click.option("--round", "round_", type=int, default=None, metavar="N", help="Only round N (0-based).")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per completed round.")
-@clean_errors
-def timeline(run: str, runs_dir: str, round_: int | None, as_json: bool) -> None:
-    """Show each completed round's critical path of RUN (waiting, start-up, work per phase) and idle GPU/CPU time.
-
-    \b
-    Examples:
-        sgsbatch timeline sgs-rehearsal
-        sgsbatch timeline sgs-rehearsal --round 1 --json
-
-    From the times the run recorded (shard start, start-up end and end; Slurm submissions); docs/checks.md.
-    """
-    from sgsbatch.ops.timeline import run_timelines, timeline_text, timelines_json
-    from sgsbatch.run.handle import open_run
-
-    tls = run_timelines(open_run(runs_dir, run, readonly=True), round_)
-    if as_json:
-        click.echo(json.dumps(timelines_json(tls), sort_keys=True))
-    else:
-        click.echo("\n\n".join(timeline_text(t) for t in tls) or f"run {run}: no completed round yet")
 
 
 @main.command()
@@ -424,190 +401,6 @@ def rebuild(run: str, runs_dir: str, force: bool, restore_config: bool) -> None:
     rep = rebuild_run(existing_run_paths(runs_dir, run), force=force,
                       progress=lambda r: click.echo(f"round {r} ended again", err=True))
     click.echo(rep.describe())
-
-
-@main.command()
-@click.argument("input_path", metavar="INPUT.jsonl", type=click.Path(path_type=Path, allow_dash=True))
-@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Verdicts JSONL (appended to; ids already there are skipped).")
-@click.option("--config", "config", type=click.Path(path_type=Path), default=None,
-              help="Jobs file for the [verification] settings (default: the package defaults).")
-@set_option
-@click.option("--processes", default=1, show_default=True, type=click.IntRange(min=1),
-              help="REPL processes (one per core).")
-@click.option("--quiet", is_flag=True, help="No progress counter on stderr.")
-@site_option
-@clean_errors
-def verify(input_path: Path, out_path: Path, config: Path | None, overrides: tuple[str, ...], processes: int,
-           quiet: bool, site: Path | None) -> None:
-    """Check INPUT.jsonl ({id, header, theorem, proof} or {id, code} rows; `-`: stdin) and write one verdict per row.
-
-    Verdict rows: {id, verdict, reason, messages, time_s}; verdict is verified, failed, timeout
-    or error. The same verifier as the verify phase: static checks, then a pool of Lean REPLs.
-    A malformed row gets an error verdict; an input of which no row can be read is refused.
-    `statement` reads as `theorem`, so `sgsbatch proofs RUN --json` rows are input rows.
-
-    \b
-    Example:
-        sgsbatch verify proofs.jsonl --out verdicts.jsonl --processes 8
-        sgsbatch verify proofs.jsonl --out v.jsonl --config jobs/sgs.toml --set verification.timeout_s=60
-        sgsbatch proofs sgs --json | sgsbatch verify - --out recheck.jsonl   # re-check a run's proofs
-    """
-    from sgsbatch.config.loading import apply_overrides, build, load_config, load_site
-    from sgsbatch.config.schema import Config, semantic_errors
-    from sgsbatch.errors import ConfigError
-    from sgsbatch.verification.command import verify_file
-
-    if config is not None:
-        cfg = load_config(config, overrides, site=site)
-    else:  # the package defaults, the site file's [verification] paths, then --set
-        base = {"verification": load_site(site).get("verification", {})} if site is not None else {}
-        raw = apply_overrides(base, overrides, Path.cwd())
-        cfg = build(Config, raw, "--set")
-        errs = semantic_errors(cfg)
-        if errs:
-            raise ConfigError("--set", errs[0][0], errs[0][1])
-    try:
-        counts = verify_file(input_path, out_path, cfg, progress=not quiet, processes=processes)
-    except ValueError as e:
-        raise click.UsageError(str(e)) from e
-    click.echo(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "nothing to check")
-
-
-@main.command()
-@click.argument("config", type=click.Path(path_type=Path))
-@set_option
-@site_option
-@new_runs_dir_option
-@clean_errors
-def preflight(config: Path, overrides: tuple[str, ...], site: Path | None, runs_dir: str | None) -> None:
-    """Check that this site's Slurm accepts every job CONFIG would submit, and this machine has what they load.
-
-    `sbatch --test-only` of each phase's job with the exact options sgsbatch uses, and the site's
-    limits: MaxArraySize, MaxJobCount, partitions (state, MaxTime, GPU gres), QOS and association
-    limits (sacctmgr). Then this machine: vLLM importable by the jobs' Python, the Lean project
-    built with its REPL and kernel checker (and bwrap), each model's weights in the Hugging Face
-    cache or at its path. `launch` and `launch --dry-run` run it too, before anything is created
-    or submitted (the local executor: the second part only).
-
-    \b
-    Examples:
-        sgsbatch preflight jobs/sgs.toml
-        sgsbatch preflight jobs/sgs.toml --set slurm.solve.partition=gpu
-        sgsbatch preflight jobs/sgs.toml --site site.toml
-    """
-    from sgsbatch.ops.control import load_for_command
-    from sgsbatch.scheduling.preflight import PreflightError, check
-
-    rep = check(load_for_command(config, overrides, site, runs_dir))
-    if not rep.ok:
-        raise PreflightError(rep)
-    click.echo(rep.text())
-
-
-@main.command()
-@click.argument("config", type=click.Path(path_type=Path))
-@set_option
-@click.option("--local", is_flag=True, help="Run the checks here, one job shape after another, not as Slurm jobs.")
-@click.option("--json", "as_json", is_flag=True, help="Print the kept result as JSON instead of the table.")
-@site_option
-@new_runs_dir_option
-@clean_errors
-def canary(config: Path, overrides: tuple[str, ...], local: bool, as_json: bool, site: Path | None,
-           runs_dir: str | None) -> None:
-    """Prove every real component of CONFIG where its jobs run, in minutes; exit 2 on any failure.
-
-    One short Slurm job per job shape (partition, account, QOS, GPUs, CPUs, nodes) runs the
-    configured models on the configured engine with real prompts, the Guide's replies through the
-    parser, the Lean verifier on honest proofs, cheats and a loop, two training steps with a
-    stop checkpoint, and the environment against the lock. One table ends it; each failure names
-    the key or site setting to change. `launch` on Slurm asks for a passed canary of the same
-    config and environment (research configs; --skip-canary to override).
-
-    \b
-    Examples:
-        sgsbatch canary jobs/sgs.toml
-        sgsbatch canary jobs/sgs.toml --set slurm.solve.partition=gpu-debug
-        sgsbatch canary jobs/tiny-vllm.toml --local
-        sgsbatch canary jobs/sgs.toml --site site.toml   # or: export SGSBATCH_SITE=site.toml
-
-    The result is kept in RUNS_DIR/.canary, RUNS_DIR found as `launch` finds it, where `launch`
-    looks for it.
-    """
-    import json
-
-    from sgsbatch.canary.rows import Row, table
-    from sgsbatch.canary.submit import run_canary
-    from sgsbatch.errors import SchedulerError
-    from sgsbatch.ops.control import load_for_command
-    from sgsbatch.scheduling import slurm
-
-    cfg = load_for_command(config, overrides, site, runs_dir)
-    if not local and not slurm.available():
-        raise SchedulerError("no Slurm controller answers `sinfo`: run the canary where jobs are submitted, or "
-                             "pass --local to run its checks on this machine")
-    from sgsbatch.scheduling.preflight import require
-
-    require(cfg, site=not local)  # the site's limits and the cheap local checks first: a bad config submits nothing
-    result = run_canary(cfg, local=local, echo=lambda s: click.echo(s, err=as_json))
-    if as_json:
-        click.echo(json.dumps(result, indent=1))
-    else:
-        click.echo(table([Row.from_dict(r) for r in result["rows"]]))
-        click.echo(f"kept as fingerprint {result['fingerprint']} in {Path(cfg.run.runs_dir) / '.canary'}")
-    sys.exit(EXIT_OK if result["passed"] else EXIT_USAGE)
-
-
-# --- issue 14: watching a run (logs) ---
-
-
-@main.command()
-@click.argument("run")
-@runs_dir_option
-@click.option("--round", "round_", type=click.IntRange(min=0), default=None,
-              help="Round, 0-based as in `status --json` (default: the latest with files).")
-@click.option("--phase", default=None, help="Phase (init, conjecture, guide, solve, verify, train) or `driver` "
-              "(the local driver's log); default: the round's latest started phase.")
-@click.option("--shard", type=click.IntRange(min=0), default=None,
-              help="Shard index; default: the shard out of retries, if one is (else needed when the phase has several).")
-@click.option("--attempt", type=click.IntRange(min=1), default=None,
-              help="Attempt, 1-based: the K-th start of the shard's worker (retries, requeues and resumes "
-                   "included); default: the latest.")
-@click.option("--follow", "-f", is_flag=True, help="Keep printing the log as it grows; end when the shard ends.")
-@click.option("--poll", default=1.0, show_default=True, type=click.FloatRange(min=0.05),
-              help="Seconds between reads with --follow.")
-@clean_errors
-def logs(run: str, runs_dir: str, round_: int | None, phase: str | None, shard: int | None,
-         attempt: int | None, follow: bool, poll: float) -> None:
-    """Print the log of one shard of one phase, on either executor, without knowing where it is.
-
-    Without --phase/--shard it shows the shard that ran out of retries, if one did (what a stalled
-    run's message points at); the header says which attempt of how many and how it ended.
-
-    \b
-    Examples:
-        sgsbatch logs tiny                      # the failed shard, else the latest phase of the latest round
-        sgsbatch logs tiny --round 1 --phase solve --shard 3
-        sgsbatch logs tiny --phase solve --shard 3 --attempt 1
-        sgsbatch logs tiny --phase verify --shard 0 --follow
-    """
-    from sgsbatch.ops.logs import choose_log, describe, phase_ended
-    from sgsbatch.ops.logs import follow as follow_log
-    from sgsbatch.run.handle import existing_run_paths, read_frozen_config
-
-    paths = existing_run_paths(runs_dir, run)
-    cfg = read_frozen_config(paths)
-    choice = choose_log(paths, cfg, round_, phase, shard, attempt)
-    click.echo(f"# {describe(choice)}", err=True)
-    shown = [f for f in choice.files if not (follow and f == choice.live)]
-    for f in shown:
-        click.echo(f"==> {f} <==")
-        click.echo(f.read_text(encoding="utf-8", errors="replace"), nl=False)
-    if follow and choice.live is not None:
-        click.echo(f"==> {choice.live} <==")
-        for text in follow_log(choice.live, lambda: phase_ended(paths, cfg, choice), poll):
-            click.echo(text, nl=False)
-
 
 
 if __name__ == "__main__":
