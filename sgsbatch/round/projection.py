@@ -197,12 +197,14 @@ def project(cfg: Config, targets: int, figures: Figures) -> Projection:
 def _streamed(cfg: Config, f: Figures, verify: PhasePlan, solve: PhasePlan) -> PhasePlan:
     """Verify streaming behind solve (`verification.streaming`): its tasks start with solve's and end
     at the later of their own time and solve's end + one problem's proofs on a task's cores (the
-    tail); on the path it is what lies after solve's end. Its tasks hold their CPUs all along."""
+    tail); its wall is that span from solve's start (what `status` measures), on the path is what
+    lies after solve's end. Its tasks hold their CPUs all along."""
     if verify.wall_s is None or solve.wall_s is None or verify.task_s is None:
         return verify
     tail = math.ceil(cfg.solver.samples / max(1, verify.cpus)) / f["lean_proofs_per_s"]
     held = max(verify.task_s, solve.wall_s - f["queue_wait_s"] + tail)
-    return replace(verify, path_s=max(tail, verify.wall_s - solve.wall_s + tail),
+    return replace(verify, wall_s=max(verify.wall_s, solve.wall_s + tail),
+                   path_s=max(tail, verify.wall_s - solve.wall_s + tail),
                    cpu_hours=verify.shards * verify.cpus * held / 3600)
 
 

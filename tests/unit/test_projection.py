@@ -71,13 +71,15 @@ def test_streaming_verify_is_on_the_path_only_after_solve_worked_by_hand(tmp_pat
     cfg = known(tmp_path, "verification.streaming=true")
     p = project(cfg, 100, published(cfg))
     verify = p.phase("verify")
-    assert verify is not None and verify.wall_s == pytest.approx(120) and verify.on_path_s == pytest.approx(2)
+    # its span: from solve's start (with the same queue wait) to solve's end + the last problem's proofs
+    assert verify is not None and verify.wall_s == pytest.approx(187.5 + 2) and verify.on_path_s == pytest.approx(2)
     assert p.round_s == pytest.approx(930 - 120 + 2)
     assert verify.cpu_hours == pytest.approx(2 * 10 * (137.5 + 2) / 3600)  # from solve's start to its end + 2 s
     assert verify.to_json()["path_s"] == pytest.approx(2)
     slow = known(tmp_path, "verification.streaming=true", "projection.lean_proofs_per_s=0.05")
     verify = project(slow, 100, published(slow)).phase("verify")  # a task: 10 + 300 / 0.5 = 610 s, wall 660 s
     assert verify is not None and verify.on_path_s == pytest.approx(660 - 187.5 + 20)  # one proof: 20 s
+    assert verify.wall_s == pytest.approx(660)
     text = plan_text(make_plan(cfg, 100))
     assert "streams behind solve: 2s after solve's end" in text
     # solve decodes 600 proofs in 187.5 - 50 (queue) - 100 (load) = 37.5 s: 16 a second, 32 cores at 0.5
