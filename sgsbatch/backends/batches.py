@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from sgsbatch.run.token_arrays import Ids, Logprobs
+
 # the GRPO family (backends/objectives.py): clipped importance ratio against the sampler's logprobs
 GRPO_FAMILY = ("grpo", "dr_grpo", "dapo", "gspo")
 OBJECTIVES = ("reinforce", "cispo", *GRPO_FAMILY)
@@ -53,11 +55,14 @@ class TrainSettings:
 
 @dataclass
 class Example:
-    prompt_ids: list[int]
-    completion_ids: list[int]
+    """One training sequence. Built from a round's records its ids and logprobs are numpy views of the
+    shards' arrays files (run/token_arrays.py); `load_examples` gives lists."""
+
+    prompt_ids: Ids
+    completion_ids: Ids
     weight: float  # REINFORCE weight, or the sample's advantage A (CISPO, the GRPO family)
     group: int | None = None
-    sampler_logprobs: list[float] | None = None
+    sampler_logprobs: Logprobs | None = None
 
 
 @dataclass
@@ -189,15 +194,15 @@ def save_examples(path: Path, examples: Sequence[Example]) -> None:
     """Write `examples` to `path` (.npz) atomically; `load_examples` gives them back equal."""
     import numpy as np
 
-    def flat(seqs: list[list[Any]], dtype: Any) -> tuple[Any, Any]:
+    def flat(seqs: list[Any], dtype: Any) -> tuple[Any, Any]:
         lengths = np.array([len(s) for s in seqs], dtype=np.int64)
-        values = np.array([v for s in seqs for v in s], dtype=dtype)
+        values = np.concatenate([np.asarray(s, dtype=dtype) for s in seqs]) if seqs else np.empty(0, dtype=dtype)
         return values, lengths
 
     prompts, p_len = flat([ex.prompt_ids for ex in examples], np.int64)
     comps, c_len = flat([ex.completion_ids for ex in examples], np.int64)
     has_lp = np.array([ex.sampler_logprobs is not None for ex in examples], dtype=bool)
-    lps, lp_len = flat([ex.sampler_logprobs or [] for ex in examples], np.float64)
+    lps, lp_len = flat([[] if ex.sampler_logprobs is None else ex.sampler_logprobs for ex in examples], np.float64)
     groups = np.array([-1 if ex.group is None else ex.group for ex in examples], dtype=np.int64)
     if any(ex.group is not None and ex.group < 0 for ex in examples):
         raise ValueError("example groups must be >= 0 (or None)")

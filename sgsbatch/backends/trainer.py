@@ -56,6 +56,7 @@ from sgsbatch.backends.weights import (
     resolve_weights,
     stored_result,
 )
+from sgsbatch.run.token_arrays import Ids
 
 __all__ = ["OBJECTIVES", "Example", "TrainResult", "TrainSettings", "TrainStep", "TrainingInterrupted", "batch_loss",
            "completion_logprobs", "group_indices", "loss_scales", "plan_steps", "train"]
@@ -84,7 +85,7 @@ class TrainingInterrupted(Exception):
         self.checkpoint_s = checkpoint_s
 
 
-def _completion_logits(model: Any, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> tuple[Any, Any]:
+def _completion_logits(model: Any, prompt_ids: Ids, completion_ids: Ids) -> tuple[Any, Any]:
     """(float32 logits predicting each completion token, the completion token ids as a column)."""
     import torch
 
@@ -93,7 +94,7 @@ def _completion_logits(model: Any, prompt_ids: Sequence[int], completion_ids: Se
     return logits, ids[0, len(prompt_ids) :, None]
 
 
-def completion_logprobs(model: Any, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> Any:
+def completion_logprobs(model: Any, prompt_ids: Ids, completion_ids: Ids) -> Any:
     """log p(completion token t | prefix) under `model`, one value per completion token."""
     import torch
 
