@@ -74,7 +74,7 @@ class TokenArrays:
         """Assert that `record`'s counts (`n_prompt_tokens`, each sample's `n_tokens`) describe this block."""
         assert record["n_prompt_tokens"] == len(self.prompt_ids), "n_prompt_tokens is the prompt's ids"
         assert [s["n_tokens"] for s in samples_of(record)] == [len(x) for x in self.token_ids], \
-            "the record's samples are the generation's, in order, with their token counts"
+            "the record's samples (n_tokens) are the generation's, in order"
 
 
 def _pack(code: str, values: Any) -> bytes:
