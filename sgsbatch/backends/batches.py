@@ -1,7 +1,8 @@
 """What one training call trains on, in what order and on which rank: pure logic, no torch.
 
 Covered: the examples (`Example`) and their file (`save_examples` / `load_examples`: one `.npz`
-of flat arrays, so 26k sequences of 8k tokens are ~1 GB read once per rank, not JSON), the plan
+of flat arrays, so 26k sequences of 8k tokens are ~1 GB read once per rank, not JSON, and held as
+numpy views of those arrays, not as Python lists), the plan
 of optimizer steps (`plan_steps`: deterministic from the seed; CISPO keeps groups whole), the
 per-example loss factors (`loss_scales`), the split of a step over ranks by tokens
 (`rank_shares`), and the fingerprint that ties a checkpoint to its call. Not covered: torch,
@@ -55,8 +56,8 @@ class TrainSettings:
 
 @dataclass
 class Example:
-    """One training sequence. Built from a round's records its ids and logprobs are numpy views of the
-    shards' arrays files (run/token_arrays.py); `load_examples` gives lists."""
+    """One training sequence. Its ids and logprobs are lists or numpy arrays: views of the shards' arrays
+    files (run/token_arrays.py) when built from a round's records, of the examples file once loaded."""
 
     prompt_ids: Ids
     completion_ids: Ids
@@ -182,9 +183,17 @@ def fingerprint(model_dir: Path, examples: Sequence[Example], settings: TrainSet
     h = hashlib.sha256()
     h.update(str(Path(model_dir).resolve()).encode())
     h.update(json.dumps(asdict(settings), sort_keys=True).encode())
-    for ex in examples:
-        h.update(json.dumps(asdict(ex)).encode())
+    for ex in examples:  # `asdict(ex)` of lists, whatever holds the numbers: the same hash for the same values
+        h.update(json.dumps({"prompt_ids": _plain(ex.prompt_ids), "completion_ids": _plain(ex.completion_ids),
+                             "weight": ex.weight, "group": ex.group,
+                             "sampler_logprobs": None if ex.sampler_logprobs is None else _plain(ex.sampler_logprobs)
+                             }).encode())
     return h.hexdigest()
+
+
+def _plain(values: Any) -> list[Any]:
+    """Numbers as a list of Python ints or floats (a numpy array's `tolist`)."""
+    return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
 # ----------------------------------------------------------------------------- the examples file
@@ -218,12 +227,13 @@ def save_examples(path: Path, examples: Sequence[Example]) -> None:
 
 
 def load_examples(path: Path) -> list[Example]:
+    """The examples `save_examples` wrote, equal to them; ids and logprobs are views of the file's arrays."""
     import numpy as np
 
     with np.load(path) as z:
-        def split(values: Any, lengths: Any) -> list[list[Any]]:
+        def split(values: Any, lengths: Any) -> list[Any]:
             ends = np.cumsum(lengths)
-            return [values[e - n : e].tolist() for e, n in zip(ends, lengths, strict=True)]
+            return [values[e - n : e] for e, n in zip(ends, lengths, strict=True)]
 
         prompts, comps, lps = split(z["prompts"], z["p_len"]), split(z["comps"], z["c_len"]), split(z["lps"], z["lp_len"])
         return [Example(prompts[i], comps[i], float(z["weights"][i]),

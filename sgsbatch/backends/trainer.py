@@ -87,9 +87,11 @@ class TrainingInterrupted(Exception):
 
 def _completion_logits(model: Any, prompt_ids: Ids, completion_ids: Ids) -> tuple[Any, Any]:
     """(float32 logits predicting each completion token, the completion token ids as a column)."""
+    import numpy as np
     import torch
 
-    ids = torch.tensor([list(prompt_ids) + list(completion_ids)], dtype=torch.long, device=model.device)
+    both = np.concatenate([np.asarray(prompt_ids, dtype=np.int64), np.asarray(completion_ids, dtype=np.int64)])
+    ids = torch.from_numpy(both)[None].to(model.device)
     logits = model(input_ids=ids, use_cache=False).logits[0, len(prompt_ids) - 1 : -1].float()
     return logits, ids[0, len(prompt_ids) :, None]
 
@@ -203,7 +205,7 @@ def train(
     model_dir = resolve_weights(model_dir)
     steps = plan_steps(examples, settings)
     target_tokens = sum(len(ex.completion_ids) for ex in examples)
-    if any(not ex.prompt_ids or not ex.completion_ids for ex in examples):
+    if any(len(ex.prompt_ids) == 0 or len(ex.completion_ids) == 0 for ex in examples):
         raise ValueError("every example needs a non-empty prompt and completion")
     import torch
 
