@@ -3,25 +3,27 @@
 A generating task records each sample's token ids and logprobs, and each item's prompt ids, so that
 the round's train job trains on exactly what was sampled (never re-tokenised text): in the shard's
 arrays file (run/token_arrays.py; runs written before it: inline in the JSON records). After that
-training they are dead weight: ~1.5k ids and as many logprobs per Solver sample, ~0.5 GB a round
-of D_3k in the arrays files (as JSON it was ~4 GB; measured: bench/README.md, bench_rehearsal). Unless `records.keep_sample_tokens`, once round r's train job has written its
-completion marker (its training never runs again) it compacts the rounds no later training reads:
-round r itself, or with Expert Iteration (which trains on the stored proofs of the last
-`solver.ei_rounds` rounds) round r - ei_rounds + 1. Compacting a round:
+training they are dead weight: ~1.7k ids and as many logprobs per Solver sample, ~0.6 GB a round of
+D_3k in the arrays files (as JSON it was ~4 GB; measured: bench/README.md, bench_rehearsal). Unless
+`records.keep_sample_tokens`, once round r's train job has written its completion marker (its
+training never runs again) it compacts the rounds no later training reads: round r itself, or with
+Expert Iteration (which trains on the stored proofs of the last `solver.ei_rounds` rounds) round
+r - ei_rounds + 1. Compacting a round:
 
 * rewrites each finished output of its generating phases (conjecture, solve, guide) without its
   records' `arrays_at` (their counts `n_tokens`, `n_prompt_tokens` stay; a record of a run written
   before the arrays file has its inline `token_ids` and `logprobs` replaced by `n_tokens`, its
   `prompt_ids` by `n_prompt_tokens`; text, extraction, finish reason, review fields and keys
-  unchanged), and
-  gzip-compresses it with the round's verify outputs (`shard_N.jsonl.gz`, written atomically before
-  the plain file goes; `Shard` reads either): the model's texts stay, ~5x smaller, unless
-  `records.keep_text = "verified"`, which keeps the reply text only of verified Solver samples
-  (a real run's replies are ~6 KB each: ~240 MB a round before gzip, ~12 GB compressed over 200
-  rounds of D_3k; the statements, extractions, scores and verified proofs stay either way);
+  unchanged), and gzip-compresses it with the round's verify outputs (`shard_N.jsonl.gz`, written
+  atomically before the plain file goes; `Shard` reads either): the model's texts stay, ~5x
+  smaller, unless `records.keep_text = "verified"`, which keeps the reply text only of verified
+  Solver samples (a real run's replies are ~6 KB each: ~240 MB a round before gzip, ~12 GB
+  compressed over 200 rounds of D_3k; the statements, extractions, scores and verified proofs stay
+  either way);
 * deletes the item logs (`.partial.jsonl`) and the arrays files (`.arrays`) of the round's finished
-  shards, after their outputs were rewritten (their records are in the outputs); the train job's example files (`train/examples/*.npz`) go once the next round has
-  trained too, so a round whose checkpoint is lost can still train again until then;
+  shards, once their outputs no longer point into them (their records are in the outputs); the
+  train job's example files (`train/examples/*.npz`) go once the next round has trained too, so a
+  round whose checkpoint is lost can still train again until then;
 * writes `rounds/rNNNN/compacted` last, so a compaction cut short is done again.
 
 Everything the database, `rebuild`, the metrics and the report derive stays readable: token counts

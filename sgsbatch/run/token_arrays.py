@@ -121,7 +121,7 @@ class ArraysFile:
         if self._map is None or len(self._map) < end:  # first use, or the file grew since it was mapped
             with self.path.open("rb") as f:
                 self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        assert end <= len(self._map), f"{self.path}: a record points past the end of the file ({end} > {len(self._map)})"
+        assert end <= len(self._map), f"{self.path}: a record points past its end ({end} > {len(self._map)} bytes)"
         return np.frombuffer(self._map, dtype=dtype, count=n, offset=offset)
 
 
