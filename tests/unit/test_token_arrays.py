@@ -3,9 +3,10 @@
 Covered: a record and its arrays written and read back (item log and output point into the one
 file, the JSON lines hold counts only); a torn block and a torn item-log line left by a killed
 writer (neither read, the next item lands after them, aligned); a requeued window resuming over
-both; records of runs written before (inline lists) read the same; a compacted record has no
-arrays to give; compaction of a round in today's format (output without offsets, arrays file
-gone, counts kept); `rebuild` of a run in either format, compacted or not, giving the same rows.
+both; records of runs written before (inline lists) read the same, in a shard of their own or
+beside records of today's format; a compacted record has no arrays to give; compaction of a
+round in today's format (output without offsets, arrays file gone, counts kept); `rebuild` of a
+run in either format, compacted or not, giving the same rows.
 """
 
 from __future__ import annotations
@@ -126,6 +127,18 @@ def test_records_written_before_read_the_same_and_compacted_ones_have_none(tmp_p
     today, _ = split_arrays(SOLVE)
     assert C.compact_record({**today, "arrays_at": 8}) == compacted  # both formats compact to the same record
     assert [C.token_count(s) for s in today["samples"]] == [2, 0, 3]
+
+
+def test_a_shard_half_written_before_reads_record_by_record(tmp_path: Path) -> None:
+    """A task requeued onto newer code (with `run.allow_env_drift`) finds inline lines in its item log and
+    appends arrays after them: the format is told per record."""
+    sh = Shard(tmp_path / "solve", 0)
+    sh.append_item(dict(SOLVE))  # inline, as the older code appended it
+    sh.append_item(*split_arrays(GUIDE))
+    sh.finish(list(sh.done_items().values()))
+    (old, old_arrays), (new, new_arrays) = read_phase_arrays(tmp_path / "solve", 1)
+    assert "arrays_at" not in old and "arrays_at" in new
+    assert _lists(old, old_arrays.file) == _want(SOLVE) and _lists(new, new_arrays.file) == _want(GUIDE)
 
 
 def test_an_empty_item_needs_no_bytes(tmp_path: Path) -> None:
