@@ -158,6 +158,8 @@ def main() -> None:
     ap.add_argument("--floor-repeats", type=int, default=3, help="bare DAGs timed before the run (0 = none)")
     ap.add_argument("--time-scale", type=float, default=0.0,
                     help="projection.simulated_time_scale: the SIMULATED parts sleep the projection's times x this")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config override for the rehearsed run (repeatable), e.g. solver.objective=grpo")
     a = ap.parse_args()
     counts = {k: max(1, v // a.shard_divisor) for k, v in SGS_SHARDS.items()}
     floors = [bare_round(a.runs_dir / "floor", counts) for _ in range(a.floor_repeats)]
@@ -166,7 +168,7 @@ def main() -> None:
         print(json.dumps({"floor_round_s": [round(x, 2) for x in floors], "median": round(floor or 0, 2)}), flush=True)
     sets = [f"run.runs_dir={a.runs_dir}", f"run.name={a.name}", "run.executor=slurm", f"run.rounds={a.rounds}",
             f"data.source={a.data}", f"data.limit={a.targets}", f"projection.simulated_time_scale={a.time_scale}"]
-    sets += [f"shards.{k}={v}" for k, v in counts.items()]
+    sets += [f"shards.{k}={v}" for k, v in counts.items()] + a.set
     args = ["launch", str(CONFIG), "--rehearse"]
     for s in sets:
         args += ["--set", s]
