@@ -200,18 +200,35 @@ def _plain(values: Any) -> list[Any]:
 
 
 def save_examples(path: Path, examples: Sequence[Example]) -> None:
-    """Write `examples` to `path` (.npz) atomically; `load_examples` gives them back equal."""
+    """Write `examples` to `path` (.npz) atomically; `load_examples` gives them back equal.
+
+    Ids are stored as int32 and logprobs as float32 where every value is exactly that (ids below
+    2^31; logprobs an engine computed in float32), else as int64 / float64: half the memory for the
+    train job's ranks, the same numbers."""
     import numpy as np
 
-    def flat(seqs: list[Any], dtype: Any) -> tuple[Any, Any]:
+    def exact(seq: Any, narrow: Any) -> bool:
+        a = np.asarray(seq)
+        if a.dtype == narrow or a.size == 0:
+            return True
+        if narrow == np.int32:
+            return bool(a.min() >= -(2**31) and a.max() < 2**31)
+        return bool(np.array_equal(a.astype(narrow).astype(a.dtype), a))
+
+    def flat(seqs: list[Any], wide: Any, narrow: Any) -> tuple[Any, Any]:
         lengths = np.array([len(s) for s in seqs], dtype=np.int64)
-        values = np.concatenate([np.asarray(s, dtype=dtype) for s in seqs]) if seqs else np.empty(0, dtype=dtype)
+        values = np.empty(int(lengths.sum()), dtype=narrow if all(exact(s, narrow) for s in seqs) else wide)
+        at = 0
+        for seq, n in zip(seqs, lengths.tolist(), strict=True):  # filled in place: no second copy of it all
+            values[at : at + n] = seq
+            at += n
         return values, lengths
 
-    prompts, p_len = flat([ex.prompt_ids for ex in examples], np.int64)
-    comps, c_len = flat([ex.completion_ids for ex in examples], np.int64)
+    prompts, p_len = flat([ex.prompt_ids for ex in examples], np.int64, np.int32)
+    comps, c_len = flat([ex.completion_ids for ex in examples], np.int64, np.int32)
     has_lp = np.array([ex.sampler_logprobs is not None for ex in examples], dtype=bool)
-    lps, lp_len = flat([[] if ex.sampler_logprobs is None else ex.sampler_logprobs for ex in examples], np.float64)
+    lps, lp_len = flat([[] if ex.sampler_logprobs is None else ex.sampler_logprobs for ex in examples],
+                       np.float64, np.float32)
     groups = np.array([-1 if ex.group is None else ex.group for ex in examples], dtype=np.int64)
     if any(ex.group is not None and ex.group < 0 for ex in examples):
         raise ValueError("example groups must be >= 0 (or None)")

@@ -125,6 +125,10 @@ def test_examples_file_round_trips(tmp_path: Path) -> None:
                      sampler_logprobs=np.array([-0.5, -0.25], dtype="<f4"))]  # as built from an arrays file
     save_examples(tmp_path / "views.npz", views)
     assert [_lists(e) for e in load_examples(tmp_path / "views.npz")] == [_lists(e) for e in views]
+    with np.load(tmp_path / "views.npz") as z, np.load(tmp_path / "x" / "solver.npz") as wide:
+        # stored narrow where every value is exactly that (float32 logprobs, ids < 2^31), else wide
+        assert (z["comps"].dtype, z["lps"].dtype) == (np.int32, np.float32)
+        assert (wide["prompts"].dtype, wide["comps"].dtype, wide["lps"].dtype) == (np.int64, np.int32, np.float64)
     save_examples(tmp_path / "empty.npz", [])
     assert load_examples(tmp_path / "empty.npz") == []
     assert not list(tmp_path.glob("**/.*.tmp"))
