@@ -14,7 +14,9 @@ targets, and per round: inputs.json; init (round 0); conjecture (1,800 samples: 
 = 40,000 attempts, 300-800 character proofs, 200-500 token ids and logprobs per sample, ~6 %
 unextracted, ~16 % verified); guide (1,000 reviews, ~3 % unparsed); train (solver +
 conjecturer results) and the round's checkpoint directories. Every shard is written with
-`Shard.finish` (output, then its completion marker last). Not timed.
+`Shard.finish` (output, then its completion marker last); a generating shard's token ids and
+logprobs go to its arrays file (run/token_arrays.py, written in one go), or with `--inline`
+inline in the JSON records (the format of runs written before the arrays file). Not timed.
 
 Timed, in a fresh child process (so that its peak RSS is the rebuild's own): `rebuild(RunPaths
 (dir))` on the directory without state.db, per round (from its `progress` callback) and in
@@ -50,6 +52,8 @@ from sgsbatch.config.loading import load_config, to_toml  # noqa: E402
 from sgsbatch.round.results import conjecture_id  # noqa: E402
 from sgsbatch.run.paths import RunPaths  # noqa: E402
 from sgsbatch.run.shards import Shard, atomic_write_json  # noqa: E402
+from sgsbatch.run.token_arrays import ALIGN  # noqa: E402
+from tests.shardlib import split_arrays  # noqa: E402
 
 TOKEN_POOL = 64  # distinct token-id / logprob lists, reused across samples (generation speed)
 
@@ -59,10 +63,22 @@ def chunks(items: list[Any], n: int) -> list[list[Any]]:
     return [items[i * k + min(i, m):(i + 1) * k + min(i + 1, m)] for i in range(n)]
 
 
-def write_phase(d: Path, records: list[dict[str, Any]], n: int) -> None:
+INLINE = False  # --inline: token ids and logprobs inline in the JSON records (runs written before)
+
+
+def write_phase(d: Path, records: list[dict[str, Any]], n: int, generating: bool = False) -> None:
     for i, part in enumerate(chunks(records, n)):
         sh = Shard(d, i)
         sh.mark_started()
+        if generating and not INLINE:  # as the item log's appends leave it, in one write
+            blob, out = bytearray(), []
+            for rec in part:
+                counted, arrays = split_arrays(rec)
+                blob += b"\0" * (-len(blob) % ALIGN)
+                out.append({**counted, "arrays_at": len(blob)})
+                blob += arrays.block()
+            sh.arrays.write_bytes(bytes(blob))
+            part = out
         sh.finish(part, {"items": len(part)})
 
 
@@ -110,7 +126,7 @@ def write_round(paths: RunPaths, r: int, targets: list[Any], g: Gen, n_conj: int
         smp.update({"ok": kind != "bad", "reason": "no_fence" if kind == "bad" else None,
                     "statement": st if kind != "bad" else None})
         items.append({"key": t.id, "target_id": t.id, "prompt_ids": rng.choice(g.prompts), "samples": [smp]})
-    write_phase(paths.phase_dir(r, "conjecture"), items, shards["conjecture"])
+    write_phase(paths.phase_dir(r, "conjecture"), items, shards["conjecture"], generating=True)
     # solve + verify
     problems = [(t.id, True) for t in targets] + [(cid, False) for cid, _ in conj]
     solve, verify, counts = [], [], {"attempts": 0, "verified": 0}
@@ -137,7 +153,7 @@ def write_round(paths: RunPaths, r: int, targets: list[Any], g: Gen, n_conj: int
         solve.append({"key": pid, "problem_id": pid, "is_target": is_target, "prompt_ids": rng.choice(g.prompts),
                       "samples": smps})
         verify.append({"key": pid, "problem_id": pid, "verdicts": vds})
-    write_phase(paths.phase_dir(r, "solve"), solve, shards["solve"])
+    write_phase(paths.phase_dir(r, "solve"), solve, shards["solve"], generating=True)
     write_phase(paths.phase_dir(r, "verify"), verify, shards["solve"])
     # guide: 1,000 reviews of this round's conjectures
     reviews = []
@@ -149,7 +165,7 @@ def write_round(paths: RunPaths, r: int, targets: list[Any], g: Gen, n_conj: int
         reviews.append({**g.sample(text), "key": cid, "conjecture_id": cid, "ok": ok,
                         "reason": None if ok else "no_scores", "relevance": sc[0], "redundant": sc[1],
                         "complexity": sc[2]})
-    write_phase(paths.phase_dir(r, "guide"), reviews, shards["guide"])
+    write_phase(paths.phase_dir(r, "guide"), reviews, shards["guide"], generating=True)
     for role in ("solver", "conjecturer"):
         ck = paths.checkpoint(r, role)
         ck.mkdir(parents=True, exist_ok=True)
@@ -245,16 +261,21 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tmp", type=Path, default=None, help="parent of the temporary run dir (default: $TMPDIR)")
     ap.add_argument("--keep", action="store_true", help="keep the run directory")
+    ap.add_argument("--inline", action="store_true",
+                    help="token ids and logprobs inline in the JSON records (runs written before the arrays file)")
     ap.add_argument("--time-rebuild", type=Path, help=argparse.SUPPRESS)  # the child process
     args = ap.parse_args()
     if args.time_rebuild:
         print(json.dumps(time_rebuild(args.time_rebuild)))
         return 0
+    global INLINE
+    INLINE = args.inline
     tmp = Path(tempfile.mkdtemp(prefix="sgsbench-rebuild-", dir=args.tmp))
     root = tmp / "bench"
     print(f"run directory {root}", flush=True)
     result: dict[str, Any] = {"benchmark": "bench_rebuild", "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
                               "host": platform.node(), "python": platform.python_version(), "cpus": os.cpu_count(),
+                              "format": "inline" if args.inline else "arrays",
                               "args": {k: str(v) for k, v in vars(args).items() if k != "time_rebuild"}}
     try:
         print(f"synthesizing {args.rounds} rounds", flush=True)

@@ -16,7 +16,9 @@ every 0.5 s) of each phase's worker processes; the train job's is the controller
 round, ends it and submits the next), its ranks are listed apart, and per round the train job's
 peak (the controller's memory as the run grows), and the mean 1-minute load average during the
 round (the machine is shared: a loaded round is slower for reasons of its own). Per round also each phase's wall time from the
-metrics table, and the slowest `status --json` seen while the verify array ran.
+metrics table, the slowest `status --json` seen while the verify array ran, and the bytes the solve
+phase wrote (`solve_written_mib`: the largest size of the round's solve directory seen, temp files
+left out; its files are written once and only the round's compaction shrinks them).
 
 The floor, measured in the same run before the rehearsal (`--floor-repeats`, 0 = skip): the same
 round as a bare Slurm DAG, the same arrays and dependencies (conjecture -> solve -> verify ->
@@ -128,6 +130,24 @@ def _sample_rss(run: Path, peaks: dict[str, float]) -> None:
             continue
 
 
+def _dir_bytes(d: Path) -> int:
+    total = 0
+    with contextlib.suppress(FileNotFoundError):
+        for f in os.scandir(d):
+            with contextlib.suppress(FileNotFoundError):
+                if f.is_file(follow_symlinks=False) and not f.name.startswith("."):  # not a temp file being renamed
+                    total += f.stat(follow_symlinks=False).st_size
+    return total
+
+
+def _sample_solve_bytes(run: Path, seen: dict[int, int]) -> None:
+    """Fold each round's solve directory size into `seen` (the largest seen: its files are written once and
+    only compaction, after the round's training, shrinks them, so that is what the solve phase wrote)."""
+    for d in sorted((run / "rounds").glob("r*/solve"))[-2:]:
+        r = int(d.parent.name[1:])
+        seen[r] = max(seen.get(r, 0), _dir_bytes(d))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=20)
@@ -139,8 +159,8 @@ def main() -> None:
     ap.add_argument("--floor-repeats", type=int, default=3, help="bare DAGs timed before the run (0 = none)")
     ap.add_argument("--time-scale", type=float, default=0.0,
                     help="projection.simulated_time_scale: the SIMULATED parts sleep the projection's times x this")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
-                    help="more config keys for the run, e.g. verification.streaming=false (repeatable)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config override for the rehearsed run (repeatable), e.g. solver.objective=grpo")
     a = ap.parse_args()
     counts = {k: max(1, v // a.shard_divisor) for k, v in SGS_SHARDS.items()}
     floors = [bare_round(a.runs_dir / "floor", counts) for _ in range(a.floor_repeats)]
@@ -149,7 +169,7 @@ def main() -> None:
         print(json.dumps({"floor_round_s": [round(x, 2) for x in floors], "median": round(floor or 0, 2)}), flush=True)
     sets = [f"run.runs_dir={a.runs_dir}", f"run.name={a.name}", "run.executor=slurm", f"run.rounds={a.rounds}",
             f"data.source={a.data}", f"data.limit={a.targets}", f"projection.simulated_time_scale={a.time_scale}"]
-    sets += [f"shards.{k}={v}" for k, v in counts.items()] + a.sets
+    sets += [f"shards.{k}={v}" for k, v in counts.items()] + a.set
     args = ["launch", str(CONFIG), "--rehearse"]
     for s in sets:
         args += ["--set", s]
@@ -161,11 +181,13 @@ def main() -> None:
     db = run / "state.db"
     rows: list[dict[str, Any]] = []
     peaks: dict[str, float] = {}
+    solve_bytes: dict[int, int] = {}
     state, stalled_polls, last_status = "running", 0, 0.0
     status_s, verify_status_s, round_peak, loads = 0.0, 0.0, 0.0, []
     while state not in ("completed", "failed", "cancelled") and stalled_polls < 4:
         time.sleep(0.5)
         _sample_rss(run, peaks)
+        _sample_solve_bytes(run, solve_bytes)
         round_peak = max(round_peak, peaks.get("train", 0.0))
         loads.append(os.getloadavg()[0])
         if time.time() - last_status < 5:
@@ -187,7 +209,8 @@ def main() -> None:
                          "vs_floor": round(wall / floor, 2) if floor else None,
                          "db_mb": round(db.stat().st_size / 2**20, 2), "run_dir_mb": round(size / 2**20, 1),
                          "status_s": round(status_s, 2), "status_s_during_verify": round(verify_status_s, 2),
-                         "train_peak_rss_mib": round_peak, "phase_wall_s": _phase_walls(db, index),
+                         "train_peak_rss_mib": round_peak,
+                         "solve_written_mib": round(solve_bytes.get(index, 0) / 2**20, 1), "phase_wall_s": _phase_walls(db, index),
                          "mean_load_1m": round(sum(loads) / max(len(loads), 1), 2),
                          "largest_dir_entries": widest, "largest_dir": where})
             verify_status_s, round_peak, loads = 0.0, 0.0, []

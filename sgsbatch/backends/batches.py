@@ -1,7 +1,8 @@
 """What one training call trains on, in what order and on which rank: pure logic, no torch.
 
 Covered: the examples (`Example`) and their file (`save_examples` / `load_examples`: one `.npz`
-of flat arrays, so 26k sequences of 8k tokens are ~1 GB read once per rank, not JSON), the plan
+of flat arrays, so 26k sequences of 8k tokens are ~1 GB read once per rank, not JSON, and held as
+numpy views of those arrays, not as Python lists), the plan
 of optimizer steps (`plan_steps`: deterministic from the seed; CISPO keeps groups whole), the
 per-example loss factors (`loss_scales`), the split of a step over ranks by tokens
 (`rank_shares`), and the fingerprint that ties a checkpoint to its call. Not covered: torch,
@@ -18,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from sgsbatch.run.token_arrays import Ids, Logprobs
 
 # the GRPO family (backends/objectives.py): clipped importance ratio against the sampler's logprobs
 GRPO_FAMILY = ("grpo", "dr_grpo", "dapo", "gspo")
@@ -53,11 +56,14 @@ class TrainSettings:
 
 @dataclass
 class Example:
-    prompt_ids: list[int]
-    completion_ids: list[int]
+    """One training sequence. Its ids and logprobs are lists or numpy arrays: views of the shards' arrays
+    files (run/token_arrays.py) when built from a round's records, of the examples file once loaded."""
+
+    prompt_ids: Ids
+    completion_ids: Ids
     weight: float  # REINFORCE weight, or the sample's advantage A (CISPO, the GRPO family)
     group: int | None = None
-    sampler_logprobs: list[float] | None = None
+    sampler_logprobs: Logprobs | None = None
 
 
 @dataclass
@@ -177,27 +183,52 @@ def fingerprint(model_dir: Path, examples: Sequence[Example], settings: TrainSet
     h = hashlib.sha256()
     h.update(str(Path(model_dir).resolve()).encode())
     h.update(json.dumps(asdict(settings), sort_keys=True).encode())
-    for ex in examples:
-        h.update(json.dumps(asdict(ex)).encode())
+    for ex in examples:  # `asdict(ex)` of lists, whatever holds the numbers: the same hash for the same values
+        h.update(json.dumps({"prompt_ids": _plain(ex.prompt_ids), "completion_ids": _plain(ex.completion_ids),
+                             "weight": ex.weight, "group": ex.group,
+                             "sampler_logprobs": None if ex.sampler_logprobs is None else _plain(ex.sampler_logprobs)
+                             }).encode())
     return h.hexdigest()
+
+
+def _plain(values: Any) -> list[Any]:
+    """Numbers as a list of Python ints or floats (a numpy array's `tolist`)."""
+    return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
 # ----------------------------------------------------------------------------- the examples file
 
 
 def save_examples(path: Path, examples: Sequence[Example]) -> None:
-    """Write `examples` to `path` (.npz) atomically; `load_examples` gives them back equal."""
+    """Write `examples` to `path` (.npz) atomically; `load_examples` gives them back equal.
+
+    Ids are stored as int32 and logprobs as float32 where every value is exactly that (ids below
+    2^31; logprobs an engine computed in float32), else as int64 / float64: half the memory for the
+    train job's ranks, the same numbers."""
     import numpy as np
 
-    def flat(seqs: list[list[Any]], dtype: Any) -> tuple[Any, Any]:
+    def exact(seq: Any, narrow: Any) -> bool:
+        a = np.asarray(seq)
+        if a.dtype == narrow or a.size == 0:
+            return True
+        if narrow == np.int32:
+            return bool(a.min() >= -(2**31) and a.max() < 2**31)
+        return bool(np.array_equal(a.astype(narrow).astype(a.dtype), a))
+
+    def flat(seqs: list[Any], wide: Any, narrow: Any) -> tuple[Any, Any]:
         lengths = np.array([len(s) for s in seqs], dtype=np.int64)
-        values = np.array([v for s in seqs for v in s], dtype=dtype)
+        values = np.empty(int(lengths.sum()), dtype=narrow if all(exact(s, narrow) for s in seqs) else wide)
+        at = 0
+        for seq, n in zip(seqs, lengths.tolist(), strict=True):  # filled in place: no second copy of it all
+            values[at : at + n] = seq
+            at += n
         return values, lengths
 
-    prompts, p_len = flat([ex.prompt_ids for ex in examples], np.int64)
-    comps, c_len = flat([ex.completion_ids for ex in examples], np.int64)
+    prompts, p_len = flat([ex.prompt_ids for ex in examples], np.int64, np.int32)
+    comps, c_len = flat([ex.completion_ids for ex in examples], np.int64, np.int32)
     has_lp = np.array([ex.sampler_logprobs is not None for ex in examples], dtype=bool)
-    lps, lp_len = flat([ex.sampler_logprobs or [] for ex in examples], np.float64)
+    lps, lp_len = flat([[] if ex.sampler_logprobs is None else ex.sampler_logprobs for ex in examples],
+                       np.float64, np.float32)
     groups = np.array([-1 if ex.group is None else ex.group for ex in examples], dtype=np.int64)
     if any(ex.group is not None and ex.group < 0 for ex in examples):
         raise ValueError("example groups must be >= 0 (or None)")
@@ -213,12 +244,13 @@ def save_examples(path: Path, examples: Sequence[Example]) -> None:
 
 
 def load_examples(path: Path) -> list[Example]:
+    """The examples `save_examples` wrote, equal to them; ids and logprobs are views of the file's arrays."""
     import numpy as np
 
     with np.load(path) as z:
-        def split(values: Any, lengths: Any) -> list[list[Any]]:
+        def split(values: Any, lengths: Any) -> list[Any]:
             ends = np.cumsum(lengths)
-            return [values[e - n : e].tolist() for e, n in zip(ends, lengths, strict=True)]
+            return [values[e - n : e] for e, n in zip(ends, lengths, strict=True)]
 
         prompts, comps, lps = split(z["prompts"], z["p_len"]), split(z["comps"], z["c_len"]), split(z["lps"], z["lp_len"])
         return [Example(prompts[i], comps[i], float(z["weights"][i]),

@@ -56,6 +56,7 @@ from sgsbatch.backends.weights import (
     resolve_weights,
     stored_result,
 )
+from sgsbatch.run.token_arrays import Ids
 
 __all__ = ["OBJECTIVES", "Example", "TrainResult", "TrainSettings", "TrainStep", "TrainingInterrupted", "batch_loss",
            "completion_logprobs", "group_indices", "loss_scales", "plan_steps", "train"]
@@ -84,16 +85,18 @@ class TrainingInterrupted(Exception):
         self.checkpoint_s = checkpoint_s
 
 
-def _completion_logits(model: Any, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> tuple[Any, Any]:
+def _completion_logits(model: Any, prompt_ids: Ids, completion_ids: Ids) -> tuple[Any, Any]:
     """(float32 logits predicting each completion token, the completion token ids as a column)."""
+    import numpy as np
     import torch
 
-    ids = torch.tensor([list(prompt_ids) + list(completion_ids)], dtype=torch.long, device=model.device)
+    both = np.concatenate([np.asarray(prompt_ids, dtype=np.int64), np.asarray(completion_ids, dtype=np.int64)])
+    ids = torch.from_numpy(both)[None].to(model.device)
     logits = model(input_ids=ids, use_cache=False).logits[0, len(prompt_ids) - 1 : -1].float()
     return logits, ids[0, len(prompt_ids) :, None]
 
 
-def completion_logprobs(model: Any, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> Any:
+def completion_logprobs(model: Any, prompt_ids: Ids, completion_ids: Ids) -> Any:
     """log p(completion token t | prefix) under `model`, one value per completion token."""
     import torch
 
@@ -202,7 +205,7 @@ def train(
     model_dir = resolve_weights(model_dir)
     steps = plan_steps(examples, settings)
     target_tokens = sum(len(ex.completion_ids) for ex in examples)
-    if any(not ex.prompt_ids or not ex.completion_ids for ex in examples):
+    if any(len(ex.prompt_ids) == 0 or len(ex.completion_ids) == 0 for ex in examples):
         raise ValueError("every example needs a non-empty prompt and completion")
     import torch
 

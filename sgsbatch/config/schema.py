@@ -426,9 +426,9 @@ class CheckpointConfig:
 class RecordsConfig:
     """What the run directory keeps of a round's generations once no training reads them (round/compaction.py)."""
 
-    keep_sample_tokens: bool = key(False, "True: keep everything (~1.2 GB a round per 1,000 targets); false: "
-                                          "token ids and logprobs become counts and outputs are gzipped once no "
-                                          "training reads them (texts, verdicts and reviews stay).")
+    keep_sample_tokens: bool = key(False, "True: keep everything (the token arrays files: ~0.2 GB a round per "
+                                          "1,000 targets); false: they go, their counts stay, and outputs are "
+                                          "gzipped once no training reads them (texts, verdicts and reviews stay).")
     keep_text: Literal["all", "verified"] = key(
         "all", "What compaction keeps of the replies: \"all\" (gzipped), or \"verified\" (only verified Solver "
                "samples' text and proof; ~12 GB less over a 200-round D_3k run).")

@@ -69,8 +69,8 @@ def run(task: Task) -> None:
                            temperature=cfg.temperature)
 
     def record(item: ConjecturePrompt, out: Generation) -> dict[str, Any]:
-        rec: dict[str, Any] = {"target_id": item.target.problem_id, "prompt_ids": out.prompt_ids,
-               "samples": extracted_samples(out, extractor(task.cfg.extraction), "statement")}
+        rec: dict[str, Any] = {"target_id": item.target.problem_id,
+                               "samples": extracted_samples(out, extractor(task.cfg.extraction), "statement")}
         if item.slot is not None:
             rec["seed_slot"] = item.slot
         return rec

@@ -5,7 +5,9 @@ not finished by an earlier attempt are sorted by prompt length (shortest first, 
 short prompts do not stall each other, and the order is deterministic), and up to
 `generation.max_in_flight` of them are kept in the engine at once; each item whose request
 finishes is turned into its record and appended to the shard's item log at once, then the window
-is refilled. On a stop request the requests in flight are aborted and `Interrupted` is raised:
+is refilled; its prompt ids and each sample's token ids and logprobs go to the shard's arrays file
+first (run/token_arrays.py), its record keeps their counts (`n_prompt_tokens`, `n_tokens`). On a
+stop request the requests in flight are aborted and `Interrupted` is raised:
 only they are lost, and a requeued task skips every finished item. Every item's request carries
 its own seed (`derive_seed(task.seed(key), 0)`, as when items were sampled one per call), so an
 item's samples do not depend on the window, the shard's other items or where a task resumed.
@@ -30,6 +32,7 @@ from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import weights_for
 from sgsbatch.run.checkpoint import MARKER, is_complete, publish_dir, staging_dir
 from sgsbatch.run.progress import ProgressLine
+from sgsbatch.run.token_arrays import TokenArrays
 
 T = TypeVar("T")
 
@@ -94,7 +97,13 @@ def request_for(task: Task, key: str, messages: list[dict[str, str]], n: int, *,
 
 
 def sample_record(s: Sample) -> dict[str, Any]:
-    return {"text": s.text, "token_ids": s.token_ids, "logprobs": s.logprobs, "finish_reason": s.finish_reason}
+    """A sample's JSON fields (its ids and logprobs go to the arrays file: `token_arrays`)."""
+    return {"text": s.text, "n_tokens": len(s.token_ids), "finish_reason": s.finish_reason}
+
+
+def token_arrays(out: Generation) -> TokenArrays:
+    """A generation's prompt ids and each sample's token ids and logprobs, in block order."""
+    return TokenArrays(out.prompt_ids, [s.token_ids for s in out.samples], [s.logprobs for s in out.samples])
 
 
 def extracted_samples(out: Generation, extract: Callable[[str], Extraction], field: str) -> list[dict[str, Any]]:
@@ -124,7 +133,8 @@ def stream_items(
     """Run this shard's items through a generator, `generation.max_in_flight` requests at a time.
 
     `request_of(item)` gives the item's request (its key is the item's key); `record_of(item, out)`
-    its record once generated. `make()` builds the generator, only if some item is left.
+    its record once generated, whose samples (`token_arrays.samples_of`) are `out`'s in order, each
+    from `sample_record`. `make()` builds the generator, only if some item is left.
     """
     if task.shard.is_done():
         return
@@ -156,10 +166,9 @@ def stream_items(
                     raise Interrupted(f"round {task.round} {task.phase} shard {task.shard.index}: stop requested; "
                                       f"{len(flying)} requests in flight dropped")
                 for req, out in gen.step():
-                    rec = record_of(flying.pop(req.key), out)
-                    rec["key"] = req.key
-                    task.shard.append_item(rec)
-                    done[req.key] = rec
+                    rec = {**record_of(flying.pop(req.key), out), "key": req.key,
+                           "n_prompt_tokens": len(out.prompt_ids)}
+                    done[req.key] = task.shard.append_item(rec, token_arrays(out))
                     progress.step()
         finally:
             gen.close()

@@ -30,7 +30,7 @@ def run(task: Task) -> None:
                            max_tokens=cfg.max_tokens, temperature=cfg.temperature)
 
     def record(p: Problem, out: Generation) -> dict[str, Any]:
-        return {"problem_id": p.problem_id, "is_target": p.is_target, "prompt_ids": out.prompt_ids,
+        return {"problem_id": p.problem_id, "is_target": p.is_target,
                 "samples": extracted_samples(out, extract, "proof")}
 
     stream_items(task, solve_problems(task.cfg, task.paths, task.round), request, record,

@@ -1,25 +1,29 @@
 """Old rounds' generation records, compacted once no training reads them again.
 
 A generating task records each sample's token ids and logprobs, and each item's prompt ids, so that
-the round's train job trains on exactly what was sampled (never re-tokenised text). After that
-training they are dead weight: ~1.5k ids and as many logprobs per Solver sample, ~1.2 GB a round
-as JSON at 1,000 targets, ~0.7 TB over a 200-round run of D_3k (measured: bench/README.md,
-bench_rehearsal). Unless `records.keep_sample_tokens`, once round r's train job has written its
-completion marker (its training never runs again) it compacts the rounds no later training reads:
-round r itself, or with Expert Iteration (which trains on the stored proofs of the last
-`solver.ei_rounds` rounds) round r - ei_rounds + 1. Compacting a round:
+the round's train job trains on exactly what was sampled (never re-tokenised text): in the shard's
+arrays file (run/token_arrays.py; runs written before it: inline in the JSON records). After that
+training they are dead weight: ~1.7k ids and as many logprobs per Solver sample, ~0.6 GB a round of
+D_3k in the arrays files (as JSON it was ~4 GB; measured: bench/README.md, bench_rehearsal). Unless
+`records.keep_sample_tokens`, once round r's train job has written its completion marker (its
+training never runs again) it compacts the rounds no later training reads: round r itself, or with
+Expert Iteration (which trains on the stored proofs of the last `solver.ei_rounds` rounds) round
+r - ei_rounds + 1. Compacting a round:
 
-* rewrites each finished output of its generating phases (conjecture, solve, guide) with every
-  sample's `token_ids` and `logprobs` replaced by `n_tokens`, and every item's `prompt_ids` by
-  `n_prompt_tokens` (text, extraction, finish reason, review fields and keys unchanged), and
-  gzip-compresses it with the round's verify outputs (`shard_N.jsonl.gz`, written atomically before
-  the plain file goes; `Shard` reads either): the model's texts stay, ~5x smaller, unless
-  `records.keep_text = "verified"`, which keeps the reply text only of verified Solver samples
-  (a real run's replies are ~6 KB each: ~240 MB a round before gzip, ~12 GB compressed over 200
-  rounds of D_3k; the statements, extractions, scores and verified proofs stay either way);
-* deletes the item logs (`.partial.jsonl`) of the round's finished shards (their records are in the
-  outputs); the train job's example files (`train/examples/*.npz`) go once the next round has
-  trained too, so a round whose checkpoint is lost can still train again until then;
+* rewrites each finished output of its generating phases (conjecture, solve, guide) without its
+  records' `arrays_at` (their counts `n_tokens`, `n_prompt_tokens` stay; a record of a run written
+  before the arrays file has its inline `token_ids` and `logprobs` replaced by `n_tokens`, its
+  `prompt_ids` by `n_prompt_tokens`; text, extraction, finish reason, review fields and keys
+  unchanged), and gzip-compresses it with the round's verify outputs (`shard_N.jsonl.gz`, written
+  atomically before the plain file goes; `Shard` reads either): the model's texts stay, ~5x
+  smaller, unless `records.keep_text = "verified"`, which keeps the reply text only of verified
+  Solver samples (a real run's replies are ~6 KB each: ~240 MB a round before gzip, ~12 GB
+  compressed over 200 rounds of D_3k; the statements, extractions, scores and verified proofs stay
+  either way);
+* deletes the item logs (`.partial.jsonl`) and the arrays files (`.arrays`) of the round's finished
+  shards, once their outputs no longer point into them (their records are in the outputs); the
+  train job's example files (`train/examples/*.npz`) go once the next round has trained too, so a
+  round whose checkpoint is lost can still train again until then;
 * writes `rounds/rNNNN/compacted` last, so a compaction cut short is done again.
 
 Everything the database, `rebuild`, the metrics and the report derive stays readable: token counts
@@ -38,6 +42,7 @@ from sgsbatch.config.schema import Config
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.paths import RunPaths, tree_bytes
 from sgsbatch.run.shards import Shard, atomic_write_text, read_phase, shards, unfinished
+from sgsbatch.run.token_arrays import OFFSET
 from sgsbatch.verification.verdict import VERIFIED
 
 GENERATING_PHASES = ("conjecture", "solve", "guide")
@@ -54,13 +59,15 @@ def token_count(sample: dict[str, Any]) -> int:
 
 
 def compact_record(rec: dict[str, Any], keep_text: list[bool] | bool = True) -> dict[str, Any]:
-    """One item's record without token ids, logprobs and prompt ids (their counts instead); idempotent.
+    """One item's record without token ids, logprobs and prompt ids (their counts instead), and without
+    `arrays_at` (the arrays file goes); idempotent.
 
     A generating item is either a record with `samples` (conjecture, solve) or one sample itself
     (guide). `keep_text` False (per sample, or for all) also drops the reply's `text` and a Solver
     sample's `proof` (`records.keep_text = "verified"`: the caller keeps them for verified samples).
     """
     out = dict(rec)
+    out.pop(OFFSET, None)
     if "prompt_ids" in out:
         out["n_prompt_tokens"] = len(out.pop("prompt_ids"))
     if "samples" in out:
@@ -105,6 +112,7 @@ def compact_round(cfg: Config, paths: RunPaths, r: int) -> int:
             if phase in GENERATING_PHASES or phase == "verify":
                 _compact_output(sh, phase, verified)
             sh.partial.unlink(missing_ok=True)
+            sh.arrays.unlink(missing_ok=True)  # only now: the output no longer points into it
     atomic_write_text(marker(paths, r), "")
     return max(0, before - tree_bytes(paths.round_dir(r)))
 

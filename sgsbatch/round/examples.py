@@ -42,7 +42,8 @@ from sgsbatch.round.results import ProblemResult, conjecture_id, guide_reviews
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import read_phase
+from sgsbatch.run.shards import read_phase_arrays
+from sgsbatch.run.token_arrays import Ids, RecordArrays
 from sgsbatch.selection import capped_proofs, conjecturer_band, selected_problems, stp_conjecture_band
 from sgsbatch.state.schema import Attempt, StoredProof
 from sgsbatch.verification.verdict import VERIFIED
@@ -87,12 +88,12 @@ def _reinforce(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -
     out = []
     for key in sorted(band):
         res = results[key]
-        for smp in res.samples:
+        for k, smp in enumerate(res.samples):
             w = solver_weight(smp.get("proof") or "", smp["verdict"] == "verified", True, token_count(smp),
                               max_tokens=s.max_tokens, length_penalty_start=s.length_penalty_start,
                               zero_try=s.zero_try, try_comments=s.try_comments)
             if w is not None:
-                out.append(Example(res.prompt_ids, smp["token_ids"], w))
+                out.append(Example(res.arrays.prompt_ids, res.arrays.token_ids(k), w))
     return out
 
 
@@ -106,9 +107,7 @@ def _cispo(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -> li
                                     length_penalty_start=s.length_penalty_start, zero_try=s.zero_try, try_comments=s.try_comments)
     out = []
     for gid, (key, adv) in enumerate(sorted(group_advantages(groups, s.cispo_eps).items())):
-        res = results[key]
-        for smp, a in zip(res.samples, adv, strict=True):
-            out.append(Example(res.prompt_ids, smp["token_ids"], a, group=gid, sampler_logprobs=smp["logprobs"]))
+        out += _group_examples(results[key], adv, gid)
     return out
 
 
@@ -149,9 +148,16 @@ def _grpo_family(cfg: Config, results: dict[str, ProblemResult]) -> list[Example
     for gid, (key, rewards) in enumerate(sorted(groups.items())):
         res = results[key]
         adv = grpo_advantages(rewards, s.grpo_eps, scale_std=s.objective != "dr_grpo")
-        for smp, a in zip(res.samples, adv, strict=True):
-            out.append(Example(res.prompt_ids, smp["token_ids"], a, group=gid, sampler_logprobs=smp["logprobs"]))
+        out += _group_examples(res, adv, gid)
     return out
+
+
+def _group_examples(res: ProblemResult, advantages: list[float], gid: int) -> list[Example]:
+    """A problem's samples as one group of examples (CISPO, the GRPO family), with their sampler logprobs."""
+    assert len(advantages) == len(res.samples), "one advantage per sample"
+    a = res.arrays
+    return [Example(a.prompt_ids, a.token_ids(k), adv, group=gid, sampler_logprobs=a.logprobs(k))
+            for k, adv in enumerate(advantages)]
 
 
 def solver_group_metrics(cfg: Config, results: dict[str, ProblemResult]) -> dict[str, float]:
@@ -182,17 +188,18 @@ def _expert_iteration(cfg: Config, paths: RunPaths, stored: Iterable[tuple[int, 
     """Proofs (round, problem id, sample) of the last `ei_rounds` rounds (`ei_stored_proofs`), weighted as
     REINFORCE-1/2."""
     s = cfg.solver
-    items: dict[int, dict[str, dict[str, Any]]] = {}
+    items: dict[int, dict[str, tuple[dict[str, Any], RecordArrays]]] = {}
     out = []
     for rnd, pid, sample in sorted(stored):
         if rnd not in items:
-            items[rnd] = {it["key"]: it for it in read_phase(paths.phase_dir(rnd, "solve"), shards_at(cfg, paths, rnd, "solve"))}
-        it = items[rnd][pid]
+            items[rnd] = {it["key"]: (it, a) for it, a in read_phase_arrays(paths.phase_dir(rnd, "solve"),
+                                                                             shards_at(cfg, paths, rnd, "solve"))}
+        it, arrays = items[rnd][pid]
         smp = it["samples"][sample]
         w = solver_weight(smp.get("proof") or "", True, True, token_count(smp), max_tokens=s.max_tokens,
                           length_penalty_start=s.length_penalty_start, zero_try=s.zero_try, try_comments=s.try_comments)
         if w is not None:
-            out.append(Example(it["prompt_ids"], smp["token_ids"], w))
+            out.append(Example(arrays.prompt_ids, arrays.token_ids(sample), w))
     return out
 
 
@@ -216,12 +223,13 @@ def conjecturer_examples(cfg: Config, paths: RunPaths, r: int,
         return [], {}
     band = in_band_conjectures(cfg, results)
     reviews = guide_reviews(cfg, paths, r)
-    items = {it["key"]: it for it in read_phase(paths.phase_dir(r, "conjecture"), shards_at(cfg, paths, r, "conjecture"))}
-    source: dict[str, tuple[list[int], list[int]]] = {}
-    for item in items.values():
-        for smp in item["samples"]:
+    source: dict[str, tuple[Ids, Ids]] = {}
+    for item, arrays in read_phase_arrays(paths.phase_dir(r, "conjecture"), shards_at(cfg, paths, r, "conjecture")):
+        for k, smp in enumerate(item["samples"]):
             if smp["ok"]:
-                source.setdefault(conjecture_id(r, smp["statement"]), (item["prompt_ids"], smp["token_ids"]))
+                cid = conjecture_id(r, smp["statement"])
+                if cid not in source:
+                    source[cid] = (arrays.prompt_ids, arrays.token_ids(k))
     if c.reward == "stp":  # STP: supervised fine-tuning on its band, weight 1 each (no Guide, no length penalty)
         rewards = dict.fromkeys(sorted(band), 1.0)
         return [Example(source[k][0], source[k][1], w) for k, w in rewards.items()], rewards

@@ -18,7 +18,15 @@ from sgsbatch.review import Review, fill_failed
 from sgsbatch.round.compaction import token_count
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import atomic_write_text, jsonl_text, read_json, read_jsonl, read_phase
+from sgsbatch.run.shards import (
+    atomic_write_text,
+    jsonl_text,
+    read_json,
+    read_jsonl,
+    read_phase,
+    read_phase_arrays,
+)
+from sgsbatch.run.token_arrays import RecordArrays
 from sgsbatch.selection import solve_rate
 from sgsbatch.verification.verdict import VERIFIED
 
@@ -35,7 +43,7 @@ class Problem:
 @dataclass
 class ProblemResult:
     problem: Problem
-    prompt_ids: list[int]
+    arrays: RecordArrays  # its prompt ids and each sample's token ids and logprobs, read when asked for
     samples: list[dict[str, Any]]  # solve sample + its verdict under "verdict"
     verified: int = 0
     rate: float = 0.0
@@ -143,7 +151,7 @@ def solve_problems(cfg: Config, paths: RunPaths, r: int) -> list[Problem]:
 
 def verify_rates(cfg: Config, paths: RunPaths, r: int) -> dict[str, float]:
     """Each problem's solve rate from the verify shards alone (the same rates as `round_results`,
-    without reading the solve shards' samples and token ids)."""
+    without reading the solve shards' samples)."""
     out = {}
     for v in read_phase(paths.phase_dir(r, "verify"), shards_at(cfg, paths, r, "verify")):
         verdicts = v["verdicts"]
@@ -153,15 +161,16 @@ def verify_rates(cfg: Config, paths: RunPaths, r: int) -> dict[str, float]:
 
 
 def round_results(cfg: Config, paths: RunPaths, r: int) -> dict[str, ProblemResult]:
-    """Solve samples joined with their verdicts, with verified counts and solve rates."""
+    """Solve samples joined with their verdicts, with verified counts and solve rates; token arrays are
+    read only where `ProblemResult.arrays` is asked (the train job's examples)."""
     problems = {p.problem_id: p for p in solve_problems(cfg, paths, r)}
     verdicts = {v["key"]: v["verdicts"] for v in read_phase(paths.phase_dir(r, "verify"), shards_at(cfg, paths, r, "verify"))}
     out: dict[str, ProblemResult] = {}
-    for item in read_phase(paths.phase_dir(r, "solve"), shards_at(cfg, paths, r, "solve")):
+    for item, arrays in read_phase_arrays(paths.phase_dir(r, "solve"), shards_at(cfg, paths, r, "solve")):
         samples = [{**s, **v} for s, v in zip(item["samples"], verdicts[item["key"]], strict=True)]
         verified = sum(1 for s in samples if s["verdict"] == VERIFIED)
-        # a compacted round (round/compaction.py) has prompt and sample token counts, not ids
-        out[item["key"]] = ProblemResult(problems[item["key"]], item.get("prompt_ids", []), samples, verified,
+        # a compacted round (round/compaction.py) has prompt and sample token counts, no arrays
+        out[item["key"]] = ProblemResult(problems[item["key"]], arrays, samples, verified,
                                          solve_rate(verified, len(samples)) if samples else 0.0)
     return out
 

@@ -9,10 +9,11 @@
       rounds/r0003/jobs.jsonl     every Slurm job submitted for round 3 (phase, job id, shards), appended
       rounds/r0003/<phase>/       shard outputs: shard_00007.jsonl (+ .done marker, written last),
                                   .partial.jsonl item logs, .failures crash log, .failed marker,
-                                  .lock (the worker that owns the shard: host, pid)
+                                  .lock (the worker that owns the shard: host, pid); a generating
+                                  phase's .arrays (prompt ids, token ids, logprobs: run/token_arrays.py)
       rounds/r0003/conjectures.jsonl  the round's unique conjectures, derived once from its conjecture shards
       rounds/r0003/compacted      written last when the round was compacted (round/compaction.py): its
-                                  outputs are then shard_00007.jsonl.gz, token ids replaced by counts
+                                  outputs are then shard_00007.jsonl.gz, its .arrays files gone (counts stay)
       checkpoints/init/<role>/    base weights (tiny-random built here)
       checkpoints/r0003/<role>/   weights after round 3's training
       tb/                         TensorBoard event files

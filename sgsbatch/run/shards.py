@@ -7,7 +7,10 @@ marker `shard_0000i.done`, always last. A torn last line of the item log (the ta
 mid-write) is ignored. Crashes are recorded in `.failures` (survives requeues, and `resume` too:
 it appends a line that starts the count again instead of deleting the history); a task that ran out
 of retries leaves a `.failed` marker holding the reason. Each start of the shard's worker is an
-attempt with a log of its own (run/attempts.py). Not covered: what the items mean.
+attempt with a log of its own (run/attempts.py). A generating shard's token ids and logprobs are in
+`shard_0000i.arrays`, appended before the item-log line that points at it, shared by the item log
+and the output (run/token_arrays.py; `read_phase_arrays` reads records with them). Not covered:
+what the items mean.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
+
+from sgsbatch.run.token_arrays import OFFSET, ArraysFile, RecordArrays, TokenArrays, append_block
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -92,6 +97,7 @@ class Shard:
         self.output_gz = phase_dir / f"{stem}.jsonl.gz"  # a compacted round's output (round/compaction.py)
         self.marker = phase_dir / f"{stem}.done"
         self.partial = phase_dir / f"{stem}.partial.jsonl"
+        self.arrays = phase_dir / f"{stem}.arrays"  # token ids and logprobs of item log and output (token_arrays.py)
         self.failures = phase_dir / f"{stem}.failures"
         self.failed_marker = phase_dir / f"{stem}.failed"
         self.attempts_file = phase_dir / f"{stem}.attempts.jsonl"  # every start and end of its worker
@@ -174,9 +180,16 @@ class Shard:
             pos = end + 1
         return out, offset + pos
 
-    def append_item(self, record: dict[str, Any]) -> None:
+    def append_item(self, record: dict[str, Any], arrays: TokenArrays | None = None) -> dict[str, Any]:
+        """Append one finished item to the item log (one fsynced line); returns the record as written.
+
+        `arrays` (a generating item's ids and logprobs) go to the arrays file first, fsynced, and the
+        line records where (`arrays_at`): a line never points at bytes that are not there."""
         assert "key" in record, "item records carry a 'key'"
         self.dir.mkdir(parents=True, exist_ok=True)
+        if arrays is not None:
+            arrays.check_counts(record)
+            record = {**record, OFFSET: append_block(self.arrays, arrays.block())}
         line = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
         fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
@@ -185,6 +198,7 @@ class Shard:
             os.fsync(fd)
         finally:
             os.close(fd)
+        return record
 
     def _repair_tail(self, fd: int) -> None:
         """Cut a torn last line left by a killed writer, so the next line starts clean."""
@@ -231,7 +245,8 @@ class Shard:
 
     def read_keys(self, keys: set[str]) -> dict[str, dict[str, Any]]:
         """The output's records whose key is in `keys`, by key, parsing only their lines (a verify task
-        reads 1/k of a solve shard whose lines carry every sample's token ids)."""
+        reads 1/k of a solve shard; in runs written before the arrays file, its lines carry every sample's
+        token ids)."""
         out: dict[str, dict[str, Any]] = {}
         with self._lines() as f:
             for line in f:
@@ -347,4 +362,13 @@ def read_phase(phase_dir: Path, count: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for s in shards(phase_dir, count):
         out.extend(s.read())
+    return out
+
+
+def read_phase_arrays(phase_dir: Path, count: int) -> list[tuple[dict[str, Any], RecordArrays]]:
+    """`read_phase` with each record's token arrays, read when first asked for (run/token_arrays.py)."""
+    out: list[tuple[dict[str, Any], RecordArrays]] = []
+    for s in shards(phase_dir, count):
+        file = ArraysFile(s.arrays)
+        out.extend((rec, RecordArrays(rec, file)) for rec in s.read())
     return out

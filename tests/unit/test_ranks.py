@@ -6,10 +6,19 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
-from sgsbatch.backends.batches import Example, load_examples, rank_shares, save_examples
+from sgsbatch.backends.batches import (
+    Example,
+    TrainSettings,
+    fingerprint,
+    load_examples,
+    rank_shares,
+    save_examples,
+)
 from sgsbatch.config.loading import load_config
 from sgsbatch.data import Target
 from sgsbatch.run.handle import create_run
@@ -100,11 +109,26 @@ def test_a_step_is_split_by_tokens_not_by_count() -> None:
     assert rank_shares(grouped[:1], [0], "reinforce", 3) == [[0], [], []]
 
 
+def _lists(e: Example) -> tuple[Any, ...]:
+    lps = None if e.sampler_logprobs is None else [float(x) for x in e.sampler_logprobs]
+    return [int(x) for x in e.prompt_ids], [int(x) for x in e.completion_ids], e.weight, e.group, lps
+
+
 def test_examples_file_round_trips(tmp_path: Path) -> None:
     exs = [Example([1, 2, 3], [4, 5], 0.25, group=7, sampler_logprobs=[-0.1, -2.5e-9]),
            Example([9], [8, 7, 6], -1.0), Example([2**40], [3], 1e-300, group=0, sampler_logprobs=[-1.0])]
     save_examples(tmp_path / "x" / "solver.npz", exs)
-    assert load_examples(tmp_path / "x" / "solver.npz") == exs
+    back = load_examples(tmp_path / "x" / "solver.npz")  # numpy views of the file's arrays, equal in value
+    assert [_lists(e) for e in back] == [_lists(e) for e in exs] and back[1].sampler_logprobs is None
+    assert fingerprint(tmp_path, back, TrainSettings()) == fingerprint(tmp_path, exs, TrainSettings())
+    views = [Example(np.array([1, 2, 3], dtype="<i4"), np.array([4, 5], dtype="<i4"), 0.25, group=7,
+                     sampler_logprobs=np.array([-0.5, -0.25], dtype="<f4"))]  # as built from an arrays file
+    save_examples(tmp_path / "views.npz", views)
+    assert [_lists(e) for e in load_examples(tmp_path / "views.npz")] == [_lists(e) for e in views]
+    with np.load(tmp_path / "views.npz") as z, np.load(tmp_path / "x" / "solver.npz") as wide:
+        # stored narrow where every value is exactly that (float32 logprobs, ids < 2^31), else wide
+        assert (z["comps"].dtype, z["lps"].dtype) == (np.int32, np.float32)
+        assert (wide["prompts"].dtype, wide["comps"].dtype, wide["lps"].dtype) == (np.int64, np.int32, np.float64)
     save_examples(tmp_path / "empty.npz", [])
     assert load_examples(tmp_path / "empty.npz") == []
     assert not list(tmp_path.glob("**/.*.tmp"))

@@ -25,6 +25,7 @@ from sgsbatch.config.loading import load_config
 from sgsbatch.config.schema import Config
 from sgsbatch.data import Target
 from sgsbatch.round.checkpoints import prune, retained, weights_for
+from sgsbatch.round.compaction import token_count
 from sgsbatch.round.examples import (
     conjecturer_examples,
     ei_stored_proofs,
@@ -55,9 +56,11 @@ from sgsbatch.run.checkpoint import publish_dir, staging_dir
 from sgsbatch.run.handle import RunHandle, create_run
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard, atomic_write_json, read_json
+from sgsbatch.run.token_arrays import RecordArrays
 from sgsbatch.scheduling.chain import end_round_from_marker
 from sgsbatch.state.ingest import is_ingested
 from sgsbatch.state.schema import Attempt, Checkpoint, Metric, Phase, Round, Run, RunState
+from tests.shardlib import FORMATS, finish_records
 
 REPO = Path(__file__).resolve().parents[2]
 TARGETS = [Target(f"t{i}", f"import Mathlib\n-- h{i}\n", f"theorem t{i} : {i} + 0 = {i} := by") for i in range(4)]
@@ -92,8 +95,11 @@ def _run(tmp: Path, *extra: str) -> RunHandle:
 
 
 def _write_round(h: RunHandle, r: int, conj: dict[str, list[str | None]], solve: dict[str, str],
-                 reviews: dict[str, tuple[int | None, int | None, int | None]]) -> None:
-    """Every shard of round r but train; solve prompt ids are [1000 + position], sample tokens [10 * position + k]."""
+                 reviews: dict[str, tuple[int | None, int | None, int | None]], fmt: str = "arrays") -> None:
+    """Every shard of round r but train; solve prompt ids are [1000 + position], sample tokens [10 * position + k];
+    `fmt`: token arrays in the arrays files (today) or inline (runs written before: tests/shardlib.py)."""
+    inline = fmt == "inline"
+
     def shard(phase: str) -> Shard:
         return Shard(h.paths.phase_dir(r, phase), 0)
 
@@ -106,7 +112,7 @@ def _write_round(h: RunHandle, r: int, conj: dict[str, list[str | None]], solve:
                     "finish_reason": "stop", "ok": s is not None, "statement": s,
                     "reason": None if s is not None else "no_statement"} for k, s in enumerate(stmts)]
         items.append({"key": tid, "target_id": tid, "prompt_ids": [200 + i], "samples": samples})
-    shard("conjecture").finish(items)
+    finish_records(shard("conjecture"), items, inline)
     solved, verified = [], []
     for idx, (pid, spec) in enumerate(solve.items()):
         samples, verdicts = [], []
@@ -121,18 +127,24 @@ def _write_round(h: RunHandle, r: int, conj: dict[str, list[str | None]], solve:
         solved.append({"key": pid, "problem_id": pid, "is_target": pid.startswith("t"), "prompt_ids": [1000 + idx],
                        "samples": samples})
         verified.append({"key": pid, "problem_id": pid, "verdicts": verdicts})
-    shard("solve").finish(solved)
+    finish_records(shard("solve"), solved, inline)
     shard("verify").finish(verified)
-    shard("guide").finish([{"key": cid, "conjecture_id": cid, "text": "review", "token_ids": [7] * 4,
+    finish_records(shard("guide"), [{"key": cid, "conjecture_id": cid, "text": "review", "token_ids": [7] * 4,
                             "logprobs": [-1.0] * 4, "finish_reason": "stop", "ok": rel is not None,
                             "reason": None if rel is not None else "missing_relevance", "relevance": rel,
-                            "redundant": red, "complexity": cx} for cid, (rel, red, cx) in reviews.items()])
+                            "redundant": red, "complexity": cx} for cid, (rel, red, cx) in reviews.items()],
+                   inline)
 
 
-def _round0(tmp: Path, *extra: str) -> RunHandle:
+def _round0(tmp: Path, *extra: str, fmt: str = "arrays") -> RunHandle:
     h = _run(tmp, *extra)
-    _write_round(h, 0, CONJ0, SOLVE0, REVIEWS0)
+    _write_round(h, 0, CONJ0, SOLVE0, REVIEWS0, fmt)
     return h
+
+
+def _ids(xs: Any) -> list[int]:
+    """Token ids as a list, from an arrays-file view or a record's list."""
+    return [int(x) for x in xs]
 
 
 def _metrics(h: RunHandle, r: int) -> dict[str, float]:
@@ -151,8 +163,9 @@ def _snapshot(h: RunHandle) -> list[Any]:
                 sorted((c.round, c.role, c.path, c.steps, c.deleted) for c in s.exec(select(Checkpoint)).all())]
 
 
-def test_round_results_deduplicates_conjectures_and_joins_verdicts(tmp_path: Path) -> None:
-    h = _round0(tmp_path)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_round_results_deduplicates_conjectures_and_joins_verdicts(tmp_path: Path, fmt: str) -> None:
+    h = _round0(tmp_path, fmt=fmt)
     problems, rows, funnel = round_conjectures(h.cfg, h.paths, 0, run_targets(h.paths))
     assert [(p.problem_id, p.theorem, p.target_id, p.header, p.is_target) for p in problems] == [
         (A, CA, "t0", HEADERS[0], False), (B, CB, "t1", HEADERS[1], False),
@@ -172,9 +185,10 @@ def test_round_results_deduplicates_conjectures_and_joins_verdicts(tmp_path: Pat
     assert (t0[2]["ok"], t0[2]["reason"], t0[3]["verify_reason"], t0[3]["time_s"]) == (False, "no_code_block",
                                                                                        "timeout!", 0.5)
     t2 = res["t2"].samples[1]
-    assert (t2["verdict"], t2["proof"], t2["token_ids"], t2["finish_reason"]) == ("verified", "simp", [21] * 86,
-                                                                                  "length")
-    assert res[A].prompt_ids == [1004] and res[A].problem.target_id == "t0" and not res[A].problem.is_target
+    assert (t2["verdict"], t2["proof"], token_count(t2), t2["finish_reason"]) == ("verified", "simp", 86, "length")
+    assert _ids(res["t2"].arrays.token_ids(1)) == [21] * 86
+    assert list(res["t2"].arrays.logprobs(1)) == pytest.approx([-0.2] * 86)
+    assert _ids(res[A].arrays.prompt_ids) == [1004] and res[A].problem.target_id == "t0" and not res[A].problem.is_target
     assert verify_rates(h.cfg, h.paths, 0) == {k: v.rate for k, v in res.items()}  # the Guide's rates
     # the round's conjecture problems were derived once and kept: later readers need no conjecture shard
     assert (h.paths.round_dir(0) / "conjectures.jsonl").is_file()
@@ -183,8 +197,9 @@ def test_round_results_deduplicates_conjectures_and_joins_verdicts(tmp_path: Pat
     assert [p for p in solve_problems(h.cfg, h.paths, 0) if not p.is_target] == problems
 
 
-def test_reinforce_trains_on_verified_samples_of_the_hard_band(tmp_path: Path) -> None:
-    h = _round0(tmp_path)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_reinforce_trains_on_verified_samples_of_the_hard_band(tmp_path: Path, fmt: str) -> None:
+    h = _round0(tmp_path, fmt=fmt)
     ex = solver_examples(h.cfg, h.paths, round_results(h.cfg, h.paths, 0))
     # band 0 < s <= .5: t1, t2, A, B, C; B's only proof and C's 2nd use `try` (dropped: no example);
     # t0 (s=0), t3 (s=1), D (s=.75) give none
@@ -196,8 +211,9 @@ def test_reinforce_trains_on_verified_samples_of_the_hard_band(tmp_path: Path) -
     assert all(e.group is None and e.sampler_logprobs is None for e in ex)
 
 
-def test_cispo_trains_on_whole_groups_with_advantages(tmp_path: Path) -> None:
-    h = _round0(tmp_path)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_cispo_trains_on_whole_groups_with_advantages(tmp_path: Path, fmt: str) -> None:
+    h = _round0(tmp_path, fmt=fmt)
     ex = solver_examples(_cfg(tmp_path, "solver.objective=cispo"), h.paths, round_results(h.cfg, h.paths, 0))
     # band 0 < s < 1: t1, t2, A, B, C, D; B's rewards are all 0 (its proof uses `try`): group dropped
     keys = sorted(["t1", "t2", A, C, D])
@@ -205,18 +221,20 @@ def test_cispo_trains_on_whole_groups_with_advantages(tmp_path: Path) -> None:
     assert len(ex) == 20
     for gid, key in enumerate(keys):
         group = [e for e in ex if e.group == gid]
-        assert [e.prompt_ids for e in group] == [[prompt[key]]] * 4
+        assert [_ids(e.prompt_ids) for e in group] == [[prompt[key]]] * 4
         assert [e.completion_ids[0] % 10 for e in group] == [0, 1, 2, 3]
-        assert [e.sampler_logprobs for e in group] == [[-0.1 * (k + 1)] * len(e.completion_ids)
-                                                      for k, e in enumerate(group)]
+        for k, e in enumerate(group):  # float32 in the arrays file
+            assert e.sampler_logprobs is not None
+            assert list(e.sampler_logprobs) == pytest.approx([-0.1 * (k + 1)] * len(e.completion_ids), rel=1e-6)
         assert sum(e.weight for e in group) == pytest.approx(0.0, abs=1e-6)
     r3 = math.sqrt(3)
     assert [e.weight for e in ex if e.group == keys.index("t1")] == pytest.approx([r3, -1 / r3, -1 / r3, -1 / r3], rel=1e-4)
     assert [e.weight for e in ex if e.group == keys.index(D)] == pytest.approx([1 / r3, 1 / r3, 1 / r3, -r3], rel=1e-4)
 
 
-def test_grpo_family_trains_on_every_group_and_dapo_drops_the_uniform_ones(tmp_path: Path) -> None:
-    h = _round0(tmp_path)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_grpo_family_trains_on_every_group_and_dapo_drops_the_uniform_ones(tmp_path: Path, fmt: str) -> None:
+    h = _round0(tmp_path, fmt=fmt)
     results = round_results(h.cfg, h.paths, 0)
     # correctness (verified, no `try`): t0 0000, t1 1000, t2 1100 (its 86-token proof too: no SGS length
     # penalty), t3 1111, A 0100, B 0000 (`try`), C 1000, D 1110; GRPO A = (r - mean) / (unbiased std + 1e-6):
@@ -251,8 +269,9 @@ def test_grpo_family_trains_on_every_group_and_dapo_drops_the_uniform_ones(tmp_p
     assert solver_group_metrics(h.cfg, results) == {}  # reinforce
 
 
-def test_expert_iteration_reads_stored_proofs_back_from_the_solve_shard(tmp_path: Path) -> None:
-    h = _round0(tmp_path)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_expert_iteration_reads_stored_proofs_back_from_the_solve_shard(tmp_path: Path, fmt: str) -> None:
+    h = _round0(tmp_path, fmt=fmt)
     assert ingest_round(h, 0)
     stored = ei_stored_proofs(h, 0)
     assert sorted(stored) == [(0, "t1", 0), (0, "t2", 0), (0, "t2", 1), (0, "t3", 0), (0, "t3", 1), (0, "t3", 2),
@@ -262,7 +281,7 @@ def test_expert_iteration_reads_stored_proofs_back_from_the_solve_shard(tmp_path
     # weighted as REINFORCE-1/2 (the reference's EI goes through the same loop, step2_train.py:507-565):
     # t2's over-long proof gets the length penalty; a proof using `try` (B's sample 0) is dropped
     ex = solver_examples(cfg, h.paths, {}, [(0, "t2", 1), (0, "t1", 0), (0, B, 0)])
-    assert [(e.prompt_ids, e.completion_ids) for e in ex] == [([1001], [10] * 3), ([1002], [21] * 86)]
+    assert [(_ids(e.prompt_ids), _ids(e.completion_ids)) for e in ex] == [([1001], [10] * 3), ([1002], [21] * 86)]
     assert [e.weight for e in ex] == pytest.approx([1.0, LONG_WEIGHT])
 
 
@@ -272,7 +291,8 @@ def test_try_comments_decide_which_proofs_use_try(tmp_path: Path) -> None:
     proof = "\n  /- first /- a note -/ try simp -/\n  linarith"
     samples = [{"verdict": v, "proof": proof, "token_ids": [7] * 3, "logprobs": [-0.1] * 3, "finish_reason": "stop"}
                for v in ("verified", "failed")]
-    results = {"p": ProblemResult(Problem("p", "", "theorem p : True := by", True, "p"), [9], samples, 1, 0.5)}
+    arrays = RecordArrays({"key": "p", "prompt_ids": [9], "samples": samples}, None)  # inline: a run written before
+    results = {"p": ProblemResult(Problem("p", "", "theorem p : True := by", True, "p"), arrays, samples, 1, 0.5)}
     assert solver_examples(_cfg(tmp_path), RunPaths(tmp_path), results) == []
     lean = solver_examples(_cfg(tmp_path, "solver.try_comments=lean"), RunPaths(tmp_path), results)
     assert [(e.completion_ids, e.weight) for e in lean] == [([7] * 3, 1.0)]
@@ -282,8 +302,9 @@ def test_try_comments_decide_which_proofs_use_try(tmp_path: Path) -> None:
     assert [e.weight for e in solver_examples(cispo_lean, RunPaths(tmp_path), results)] == pytest.approx([1.0, -1.0], rel=1e-4)
 
 
-def test_conjecturer_examples_reward_in_band_conjectures(tmp_path: Path) -> None:
-    h = _round0(tmp_path)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_conjecturer_examples_reward_in_band_conjectures(tmp_path: Path, fmt: str) -> None:
+    h = _round0(tmp_path, fmt=fmt)
     res = round_results(h.cfg, h.paths, 0)
     # conjecture rates .25, .25, .5, .75: threshold sorted[int(.7 * 4)] = .5, so A, B, C
     assert in_band_conjectures(h.cfg, res) == {A, B, C}
@@ -292,12 +313,12 @@ def test_conjecturer_examples_reward_in_band_conjectures(tmp_path: Path) -> None
     assert rewards == pytest.approx({A: 1.0, B: 0.0, C: 1 / 6})
     # B's weight-0 example is kept: its tokens count in the trainer's normaliser, as the reference's
     # ("for conjecture, weight in zip(conjectures, normalized_rewards): ... train_data.append", step2_train.py:277-323)
-    assert {(tuple(e.prompt_ids), tuple(e.completion_ids)): e.weight for e in ex} == pytest.approx(
+    assert {(tuple(_ids(e.prompt_ids)), tuple(_ids(e.completion_ids))): e.weight for e in ex} == pytest.approx(
         {((200,), (300, 300)): 1.0, ((201,), (312, 312)): 0.0, ((202,), (321, 321)): 1 / 6})
     # no guide: R = 1 - s = .75, .75, .5 -> 1, 1, 0
     ex, rewards = conjecturer_examples(_cfg(tmp_path, "guide.enabled=false"), h.paths, 0, res)
     assert rewards == pytest.approx({A: 1.0, B: 1.0, C: 0.0})
-    assert sorted((e.prompt_ids, e.completion_ids, e.weight) for e in ex) == [([200], [300, 300], 1.0),
+    assert sorted((_ids(e.prompt_ids), _ids(e.completion_ids), e.weight) for e in ex) == [([200], [300, 300], 1.0),
                                                                               ([201], [312, 312], 1.0),
                                                                               ([202], [321, 321], 0.0)]
     assert conjecturer_examples(_cfg(tmp_path, "conjecturer.train=false"), h.paths, 0, res) == ([], {})

@@ -27,7 +27,7 @@ from sgsbatch.round.lifecycle import ingest_round, prepare_round
 from sgsbatch.round.results import round_results
 from sgsbatch.run.shards import read_json
 from sgsbatch.selection import capped_proofs, selected_problems, stp_conjecture_band
-from tests.unit.test_round import CA, CB, LONG_WEIGHT, A, B, C, D, _cfg, _round0, _run
+from tests.unit.test_round import CA, CB, LONG_WEIGHT, A, B, C, D, _cfg, _ids, _round0, _run
 
 REPO = Path(__file__).resolve().parents[2]
 # targets t* (t_new unsolved when the round started, t_old solved before) and conjectures c*
@@ -144,7 +144,7 @@ def test_stp_conjecturer_reward_is_weight_one_on_stps_band(tmp_path: Path) -> No
     assert len(CA) == len(CB) and in_band_conjectures(cfg, res) == {A, B}
     ex, rewards = conjecturer_examples(cfg, h.paths, 0, res)
     assert rewards == {A: 1.0, B: 1.0}
-    assert sorted((e.prompt_ids, e.completion_ids, e.weight) for e in ex) == [([200], [300, 300], 1.0),
+    assert sorted((_ids(e.prompt_ids), _ids(e.completion_ids), e.weight) for e in ex) == [([200], [300, 300], 1.0),
                                                                               ([201], [312, 312], 1.0)]
     # the elegance filter at the median: A's ratio 4 / 28 is below B's 8 / 28, so A goes
     strict = _cfg(tmp_path, "conjecturer.reward=stp", "guide.enabled=false", "conjecturer.stp_threshold=0.5",

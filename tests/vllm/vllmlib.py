@@ -131,14 +131,14 @@ def check_trained_on_vllm_samples(run_dir: Path, r: int) -> int:
     phase (same prompt ids, completion ids and, when recorded, logprobs); returns how many there were.
     Needs `records.keep_sample_tokens = true` (compaction otherwise replaces token ids with counts)."""
     from sgsbatch.backends.batches import load_examples
-    from sgsbatch.run.shards import Shard
+    from sgsbatch.run.shards import read_phase_arrays
 
     phase_dir = run_dir / "rounds" / f"r{r:04d}" / "solve"
     sampled = {}
-    for p in sorted(phase_dir.glob("shard_*.done")):
-        for rec in Shard(phase_dir, int(p.name[6:11])).read():
-            for s in rec["samples"]:
-                sampled[(tuple(rec["prompt_ids"]), tuple(s["token_ids"]))] = s["logprobs"]
+    for rec, arrays in read_phase_arrays(phase_dir, len(list(phase_dir.glob("shard_*.done")))):
+        for k in range(len(rec["samples"])):  # float32 in the arrays file: what vLLM computed
+            sampled[(tuple(arrays.prompt_ids.tolist()), tuple(arrays.token_ids(k).tolist()))] = \
+                arrays.logprobs(k).tolist()
     examples = load_examples(run_dir / "rounds" / f"r{r:04d}" / "train" / "examples" / "solver.npz")
     for ex in examples:
         key = (tuple(ex.prompt_ids), tuple(ex.completion_ids))
