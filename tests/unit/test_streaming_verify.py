@@ -26,6 +26,7 @@ from sgsbatch.phases import verify
 from sgsbatch.phases.task import Interrupted, Task, UpstreamFailed
 from sgsbatch.run.shards import Shard, jsonl_text
 from tests.runlib import recorded_run
+from tests.shardlib import FORMATS, split_arrays
 
 PROOFS = ["\n  simp", "\n  trivial", "\n  (", "\n  norm_num"]
 
@@ -46,9 +47,13 @@ def _run(tmp_path: Path, name: str, streaming: bool, should_stop: Any = lambda: 
     return h, task
 
 
-def _solve_in_thread(solve: Shard, verify_shard: Shard, records: list[dict[str, Any]], seen: dict[str, Any]) -> threading.Thread:
+def _solve_in_thread(solve: Shard, verify_shard: Shard, records: list[dict[str, Any]], seen: dict[str, Any],
+                     fmt: str = "inline") -> threading.Thread:
+    def append(rec: dict[str, Any]) -> dict[str, Any]:  # as a solve task writes it (arrays: ids in shard_N.arrays)
+        return solve.append_item(rec) if fmt == "inline" else solve.append_item(*split_arrays(rec))
+
     def write() -> None:
-        solve.append_item(records[0])
+        written = [append(records[0])]
         deadline = time.monotonic() + 60
         while verify_shard.items_logged() < 1 and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -58,20 +63,22 @@ def _solve_in_thread(solve: Shard, verify_shard: Shard, records: list[dict[str, 
         time.sleep(0.3)
         seen["torn_not_read"] = verify_shard.items_logged() == 1
         for rec in records[1:]:
-            solve.append_item(rec)  # cuts the torn tail first, as a requeued solve task does
-        solve.finish(records)
+            written.append(append(rec))  # cuts the torn tail first, as a requeued solve task does
+        solve.finish(written)
 
     t = threading.Thread(target=write)
     t.start()
     return t
 
 
-def test_streamed_verdicts_equal_those_of_a_verify_task_started_after_solve(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_streamed_verdicts_equal_those_of_a_verify_task_started_after_solve(tmp_path: Path, fmt: str) -> None:
+    """Either format of the solve item log (token ids in `shard_N.arrays`, or inline as runs before it)."""
     h, task = _run(tmp_path, "stream", streaming=True)
     records = [_solve_record(f"t{i}") for i in range(3)]
     solve = Shard(h.paths.phase_dir(0, "solve"), 0)
     seen: dict[str, Any] = {}
-    writer = _solve_in_thread(solve, task.shard, records, seen)
+    writer = _solve_in_thread(solve, task.shard, records, seen, fmt)
     verify.run(task)
     writer.join()
     assert seen == {"verified_while_solving": True, "torn_not_read": True}
