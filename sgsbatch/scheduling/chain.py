@@ -46,11 +46,7 @@ def train_job(task: Task) -> None:
     layout = layout_from_env(os.environ, cfg.slurm.train.nodes, cfg.train_ranks_per_node())
     h = open_run_dir(task.paths, cfg) if layout.first else None
     if h is not None and train_phase.prepared(task) is None:
-        results = round_results(cfg, task.paths, r)
-        ingest_round(h, r, results)
-        windowed = cfg.solver.train and cfg.solver.selection_mode() in WINDOW_SELECTIONS  # Expert Iteration
-        ei_stored = ei_stored_proofs(h, r) if windowed else []
-        train_phase.prepare(task, results, ei_stored)
+        _ingest_and_prepare(h, task)
     _wait_prepared(task)
     if layout.world > 1:
         argv = [sys.executable, "-m", "sgsbatch.scheduling.worker", str(task.paths.root), str(r), "train", "0",
@@ -72,6 +68,17 @@ def train_job(task: Task) -> None:
     # round is already submitted, so this is off the chain's critical path)
     for k in compact_after(h.cfg, h.paths, r):
         print(f"round {r}: compacted round {k}'s generation records (records.keep_sample_tokens = false)", flush=True)
+
+
+def _ingest_and_prepare(h: RunHandle, task: Task) -> None:
+    """Ingest round r and write its examples; the round's results (every sample, and the memory maps of
+    its arrays files) are gone when this returns, so the training that follows does not hold them."""
+    cfg, r = task.cfg, task.round
+    results = round_results(cfg, task.paths, r)
+    ingest_round(h, r, results)
+    windowed = cfg.solver.train and cfg.solver.selection_mode() in WINDOW_SELECTIONS  # Expert Iteration
+    ei_stored = ei_stored_proofs(h, r) if windowed else []
+    train_phase.prepare(task, results, ei_stored)
 
 
 def train_rank(task: Task) -> None:

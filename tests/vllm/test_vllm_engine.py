@@ -277,7 +277,16 @@ def _stream(task: Any, gen: Any) -> None:
 
 
 def _records(task: Any) -> list[dict[str, Any]]:
-    return task.shard.read()
+    """The shard's records with each sample's ids and logprobs inline again (read from `shard_N.arrays`)."""
+    from sgsbatch.run.token_arrays import ArraysFile, RecordArrays
+
+    file, out = ArraysFile(task.shard.arrays), []
+    for rec in task.shard.read():
+        arrays = RecordArrays(rec, file)
+        out.append({**rec, "prompt_ids": arrays.prompt_ids.tolist(),
+                    "samples": [{**smp, "token_ids": arrays.token_ids(k).tolist(), "logprobs": arrays.logprobs(k).tolist()}
+                                for k, smp in enumerate(rec["samples"])]})
+    return out
 
 
 def test_windows_1_3_16_give_the_same_samples(fp32: Any, tmp_path: Path) -> None:
