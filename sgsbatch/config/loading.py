@@ -31,7 +31,8 @@ from typing import Any
 
 import tomli_w
 
-from sgsbatch.config.schema import SLURM_TABLES, TINY_RANDOM, Config, SlurmPhaseConfig, semantic_errors
+from sgsbatch.config.schema import SLURM_TABLES, TINY_RANDOM, Config, SlurmPhaseConfig
+from sgsbatch.config.validation import semantic_errors
 from sgsbatch.errors import ConfigError
 from sgsbatch.prompts import PromptError, read_guide_tags, read_template
 

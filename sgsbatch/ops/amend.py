@@ -54,7 +54,8 @@ from sgsbatch.config.loading import (
     to_dict,
     to_toml,
 )
-from sgsbatch.config.schema import PHASES, SLURM_TABLES, Config, semantic_errors
+from sgsbatch.config.schema import PHASES, SLURM_TABLES, Config
+from sgsbatch.config.validation import semantic_errors
 from sgsbatch.errors import ConfigError
 from sgsbatch.run import amendments
 from sgsbatch.run.amendments import METHOD_KEYS, OPERATIONAL_KEYS, classify, flat_keys

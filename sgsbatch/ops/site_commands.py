@@ -44,7 +44,8 @@ def verify(input_path: Path, out_path: Path, config: Path | None, overrides: tup
         sgsbatch proofs sgs --json | sgsbatch verify - --out recheck.jsonl   # re-check a run's proofs
     """
     from sgsbatch.config.loading import apply_overrides, build, load_config, load_site
-    from sgsbatch.config.schema import Config, semantic_errors
+    from sgsbatch.config.schema import Config
+    from sgsbatch.config.validation import semantic_errors
     from sgsbatch.errors import ConfigError
     from sgsbatch.verification.command import verify_file
 

@@ -24,7 +24,8 @@ from leanlib import FAKE
 from test_lean_sandbox import PASS, Attack, _probes, _run, _wait_gone, attack, needs_bwrap
 
 from sgsbatch.config.loading import from_toml_text
-from sgsbatch.config.schema import Config, VerificationConfig, semantic_errors
+from sgsbatch.config.schema import Config, VerificationConfig
+from sgsbatch.config.validation import semantic_errors
 from sgsbatch.errors import ConfigError
 from sgsbatch.verification import limits as L
 from sgsbatch.verification import process_filter as F

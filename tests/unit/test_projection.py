@@ -15,7 +15,8 @@ from sqlmodel import select
 from sgsbatch.canary.record import save
 from sgsbatch.cli import main
 from sgsbatch.config.loading import load_config
-from sgsbatch.config.schema import Config, semantic_errors
+from sgsbatch.config.schema import Config
+from sgsbatch.config.validation import semantic_errors
 from sgsbatch.ops.plan import canary_figures, make_plan, plan_text
 from sgsbatch.round import metrics as M
 from sgsbatch.round.projection import FIGURES, advise, project, published, with_sets
