@@ -187,7 +187,7 @@ def plan_text(p: RunPlan) -> str:
     lines += [f"  figures, {src}: {', '.join(names)}" for src, names in by_source.items()]
     lines.append(f"  canary figures: {p.canary}")
     lines.append("  " + advice_text(p.advice))
-    verify, pace = proj.phase("verify"), pace_cpus(proj, proj.figures)
+    verify, pace = proj.phase("verify"), pace_cpus(proj)
     if verify is not None and pace is not None:
         held = verify.shards * verify.cpus
         lines.append(f"  verify streams behind solve: {pace:,} Lean cores keep pace with its decoding; this config "

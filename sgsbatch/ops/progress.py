@@ -89,6 +89,7 @@ def phase_progress(cfg: Config, paths: RunPaths, r: int, phase: str, now: float 
     now = time.time() if now is None else now
     n = shards_at(cfg, paths, r, phase)
     trained = train_progress(paths, r) if phase == "train" else None
+    solve_n = shards_at(cfg, paths, r, "solve") if phase == "verify" else 1
     rows: list[dict[str, Any]] = []
     for s in shards(paths.phase_dir(r, phase), n):
         done_marker = s.is_done()
@@ -99,7 +100,7 @@ def phase_progress(cfg: Config, paths: RunPaths, r: int, phase: str, now: float 
         if s.partial.exists():
             last = s.partial.stat().st_mtime
         if phase == "verify" and started is not None:  # streaming: it waits while its solve shard works
-            up = Shard(paths.phase_dir(r, "solve"), s.index % shards_at(cfg, paths, r, "solve"))
+            up = Shard(paths.phase_dir(r, "solve"), s.index % solve_n)
             last = max(t for t in (last, up.started(), _mtime(up.partial), _mtime(up.marker)) if t is not None)
         if phase == "train" and started is not None:  # the last step, or a later attempt's start (its pid file)
             step_at = None if trained is None else trained["last_step_at"]

@@ -15,10 +15,10 @@ the problems it has not finished. An unextracted sample gets the verdict `unextr
 reaching the verifier. A solve shard that ran out of retries ends the task with `UpstreamFailed`
 (not a crash of its own: scheduling/worker.py). On Slurm a task with nothing to check whose solve
 task has not run for `verification.stream_yield_s` (requeued or preempted, waiting in the queue)
-is requeued (`Interrupted`), so that its CPUs never keep the solve task from starting again. The completion marker records this attempt's
-proofs, its timeout and error counts, its wall time, whether it followed a running solve task
-(`streamed`) and the seconds it spent waiting for solve lines with nothing to check (the round's
-rates are metrics).
+is requeued (`Interrupted`), so that its CPUs never keep the solve task from starting again. The
+completion marker records this attempt's proofs, its timeout and error counts, its wall time,
+whether it followed a running solve task (`streamed`) and the seconds it spent waiting for solve
+lines with nothing to check (the round's rates are metrics).
 """
 
 from __future__ import annotations

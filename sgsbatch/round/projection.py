@@ -208,15 +208,15 @@ def _streamed(cfg: Config, f: Figures, verify: PhasePlan, solve: PhasePlan) -> P
                    cpu_hours=verify.shards * verify.cpus * held / 3600)
 
 
-def pace_cpus(proj: Projection, f: Figures) -> int | None:
+def pace_cpus(proj: Projection) -> int | None:
     """The verify cores that keep pace with solve's decoding when verify streams (solve's proofs a
     second / Lean proofs a second per core), or None without both phases projected: fewer cores
     leave a longer tail after solve, more wait idle for proofs."""
     solve, verify = proj.phase("solve"), proj.phase("verify")
     if solve is None or verify is None or solve.wall_s is None or verify.path_s is None:
         return None
-    decoding_s = solve.wall_s - f["queue_wait_s"] - solve.startup_s  # the first task's start-up aside
-    return math.ceil(solve.items / max(decoding_s, 1e-9) / f["lean_proofs_per_s"])
+    decoding_s = solve.wall_s - proj.figures["queue_wait_s"] - solve.startup_s  # the first task's start-up aside
+    return math.ceil(solve.items / max(decoding_s, 1e-9) / proj.figures["lean_proofs_per_s"])
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
 
+from sgsbatch.config.schema import Config
 from sgsbatch.errors import RunError
 from sgsbatch.round.lifecycle import prepare_round, round_completed
 from sgsbatch.run.handle import RunHandle, open_run_dir
@@ -126,6 +127,11 @@ def stop_driver(paths: RunPaths, wait_s: float = STOP_WAIT_S) -> bool:
     return True
 
 
+def _supervise(h: RunHandle, cfg: Config, r: int, phase: str, i: int) -> str:
+    """Shard i's supervisor, with round r's retries, ending early when the driver is cancelled."""
+    return run_supervised(h.paths.root, r, phase, i, max_retries=cfg.run.max_task_retries, stopping=_STOPPING.is_set)
+
+
 def run_phase(h: RunHandle, r: int, phase: str) -> str:
     cfg = h.refreshed().at(r)  # amended since the driver started: the newest retries, round r's shards
     todo = unfinished(h.paths.phase_dir(r, phase), cfg.shard_count(phase))
@@ -134,9 +140,7 @@ def run_phase(h: RunHandle, r: int, phase: str) -> str:
     if not todo:
         return DONE
     with ThreadPoolExecutor(max_workers=min(cfg.run.local_workers, len(todo))) as pool:
-        results = list(pool.map(lambda i: run_supervised(h.paths.root, r, phase, i,
-                                                         max_retries=cfg.run.max_task_retries,
-                                                         stopping=_STOPPING.is_set), todo))
+        results = list(pool.map(lambda i: _supervise(h, cfg, r, phase, i), todo))
     return _outcome(results)
 
 
@@ -155,19 +159,15 @@ def run_solve_and_verify(h: RunHandle, r: int) -> tuple[str, str]:
     solve_todo = unfinished(solve_dir, cfg.shard_count("solve"))
     waiting = unfinished(h.paths.phase_dir(r, "verify"), cfg.shard_count("verify"))
 
-    def supervise(phase: str, i: int) -> str:
-        return run_supervised(h.paths.root, r, phase, i, max_retries=cfg.run.max_task_retries,
-                              stopping=_STOPPING.is_set)
-
     with ThreadPoolExecutor(max_workers=max(1, min(cfg.run.local_workers, len(solve_todo)))) as solvers, \
             ThreadPoolExecutor(max_workers=max(1, min(cfg.run.local_workers, len(waiting)))) as verifiers:
-        solving = {i: solvers.submit(supervise, "solve", i) for i in solve_todo}
+        solving = {i: solvers.submit(_supervise, h, cfg, r, "solve", i) for i in solve_todo}
         verifying = []
         while waiting and not _STOPPING.is_set():
             for j in list(waiting):
                 s = Shard(solve_dir, cfg.solve_shard_of(j))
                 if s.index not in solving or solving[s.index].done() or s.started() is not None:
-                    verifying.append(verifiers.submit(supervise, "verify", j))
+                    verifying.append(verifiers.submit(_supervise, h, cfg, r, "verify", j))
                     waiting.remove(j)
             if waiting:
                 time.sleep(0.2)
