@@ -403,6 +403,11 @@ class VerificationConfig:
     process_limit: int = key(1024, "RLIMIT_NPROC inside a sandbox with its own user namespace; 0 = no limit.")
     process_filter: bool = key(True, "A seccomp filter denies REPL and checker process creation (threads "
                                      "allowed; x86_64 and aarch64).")
+    max_heartbeats_option: int = key(0, "Largest `maxHeartbeats` / `synthInstance.maxHeartbeats` a proof or "
+                                        "statement may set (`set_option ... in`); 0 = any value, Lean's 0 (no "
+                                        "limit) included: timeout_s bounds every proof.")
+    max_rec_depth_option: int = key(100000, "Largest `maxRecDepth` / `synthInstance.maxSize` a proof or statement "
+                                            "may set; 0 = any value.")
     streaming: bool = key(True, "Verify tasks start with their solve tasks and check each problem as its line "
                                 "lands in the solve task's item log, as the reference checks proofs while they are "
                                 "generated; false = each starts when its solve task has ended.")

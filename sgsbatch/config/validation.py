@@ -135,6 +135,9 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(v.max_proofs_per_process >= 1, "verification.max_proofs_per_process", "must be >= 1")
     check(v.system_error_retries >= 0, "verification.system_error_retries", "must be >= 0")
     check(v.header_timeout_s > 0, "verification.header_timeout_s", "must be > 0")
+    for name in ("max_heartbeats_option", "max_rec_depth_option"):
+        value = getattr(v, name)
+        check(value >= 0, f"verification.{name}", f"must be >= 0 (0 = any value), got {value}")
     check(v.stream_poll_s > 0, "verification.stream_poll_s", f"must be > 0 seconds, got {v.stream_poll_s}")
     check(v.stream_yield_s >= 0, "verification.stream_yield_s", f"must be >= 0 seconds (0 = never), got {v.stream_yield_s}")
     check(v.sandbox in ("bwrap", "none"), "verification.sandbox", f"must be one of 'bwrap', 'none', got {v.sandbox!r}")

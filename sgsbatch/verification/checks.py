@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sgsbatch.verification.lexer import Token, lex
+from sgsbatch.verification.skeleton import walk
 from sgsbatch.verification.vocabulary import (
     AXIOM,
     BAD_HEADER,
@@ -72,9 +73,13 @@ from sgsbatch.verification.vocabulary import (
     TOP_LEVEL,
     TRACE,
     UNSAFE,
+    RESOURCE_OPTIONS,
+    UNKNOWN_TACTIC,
+    OptionBounds,
     hash_reason,
     keyword_reason,
     name_reason,
+    namespace_reason,
     option_allowed,
 )
 
@@ -82,7 +87,8 @@ __all__ = [
     "AXIOM", "BAD_HEADER", "BAD_STATEMENT", "COMMAND", "CONFIG", "DECLARATION", "ELAB", "EVAL", "EXIT", "EXTERN",
     "HASH_COMMAND", "IMPLEMENTED_BY", "IMPORT", "INITIALIZE", "IO", "LEADING_DOT", "LEX_ERROR", "LOCAL_INSTANCE",
     "MACRO", "META", "NATIVE_DECIDE", "NOTATION", "OPAQUE", "OPEN_IN_COMMAND", "REASONS", "RUN_CMD", "RUN_ELAB",
-    "RUN_TAC", "SET_OPTION", "SORRY", "STATEMENT_CODE", "SYNTAX", "TOP_LEVEL", "TRACE", "UNSAFE", "Rejection",
+    "RUN_TAC", "SET_OPTION", "SORRY", "STATEMENT_CODE", "SYNTAX", "TOP_LEVEL", "TRACE", "UNKNOWN_TACTIC", "UNSAFE",
+    "OptionBounds", "Rejection",
     "check_header", "check_proof", "check_statement", "declared_name", "reference_statement", "statement_name",
 ]
 
@@ -164,6 +170,12 @@ def _token_rule(toks: Sequence[Token], i: int, what: str, header: bool = False) 
                                  f"at {where}")
         elif not header:
             return Rejection(COMMAND, f"`open` without `in` (a command, not a tactic) at {where}")
+        for k in range(i + 1, j):
+            if toks[k].kind == "ident" and _word(toks[k]) not in _OPEN_PARTS:
+                reason = namespace_reason(toks[k].parts)
+                if reason is not None:
+                    return Rejection(reason, f"`open {toks[k].text}` at {where}: its names would resolve from "
+                                     "single words (issue 38, class 2)")
         return None
     if word == "set_option":
         if nxt is None or nxt.kind != "ident":
@@ -227,27 +239,33 @@ def _literal(value: Sequence[Token]) -> bool:
     return True
 
 
-def _config(toks: Sequence[Token]) -> Rejection | None:
-    """Every `(name := value)` of a proof holds a literal (issue 26, class 1).
-
-    Lean elaborates a tactic configuration (`simp (config := e)`, `omega (splitDisjunctions := e)`,
-    `aesop (config := e)`, ...) and then runs it: `declare_config_elab` -> `Meta.evalExpr'`
-    (src/Lean/Elab/Tactic/Config.lean, "unsafe def evalUnsafe (e : Expr) ... Meta.evalExpr'").
-    Without Lean's token table a named argument `f (x := e)` looks the same, so the rule covers both.
-    """
-    for i in range(len(toks) - 2):
-        if toks[i].text == "(" and toks[i + 1].kind == "ident" and toks[i + 2].text == ":=":
-            depth, j = 0, i
-            while j < len(toks):
-                depth += (toks[j].text in _OPENERS) - (toks[j].text in _PAIRS)
-                if depth == 0:
-                    break
-                j += 1
-            if not _literal(toks[i + 3 : j]):
-                text = " ".join(t.text for t in toks[i + 3 : j])[:60]
-                return Rejection(CONFIG, f"`({toks[i + 1].text} := {text})` at line {toks[i].line} of the proof: "
-                                 "a tactic configuration is evaluated as code, so it must be a literal")
+def _resource_options(toks: Sequence[Token], what: str, bounds: OptionBounds) -> Rejection | None:
+    """Every `set_option` of a resource option (`maxHeartbeats`, `maxRecDepth`, ...) holds a number within
+    its bound (issue 38 class 5: provers write them; the wall clock bounds the time anyway)."""
+    for i, tok in enumerate(toks[:-2]):
+        if _word(tok) != "set_option" or toks[i + 1].kind != "ident":
+            continue
+        name = ".".join(toks[i + 1].parts)
+        if name not in RESOURCE_OPTIONS:
+            continue
+        value = toks[i + 2]
+        bound = bounds.bound(name)
+        if value.kind != "num" or not value.text.isdigit():
+            return Rejection(SET_OPTION, f"`set_option {name} {value.text[:20]}` at line {tok.line} of the {what}: "
+                             "the value must be a number")
+        if bound and not 0 < int(value.text) <= bound:
+            return Rejection(SET_OPTION, f"`set_option {name} {value.text}` at line {tok.line} of the {what}: "
+                             f"over the bound {bound} (verification.max_"
+                             f"{'heartbeats' if 'Heartbeats' in name else 'rec_depth'}_option; 0 = no limit)")
     return None
+
+
+def _tactics(toks: Sequence[Token]) -> Rejection | None:
+    """Every tactic of the proof on the allow-list, every configuration literal (skeleton.py, tactics.py)."""
+    _, finding = walk(toks, _literal)
+    if finding is None:
+        return None
+    return Rejection(UNKNOWN_TACTIC if finding.kind == "unknown_tactic" else CONFIG, finding.detail)
 
 
 def _starts_command(tok: Token) -> bool:
@@ -288,10 +306,16 @@ def _layout(toks: Sequence[Token]) -> Rejection | None:
     return None
 
 
-def check_proof(proof: str) -> Rejection | None:
+def tactic_names(proof: str) -> list[tuple[str, str]]:
+    """The (mode, tactic) pairs of a proof's tactic block in order, as far as the allow-list walk reaches."""
+    return walk(lex(proof), _literal)[0]
+
+
+def check_proof(proof: str, bounds: OptionBounds = OptionBounds()) -> Rejection | None:
     """None if the proof (the tactic block after `:= by`) may go to Lean, else why not."""
     toks = lex(proof)
-    return _lexical(toks, "proof") or _check_tokens(toks, "proof") or _config(toks) or _layout(toks)
+    return (_lexical(toks, "proof") or _check_tokens(toks, "proof") or _layout(toks)
+            or _resource_options(toks, "proof", bounds) or _tactics(toks))
 
 
 def _option_in_end(toks: Sequence[Token], i: int) -> int | None:
@@ -372,7 +396,7 @@ def reference_statement(theorem: str) -> str:
     return theorem.rstrip()
 
 
-def check_statement(theorem: str) -> Rejection | None:
+def check_statement(theorem: str, bounds: OptionBounds = OptionBounds()) -> Rejection | None:
     """None if a statement is one `theorem`/`lemma` whose text passes the proof rules.
 
     Statements written by the Conjecturer are model output too: a `(by run_tac ...)` inside a
@@ -402,7 +426,7 @@ def check_statement(theorem: str) -> Rejection | None:
     body = toks[k + 2 :]
     if len(body) >= 2 and body[-1].text == "by" and body[-2].text == ":=":
         body = body[:-1]  # the proof's tactic block starts here
-    bad = _check_tokens(body, "statement")
+    bad = _check_tokens(body, "statement") or _resource_options(toks, "statement", bounds)
     code = next((t for t in body if _word(t) in ("by", "do")), None)
     if bad is None and code is not None:
         return Rejection(STATEMENT_CODE, f"`{code.text}` at line {code.line} of the statement: a statement holds no "

@@ -22,7 +22,7 @@ from pathlib import Path
 from sgsbatch.checkout import checkout_root
 from sgsbatch.config.schema import VerificationConfig
 from sgsbatch.verification import process_filter
-from sgsbatch.verification.checks import check_header, check_proof, check_statement
+from sgsbatch.verification.checks import OptionBounds, check_header, check_proof, check_statement
 from sgsbatch.verification.limits import cgroup_note
 from sgsbatch.verification.pool import PoolSettings, ReplPool
 from sgsbatch.verification.sandbox import check_choice, probe
@@ -73,9 +73,9 @@ def _preflight(command: Sequence[str], project_dir: Path, key: str = "verificati
                          + (" (or verification.kernel_recheck = false)" if key.endswith("checker_command") else ""))
 
 
-def static_verdict(job: ProofJob) -> Verdict | None:
+def static_verdict(job: ProofJob, bounds: OptionBounds = OptionBounds()) -> Verdict | None:
     """`failed` with the reason code if the header, the statement or the proof may not reach Lean, else None."""
-    rejection = check_header(job.header) or check_statement(job.theorem) or check_proof(job.proof)
+    rejection = check_header(job.header) or check_statement(job.theorem, bounds) or check_proof(job.proof, bounds)
     if rejection is None:
         return None
     return Verdict(FAILED, rejection.reason, [f"static check (not sent to Lean): {rejection.detail}"])
@@ -84,14 +84,14 @@ def static_verdict(job: ProofJob) -> Verdict | None:
 class _StaticFirst:
     """`feed` less the jobs the static checks decide: their results go to `statics` instead."""
 
-    def __init__(self, feed: JobFeed, statics: deque[Result]) -> None:
-        self.feed, self.statics, self.wait_s = feed, statics, feed.wait_s
+    def __init__(self, feed: JobFeed, statics: deque[Result], bounds: OptionBounds) -> None:
+        self.feed, self.statics, self.wait_s, self.bounds = feed, statics, feed.wait_s, bounds
 
     def poll(self) -> tuple[list[ProofJob], bool]:
         jobs, ended = self.feed.poll()
         to_lean = []
         for job in jobs:
-            verdict = static_verdict(job)
+            verdict = static_verdict(job, self.bounds)
             if verdict is None:
                 to_lean.append(job)
             else:
@@ -105,6 +105,8 @@ class LeanVerifier:
     def __init__(self, vcfg: VerificationConfig, processes: int) -> None:
         if processes < 1:
             raise ValueError(f"LeanVerifier needs at least 1 process, got {processes}")
+        self.bounds = OptionBounds(max_heartbeats=vcfg.max_heartbeats_option,
+                                   max_rec_depth=vcfg.max_rec_depth_option)
         self.settings = PoolSettings(
             command=tuple(vcfg.repl_command),
             project_dir=resolve_project_dir(vcfg.project_dir),
@@ -147,7 +149,7 @@ class LeanVerifier:
     def verify_feed(self, feed: JobFeed) -> Iterator[Result | None]:
         """The static checks' verdicts (no Lean) as the feed gives their jobs, the others from the pool."""
         statics: deque[Result] = deque()
-        for out in self.pool.run_feed(_StaticFirst(feed, statics)):
+        for out in self.pool.run_feed(_StaticFirst(feed, statics, self.bounds)):
             while statics:
                 yield statics.popleft()
             yield out

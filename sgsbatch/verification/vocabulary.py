@@ -17,6 +17,7 @@ single-component name resolves to (`ST` after `open`, `.println` against an expe
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 EVAL = "eval"
 EXIT = "exit"
@@ -54,6 +55,8 @@ BAD_HEADER = "bad_header"  # a header line other than import / open / allowed se
 CONFIG = "config"  # a `(name := value)` whose value is not a literal: tactic configs are evaluated (Meta.evalExpr')
 LEADING_DOT = "leading_dot"  # `.A.b`: resolved in the expected type's namespace (`.FS.writeFile` -> IO.FS.writeFile)
 STATEMENT_CODE = "statement_code"  # a tactic block (`by`) or `do` inside a statement: code the checker would run
+# Added with issue 38 (an allow-list of tactics, judged by syntax):
+UNKNOWN_TACTIC = "unknown_tactic"  # a tactic (or conv tactic) that is not on tactics.py's allow-list, named in the detail
 
 KEYWORD_REASONS: dict[str, str] = {
     "import": IMPORT,
@@ -108,34 +111,55 @@ HASH_COMMANDS: dict[str, str] = {"#eval": EVAL, "#exit": EXIT, **{f"#{w}": HASH_
 )}}
 # Name components (after unescaping) that are the IO world or meta-programming wherever they stand.
 IO_PARTS = frozenset({"IO", "EIO", "BaseIO", "EStateM", "StateRefT", "IORef", "runST", "runEST", "IOError",
-                      "RealWorld"})
+                      "RealWorld", "FilePath"})
 META_PARTS = frozenset({"Elab", "MetaM", "CoreM", "TermElabM", "TacticM", "CommandElabM", "MacroM",
                         "evalExpr", "evalTactic", "evalDecl", "addDecl", "addAndCompile",
                         "compileDecl", "compileDecls", "liftMetaM", "liftTermElabM", "liftCoreM",
                         "liftCommandElabM", "throwError", "throwErrorAt", "logInfo", "logWarning", "logError",
                         "ImportM", "runTermElabM", "evalConst", "ofExcept"})
-# Components that are also honest names (issue 26, 7c: `ST` a triangle's side, `ProbabilityTheory.Kernel`):
-# refused only as the first component of a dotted name (`ST.Ref.get`, `System.FilePath.mk`).
-IO_ROOTS = frozenset({"ST", "EST", "System", "FilePath"})
-META_ROOTS = frozenset({"Meta", "Environment", "Kernel", "Compiler", "IR"})
+# Components that are also honest names (issue 26, 7c: `ST` a triangle's side): refused only as the first
+# component of a dotted name (`ST.Ref.get`, `System.FilePath.mk`): these are namespaces at Lean's root.
+IO_ROOTS = frozenset({"ST", "EST", "System"})
+# Namespaces under `Lean` (`Lean.Meta`, `Lean.Kernel`, ...): a name starting with one reaches Lean's only
+# inside `namespace Lean` or after `open Lean`, both refused, so as the first part of a dotted name they are
+# honest (`Kernel.comp` under `open ProbabilityTheory`, issue 38 class 7); refused only as a namespace to open.
+META_ROOTS = frozenset({"Meta", "Environment", "Kernel", "Compiler", "IR", "Elab", "Parser", "Syntax", "Macro"})
 NATIVE_PARTS = frozenset({"ofReduceBool", "ofReduceNat", "reduceBool", "reduceNat", "native_decide"})
 _UNSAFE_PART = re.compile(r"^unsafe(?:[A-Z]|$)|Unsafe")
 
 # set_option names a proof may set: exact names and prefixes (with the dot). Printing and lint
 # switches and one push_neg setting: none of them changes what is trusted, the limits, or runs code.
-# Everything else is refused (debug.*, trust, kernel switches, maxHeartbeats, maxRecDepth,
-# synthInstance.*, compiler.*, interpreter.*, trace.* (prints), diagnostics, Elab.async, ...).
+# Everything else is refused (debug.*, trust, kernel switches, other synthInstance.*, compiler.*,
+# interpreter.*, trace.* (prints), diagnostics, Elab.async, ...).
 PROOF_OPTIONS: frozenset[str] = frozenset({"push_neg.use_distrib", "simprocs", "autoImplicit",
                                            "relaxedAutoImplicit"})
+# Resource options (issue 38 class 5): provers set them in proofs and statements; accepted with a numeric
+# value within `verification.max_heartbeats_option` / `max_rec_depth_option` (checks.resource_option_rule).
+HEARTBEAT_OPTIONS: frozenset[str] = frozenset({"maxHeartbeats", "synthInstance.maxHeartbeats"})
+DEPTH_OPTIONS: frozenset[str] = frozenset({"maxRecDepth", "synthInstance.maxSize"})
+RESOURCE_OPTIONS: frozenset[str] = HEARTBEAT_OPTIONS | DEPTH_OPTIONS
 PROOF_OPTION_PREFIXES: tuple[str, ...] = ("pp.", "linter.")
 # A header may also set these (every D_3k header sets `maxHeartbeats 0`; headers come from the
 # dataset or the verify input, and the pool's wall-clock timeout bounds the time anyway).
-HEADER_OPTIONS: frozenset[str] = PROOF_OPTIONS | {"maxHeartbeats"}
+HEADER_OPTIONS: frozenset[str] = PROOF_OPTIONS | RESOURCE_OPTIONS
+
+
+@dataclass(frozen=True)
+class OptionBounds:
+    """The largest value a proof or statement may give a resource option; 0 = any value (Lean's 0, no
+    limit, included: the pool's wall-clock timeout bounds every proof)."""
+
+    max_heartbeats: int = 0
+    max_rec_depth: int = 100_000
+
+    def bound(self, name: str) -> int:
+        return self.max_heartbeats if name in HEARTBEAT_OPTIONS else self.max_rec_depth
 
 
 def option_allowed(name: str, header: bool = False) -> bool:
-    """True if `set_option NAME` may appear in a proof (or, with `header`, in a header)."""
-    if name in (HEADER_OPTIONS if header else PROOF_OPTIONS):
+    """True if `set_option NAME` may appear in a proof (or, with `header`, in a header). Resource options
+    pass here; their values are bounded apart (checks.py)."""
+    if name in (HEADER_OPTIONS if header else PROOF_OPTIONS | RESOURCE_OPTIONS):
         return True
     return name.startswith(PROOF_OPTION_PREFIXES) and "kernel" not in name.lower()
 
@@ -159,12 +183,24 @@ def name_reason(parts: tuple[str, ...]) -> str | None:
     dotted = len(parts) > 1
     if any(p in IO_PARTS for p in parts) or (dotted and parts[0] in IO_ROOTS):
         return IO
-    if parts[:1] == ("Lean",) or any(p in META_PARTS for p in parts) or (dotted and parts[0] in META_ROOTS):
+    if parts[:1] == ("Lean",) or any(p in META_PARTS for p in parts):
         return META
     if any(p in ("dbg_trace", "dbgTrace", "dbgTraceIfShared", "panicWithPos", "panicWithPosWithDecl")
            for p in parts):
         return TRACE
     return None
+
+
+def namespace_reason(parts: tuple[str, ...]) -> str | None:
+    """The reason code for a namespace to `open` (header, statement or proof): none of the IO world or of
+    Lean's meta-programming, whose names would then resolve from single words (`open System in ...
+    FilePath`, issue 38 class 2); otherwise as any name."""
+    head = parts[0] if parts else ""
+    if head in IO_PARTS or head in IO_ROOTS:
+        return IO
+    if head == "Lean" or head in META_ROOTS or head in META_PARTS:
+        return META
+    return name_reason(parts)
 
 
 def hash_reason(word: str) -> str | None:
@@ -176,5 +212,5 @@ def hash_reason(word: str) -> str | None:
 REASONS: frozenset[str] = frozenset({
     *KEYWORD_REASONS.values(), *(r for _, r in PREFIX_REASONS), *HASH_COMMANDS.values(), SET_OPTION,
     LOCAL_INSTANCE, OPEN_IN_COMMAND, BAD_STATEMENT, LEX_ERROR, TOP_LEVEL, IO, META, TRACE, BAD_HEADER, CONFIG,
-    LEADING_DOT, STATEMENT_CODE,
+    LEADING_DOT, STATEMENT_CODE, UNKNOWN_TACTIC,
 })

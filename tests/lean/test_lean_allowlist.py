@@ -18,8 +18,7 @@ CHEATS: list[tuple[str, str]] = [
     # options compared on unescaped names, against the allow-list
     ("\n  set_option «debug».«skipKernelTC» true in\n  simp", C.SET_OPTION),
     ("\n  set_option debug.«skipKernelTC» true in simp", C.SET_OPTION),
-    ("\n  set_option «maxHeartbeats» 0 in\n  nlinarith", C.SET_OPTION),
-    ("\n  set_option «maxRecDepth» 9999 in simp", C.SET_OPTION),
+    ("\n  set_option «maxRecDepth» 999999 in simp", C.SET_OPTION),  # over the bound, compared unescaped
     ("\n  set_option trust 0 in simp", C.SET_OPTION),
     ("\n  set_option trace.Meta.Tactic.simp true in simp", C.SET_OPTION),
     ("\n  set_option interpreter.prefer_native true in simp", C.SET_OPTION),
@@ -157,7 +156,7 @@ HEADERS_OK = [
 ]
 HEADERS_BAD = [
     ("import Mathlib\nset_option debug.skipKernelTC true\n", C.SET_OPTION),
-    ("import Mathlib\nset_option «maxRecDepth» 100000\n", C.SET_OPTION),
+    ("import Mathlib\nset_option «maxRecDepth» (by exact 1)\n", C.BAD_HEADER),
     ("import Mathlib\nopen Real in\n", C.BAD_HEADER),
     ("import Mathlib\nset_option maxHeartbeats 0 in\n", C.BAD_HEADER),
     ("import Mathlib\n#eval 1\n", C.BAD_HEADER),
@@ -209,7 +208,7 @@ OPTION_PREFIXES_OK = [
     "set_option pp.all true in\nset_option autoImplicit false in\nlemma t : True := by",
 ]
 OPTION_PREFIXES_BAD = [
-    ("set_option maxRecDepth 10000 in\ntheorem t : True := by", C.SET_OPTION),
+    ("set_option maxRecDepth 1000000 in\ntheorem t : True := by", C.SET_OPTION),  # over the default bound
     ("set_option debug.skipKernelTC true in\ntheorem t : True := by", C.SET_OPTION),
     ("set_option «debug».«skipKernelTC» true in\ntheorem t : True := by", C.SET_OPTION),
     ("set_option trace.Meta.synthInstance true in theorem t : True := by", C.SET_OPTION),

@@ -38,9 +38,8 @@ CHEATS: list[tuple[str, str]] = [
     ("\n  simp\nunsafe def u : Nat := 0", C.UNSAFE),
     ("\n  exact cheat\naxiom cheat : False", C.AXIOM),
     ("\n  simp\nopaque o : Nat", C.OPAQUE),
-    ("\n  set_option maxHeartbeats 0 in\n  nlinarith", C.SET_OPTION),
-    ("\n  set_option maxRecDepth 100000 in\n  norm_num", C.SET_OPTION),
-    ("\n  set_option synthInstance.maxHeartbeats 0 in simp", C.SET_OPTION),
+    ("\n  set_option maxRecDepth 100001 in\n  norm_num", C.SET_OPTION),  # over the default bound (issue 38)
+    ("\n  set_option maxHeartbeats x in\n  norm_num", C.SET_OPTION),  # a resource option takes a number
     ("\n  simp\nset_option debug.skipKernelTC true", C.SET_OPTION),
     ("\n  set_option compiler.extract_closed false in simp", C.SET_OPTION),
     ("\n  simp\nattribute [local instance] Classical.propDecidable", C.LOCAL_INSTANCE),

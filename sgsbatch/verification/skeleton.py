@@ -1,0 +1,287 @@
+"""A proof's tactic skeleton: every tactic it runs, found the way Lean's parser finds them, judged
+against the allow-list (tactics.py).
+
+Lean reads a tactic block as a sequence (`sepByIndent`: `;` or a new line at the column of the
+block's first tactic), each tactic starting with its keyword; the tactic category's leading
+identifiers are not reserved words (`LeadingIdentBehavior.both`), so a word at a tactic's start is
+that tactic whatever else it names. `walk(tokens)` follows that structure over lexer.py's tokens:
+the top block, `by` blocks inside terms (ended by a line left of their column, a closing bracket
+of an enclosing term, or a `,` inside brackets), `·`/`(...)`/`{...}` groups, `;`, `<;>`, `<|>`,
+`says`, and the tactics whose arguments hold tactic blocks, by their shape in the table:
+combinators (`try t`, `all_goals t`), `first | t | t`, `case x => t`, alternatives (`induction n
+with | zero => t`, tactic `match`), tactic `if ... then t else t`, `set_option ... in t`, `open ...
+in t`, `conv ... => c` (conv mode, its own table; `tactic => t` back), `calc` steps.
+
+Each tactic's head must be in the table of its mode, else `unknown_tactic` naming it. Its
+configuration (`(name := v)`, `+opt`, `-opt` right after the head: Lean's `optConfig`, which
+`declare_config_elab` evaluates) must be literal, except the options whose value is tactic
+syntax (`(disch := t)`), which are walked as tactic blocks; a named argument anywhere else is a
+term argument (`mul_pos (b := y - 1)`), elaborated, never evaluated, and left alone.
+
+Not covered: terms. Words inside terms are names or term syntax: checks.py judges them (IO and
+meta names, `by_elab`, `eval%`, ...), and what a name resolves to is judged by the kernel
+re-check. The walk assumes text Lean can parse (checks.py's lexical and layout rules run first);
+on text Lean would reject, it may see tactics where Lean sees none (a refusal Lean would have
+made anyway) but it never skips a word Lean would run as a tactic, because it treats every
+position where a tactic may start as one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sgsbatch.verification.lexer import Token
+from sgsbatch.verification.tactics import (
+    ALTS,
+    ARROW,
+    CALC,
+    CONV,
+    FIRST,
+    IF,
+    IN,
+    SEQ,
+    Tactic,
+    lookup,
+)
+
+_CLOSERS = {")": "(", "]": "[", "}": "{", "⟩": "⟨", "⦄": "⦃", "⟧": "⟦", "⟯": "⟮"}
+_OPENERS = frozenset({"(", "[", "{", "⟨", "⦃", "⟦", "⟮", "@["})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Why the walk refuses: `kind` is "unknown_tactic" or "config"; `detail` a sentence."""
+
+    kind: str
+    detail: str
+    name: str = ""
+
+
+class _Refused(Exception):
+    def __init__(self, finding: Finding) -> None:
+        super().__init__(finding.detail)
+        self.finding = finding
+
+
+def _glued(a: Token, b: Token) -> bool:
+    return a.end == b.start
+
+
+@dataclass(frozen=True)
+class _Stops:
+    """What ends a tactic besides `;`, `<;>`, a line left of its block and an unmatched closer."""
+
+    bar: bool = False  # a `|` separator (alternatives of `first`, `induction ... with`, `match`)
+    comma: bool = False  # a `,` (a `by` block inside brackets: `⟨by simp, by ring⟩`)
+    words: frozenset[str] = frozenset()  # `then`, `else` of a tactic `if`
+
+
+class _Walker:
+    def __init__(self, toks: Sequence[Token], literal: object) -> None:
+        self.t = toks
+        self.n = len(toks)
+        self.literal = literal  # checks._literal: a config value's test (passed in: checks imports us)
+        self.heads: list[tuple[str, str]] = []  # (mode, name) of every tactic seen, in order
+
+    # -- token shapes -------------------------------------------------------------------------
+    def text(self, i: int) -> str:
+        return self.t[i].text if i < self.n else ""
+
+    def sym_run(self, i: int, s: str) -> bool:
+        """True if the glued symbols at `i` spell `s` (`=>`, `<;>`, `<|>`)."""
+        if i + len(s) > self.n:
+            return False
+        for k, ch in enumerate(s):
+            tok = self.t[i + k]
+            if tok.kind != "sym" or tok.text != ch or (k and not _glued(self.t[i + k - 1], tok)):
+                return False
+        return True
+
+    def word(self, i: int) -> str | None:
+        tok = self.t[i] if i < self.n else None
+        return tok.text if tok is not None and tok.kind == "ident" and len(tok.parts) == 1 else None
+
+    def bar_sep(self, i: int) -> bool:
+        """`|` as a separator: not glued to what follows (Mathlib's `|x|` is `atomic("|" noWs)`)."""
+        tok = self.t[i]
+        if tok.kind != "sym" or tok.text != "|":
+            return False
+        return i + 1 >= self.n or not _glued(tok, self.t[i + 1]) or self.sym_run(i + 1, "|")
+
+    def newline(self, i: int) -> bool:
+        return i > 0 and self.t[i].line != self.t[i - 1].line
+
+    def ends(self, i: int, col: int, depth: int, stops: _Stops) -> bool:
+        """True if a tactic of the block at `col` ends before token `i` (scanned at bracket `depth`)."""
+        if i >= self.n:
+            return True
+        tok = self.t[i]
+        if self.newline(i) and tok.col <= col and depth == 0:
+            return True
+        if depth > 0:
+            return False
+        if tok.kind == "sym":
+            if tok.text in _CLOSERS or (tok.text == ";" and not self.sym_run(i - 1, "<;>")):
+                return True
+            if self.sym_run(i, "<;>") or self.sym_run(i, "<|>"):
+                return True
+            if (stops.bar and self.bar_sep(i)) or (stops.comma and tok.text == ","):
+                return True
+        return tok.kind == "ident" and (tok.text in stops.words or tok.text == "says")
+
+    # -- blocks -------------------------------------------------------------------------------
+    def seq(self, i: int, stops: _Stops, mode: str = "tactic") -> int:
+        """A tactic sequence starting at `i`; returns the index after it."""
+        if i >= self.n or self.at_stop(i, stops):
+            return i
+        col = self.t[i].col
+        while True:
+            i = self.tactic(i, col, stops, mode)
+            while i < self.n and (self.sym_run(i, "<;>") or self.sym_run(i, "<|>") or self.word(i) == "says"):
+                if self.word(i) == "says":
+                    i = self.seq(i + 1, stops, mode)
+                else:
+                    i = self.tactic(i + 3, col, stops, mode) if i + 3 < self.n else self.n
+            if i >= self.n:
+                return i
+            tok = self.t[i]
+            if tok.kind == "sym" and tok.text == ";":
+                i += 1
+                if i >= self.n or self.at_stop(i, stops) or (self.newline(i) and self.t[i].col < col):
+                    return i
+                continue
+            if self.newline(i) and tok.col == col and not self.at_stop(i, stops):
+                continue
+            return i
+
+    def at_stop(self, i: int, stops: _Stops) -> bool:
+        tok = self.t[i]
+        return (tok.kind == "sym" and (tok.text in _CLOSERS or (stops.bar and self.bar_sep(i))
+                                       or (stops.comma and tok.text == ",")))
+
+    def tactic(self, i: int, col: int, stops: _Stops, mode: str) -> int:
+        """One tactic at `i` (its head judged), returns the index after its arguments."""
+        tok = self.t[i]
+        if tok.kind == "sym" and tok.text in ("·", ".") and (i + 1 >= self.n or not _glued(tok, self.t[i + 1])):
+            return self.seq(i + 1, stops, mode)
+        if tok.kind == "sym" and tok.text in ("(", "{"):
+            close = ")" if tok.text == "(" else "}"
+            j = self.seq(i + 1, _Stops(), mode)
+            if j < self.n and self.t[j].text == close:
+                j += 1
+            return self.args(j, col, stops, None, mode)  # a trailing `<;>` or `at` (conv) is the seq's
+        name = self.word(i)
+        entry = lookup(name, mode) if name is not None else None
+        if entry is None:
+            shown, kind = tok.text[:40], "tactic" if mode == "tactic" else f"{mode} tactic"
+            where = f"line {tok.line}"
+            if name is None:
+                raise _Refused(Finding("unknown_tactic", f"`{shown}` at {where}: no {kind} starts with it", shown))
+            raise _Refused(Finding("unknown_tactic", f"`{shown}` at {where}: not a {kind} on the allow-list "
+                                   "(sgsbatch/verification/tactics.py)", shown))
+        self.heads.append((mode, entry.name))
+        j = self.config(i + 1, entry, mode)
+        return self.args(j, col, stops, entry, mode)
+
+    def config(self, i: int, entry: Tactic, mode: str) -> int:
+        """The `optConfig` right after a head: `(name := literal)`, `+opt`, `-opt`; tactic-valued options walked."""
+        while i < self.n:
+            tok = self.t[i]
+            if (tok.text in ("+", "-") and tok.kind == "sym" and i + 1 < self.n and _glued(tok, self.t[i + 1])
+                    and self.t[i + 1].kind == "ident"):
+                i += 2
+                continue
+            if not (tok.text == "(" and i + 2 < self.n and self.t[i + 1].kind == "ident"
+                    and self.t[i + 2].text == ":="):
+                return i
+            close = self.matching(i)
+            option = self.t[i + 1].text
+            if option in entry.tactic_options:
+                self.seq(i + 3, _Stops(), "tactic")
+            elif not self.literal(self.t[i + 3 : close]):  # type: ignore[operator]
+                text = " ".join(t.text for t in self.t[i + 3 : close])[:60]
+                raise _Refused(Finding("config", f"`({option} := {text})` of `{entry.name}` at line {tok.line}: "
+                                       "a tactic configuration is evaluated as code, so it must be a literal",
+                                       entry.name))
+            i = close + 1
+        return i
+
+    def matching(self, i: int) -> int:
+        """The index of the bracket that closes the one at `i` (or the end)."""
+        depth = 0
+        for j in range(i, self.n):
+            text = self.t[j].text
+            if self.t[j].kind == "sym":
+                depth += (text in _OPENERS) - (text in _CLOSERS)
+            if depth == 0:
+                return j
+        return self.n
+
+    def args(self, i: int, col: int, stops: _Stops, entry: Tactic | None, mode: str) -> int:
+        """A tactic's arguments up to its end; `by` blocks and the shape's tactic blocks walked."""
+        shape = entry.shape if entry is not None else None
+        depth, after_with, seen_then = 0, False, False
+        if shape == SEQ:
+            while i < self.n and self.t[i].kind == "num" and not self.newline(i):  # `iterate 3 t`
+                i += 1
+            if i < self.n and not self.ends(i, col, 0, stops) and (not self.newline(i) or self.t[i].col > col):
+                return self.seq(i, stops, mode)
+            return i
+        if shape == FIRST:
+            while i < self.n and self.bar_sep(i) and (not self.newline(i) or self.t[i].col >= col):
+                i = self.seq(i + 1, _Stops(bar=True, comma=stops.comma, words=stops.words), mode)
+            return i
+        while i < self.n:
+            tok = self.t[i]
+            if depth == 0 and self.ends(i, col, depth, stops):
+                cont = (shape == ALTS and after_with and self.newline(i) and tok.col >= col and self.bar_sep(i)) or (
+                    shape == CALC and self.newline(i) and tok.col == col and tok.text == "_")
+                if not cont:
+                    return i
+            if tok.kind == "sym" and tok.text in _OPENERS:
+                depth += 1
+            elif tok.kind == "sym" and tok.text in _CLOSERS:
+                depth -= 1
+                if depth < 0:
+                    return i
+            elif self.word(i) == "by":
+                inner = _Stops(comma=depth > 0 or stops.comma, bar=depth == 0 and stops.bar,
+                               words=stops.words if depth == 0 else frozenset())
+                i = self.seq(i + 1, inner, "tactic")
+                continue
+            elif depth == 0 and shape == ALTS and self.word(i) == "with":
+                after_with = True
+            elif depth == 0 and shape == IF and self.word(i) in ("then", "else"):
+                if self.word(i) == "then":
+                    seen_then = True
+                words = frozenset({"else"}) if self.word(i) == "then" else stops.words
+                i = self.seq(i + 1, _Stops(bar=stops.bar, comma=stops.comma, words=words), mode)
+                continue
+            elif depth == 0 and shape == IN and self.word(i) == "in":
+                return self.seq(i + 1, stops, mode)
+            elif depth == 0 and self.sym_run(i, "=>") and (shape in (ARROW, CONV) or (shape == ALTS and after_with)):
+                inner_mode = "conv" if shape == CONV or (shape == ARROW and mode == "conv" and entry is not None
+                                                         and entry.name != "tactic") else "tactic"
+                inner = _Stops(bar=shape == ALTS or stops.bar, comma=stops.comma, words=stops.words)
+                i = self.seq(i + 2, inner, inner_mode)
+                if shape != ALTS:
+                    return i
+                continue
+            i += 1
+        del seen_then
+        return i
+
+
+def walk(toks: Sequence[Token], literal: object) -> tuple[list[tuple[str, str]], Finding | None]:
+    """The tactics of a proof's block (mode, name) in order, and the first refusal (None if none).
+
+    `literal(tokens) -> bool` decides whether a configuration value is a literal (checks.py)."""
+    walker = _Walker(toks, literal)
+    try:
+        i = walker.seq(0, _Stops())
+        while i < walker.n:  # text after an unmatched closer: Lean fails it; still judge what follows
+            i = walker.seq(i + 1, _Stops()) if walker.t[i].kind == "sym" else walker.seq(i, _Stops())
+    except _Refused as e:
+        return walker.heads, e.finding
+    return walker.heads, None
