@@ -44,6 +44,7 @@ from sgsbatch.verification.vocabulary import (
     COMMAND,
     CONFIG,
     DECLARATION,
+    DEFAULT_BOUNDS,
     ELAB,
     EVAL,
     EXIT,
@@ -63,6 +64,7 @@ from sgsbatch.verification.vocabulary import (
     OPAQUE,
     OPEN_IN_COMMAND,
     REASONS,
+    RESOURCE_OPTIONS,
     RUN_CMD,
     RUN_ELAB,
     RUN_TAC,
@@ -72,9 +74,8 @@ from sgsbatch.verification.vocabulary import (
     SYNTAX,
     TOP_LEVEL,
     TRACE,
-    UNSAFE,
-    RESOURCE_OPTIONS,
     UNKNOWN_TACTIC,
+    UNSAFE,
     OptionBounds,
     hash_reason,
     keyword_reason,
@@ -88,7 +89,7 @@ __all__ = [
     "HASH_COMMAND", "IMPLEMENTED_BY", "IMPORT", "INITIALIZE", "IO", "LEADING_DOT", "LEX_ERROR", "LOCAL_INSTANCE",
     "MACRO", "META", "NATIVE_DECIDE", "NOTATION", "OPAQUE", "OPEN_IN_COMMAND", "REASONS", "RUN_CMD", "RUN_ELAB",
     "RUN_TAC", "SET_OPTION", "SORRY", "STATEMENT_CODE", "SYNTAX", "TOP_LEVEL", "TRACE", "UNKNOWN_TACTIC", "UNSAFE",
-    "OptionBounds", "Rejection",
+    "DEFAULT_BOUNDS", "OptionBounds", "Rejection",
     "check_header", "check_proof", "check_statement", "declared_name", "reference_statement", "statement_name",
 ]
 
@@ -311,7 +312,7 @@ def tactic_names(proof: str) -> list[tuple[str, str]]:
     return walk(lex(proof), _literal)[0]
 
 
-def check_proof(proof: str, bounds: OptionBounds = OptionBounds()) -> Rejection | None:
+def check_proof(proof: str, bounds: OptionBounds = DEFAULT_BOUNDS) -> Rejection | None:
     """None if the proof (the tactic block after `:= by`) may go to Lean, else why not."""
     toks = lex(proof)
     return (_lexical(toks, "proof") or _check_tokens(toks, "proof") or _layout(toks)
@@ -396,7 +397,7 @@ def reference_statement(theorem: str) -> str:
     return theorem.rstrip()
 
 
-def check_statement(theorem: str, bounds: OptionBounds = OptionBounds()) -> Rejection | None:
+def check_statement(theorem: str, bounds: OptionBounds = DEFAULT_BOUNDS) -> Rejection | None:
     """None if a statement is one `theorem`/`lemma` whose text passes the proof rules.
 
     Statements written by the Conjecturer are model output too: a `(by run_tac ...)` inside a

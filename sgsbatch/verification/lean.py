@@ -22,7 +22,13 @@ from pathlib import Path
 from sgsbatch.checkout import checkout_root
 from sgsbatch.config.schema import VerificationConfig
 from sgsbatch.verification import process_filter
-from sgsbatch.verification.checks import OptionBounds, check_header, check_proof, check_statement
+from sgsbatch.verification.checks import (
+    DEFAULT_BOUNDS,
+    OptionBounds,
+    check_header,
+    check_proof,
+    check_statement,
+)
 from sgsbatch.verification.limits import cgroup_note
 from sgsbatch.verification.pool import PoolSettings, ReplPool
 from sgsbatch.verification.sandbox import check_choice, probe
@@ -73,7 +79,7 @@ def _preflight(command: Sequence[str], project_dir: Path, key: str = "verificati
                          + (" (or verification.kernel_recheck = false)" if key.endswith("checker_command") else ""))
 
 
-def static_verdict(job: ProofJob, bounds: OptionBounds = OptionBounds()) -> Verdict | None:
+def static_verdict(job: ProofJob, bounds: OptionBounds = DEFAULT_BOUNDS) -> Verdict | None:
     """`failed` with the reason code if the header, the statement or the proof may not reach Lean, else None."""
     rejection = check_header(job.header) or check_statement(job.theorem, bounds) or check_proof(job.proof, bounds)
     if rejection is None:

@@ -156,6 +156,9 @@ class OptionBounds:
         return self.max_heartbeats if name in HEARTBEAT_OPTIONS else self.max_rec_depth
 
 
+DEFAULT_BOUNDS = OptionBounds()
+
+
 def option_allowed(name: str, header: bool = False) -> bool:
     """True if `set_option NAME` may appear in a proof (or, with `header`, in a header). Resource options
     pass here; their values are bounded apart (checks.py)."""
