@@ -147,6 +147,18 @@ def _open_end(toks: Sequence[Token], i: int) -> int:
     return j
 
 
+def _namespaces(toks: Sequence[Token], i: int, where: str) -> Rejection | None:
+    """The namespaces of the `open` at `i`: none of the IO world or of Lean's meta-programming (issue 38,
+    class 2: `open System in` then `FilePath` and field notation reach IO actions)."""
+    for k in range(i + 1, _open_end(toks, i)):
+        if toks[k].kind == "ident" and _word(toks[k]) not in _OPEN_PARTS:
+            reason = namespace_reason(toks[k].parts)
+            if reason is not None:
+                return Rejection(reason, f"`open {toks[k].text}` at {where}: its names would resolve from single "
+                                 "words")
+    return None
+
+
 def _token_rule(toks: Sequence[Token], i: int, what: str, header: bool = False) -> Rejection | None:
     tok = toks[i]
     n = len(toks)
@@ -171,13 +183,7 @@ def _token_rule(toks: Sequence[Token], i: int, what: str, header: bool = False) 
                                  f"at {where}")
         elif not header:
             return Rejection(COMMAND, f"`open` without `in` (a command, not a tactic) at {where}")
-        for k in range(i + 1, j):
-            if toks[k].kind == "ident" and _word(toks[k]) not in _OPEN_PARTS:
-                reason = namespace_reason(toks[k].parts)
-                if reason is not None:
-                    return Rejection(reason, f"`open {toks[k].text}` at {where}: its names would resolve from "
-                                     "single words (issue 38, class 2)")
-        return None
+        return _namespaces(toks, i, where)
     if word == "set_option":
         if nxt is None or nxt.kind != "ident":
             return Rejection(SET_OPTION, f"`set_option` without an option name at {where}")
@@ -416,10 +422,10 @@ def check_statement(theorem: str, bounds: OptionBounds = DEFAULT_BOUNDS) -> Reje
                          "(after optional doc comments, `open ... in` and `set_option ... in`)")
     k, opens, options = start
     for o in opens:
-        for i in range(o + 1, _open_end(toks, o)):
-            bad = _token_rule(toks, i, "statement")
-            if bad is not None:
-                return bad
+        bad = _namespaces(toks, o, f"line {toks[o].line} of the statement") or next(
+            (r for i in range(o + 1, _open_end(toks, o)) if (r := _token_rule(toks, i, "statement"))), None)
+        if bad is not None:
+            return bad
     for o in options:  # the option's name against the header's allow-list, its value like any token
         bad = _token_rule(toks, o, "statement", header=True) or _token_rule(toks, o + 2, "statement")
         if bad is not None:
@@ -454,7 +460,8 @@ def check_header(header: str) -> Rejection | None:
             j = _open_end(toks, i)
             if j < n and toks[j].text == "in":
                 return Rejection(BAD_HEADER, f"`open ... in` at {where}")
-            bad = next((r for k in range(i + 1, j) if (r := _token_rule(toks, k, "header", header=True))), None)
+            bad = _namespaces(toks, i, where) or next(
+                (r for k in range(i + 1, j) if (r := _token_rule(toks, k, "header", header=True))), None)
             if bad is not None:
                 return bad
             i = j
