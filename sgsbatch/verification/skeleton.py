@@ -47,6 +47,8 @@ from sgsbatch.verification.tactics import (
 
 _CLOSERS = {")": "(", "]": "[", "}": "{", "⟩": "⟨", "⦄": "⦃", "⟧": "⟦", "⟯": "⟮"}
 _OPENERS = frozenset({"(", "[", "{", "⟨", "⦃", "⟦", "⟮", "@["})
+# Words that start a tactic block inside a term (`decreasing_by` of a `let rec` in a proof term).
+BLOCK_WORDS = frozenset({"by", "decreasing_by"})
 
 
 @dataclass(frozen=True)
@@ -103,11 +105,15 @@ class _Walker:
         return tok.text if tok is not None and tok.kind == "ident" and len(tok.parts) == 1 else None
 
     def bar_sep(self, i: int) -> bool:
-        """`|` as a separator: not glued to what follows (Mathlib's `|x|` is `atomic("|" noWs)`)."""
+        """A `|` where alternatives are read (`first`, `induction ... with`, `match`): every `|` at the
+        alternatives' bracket depth, glued or not (`first |simp |t` is two alternatives to Lean). An honest
+        `|x|` there is refused rather than a tactic after a glued `|` left unread."""
         tok = self.t[i]
-        if tok.kind != "sym" or tok.text != "|":
-            return False
-        return i + 1 >= self.n or not _glued(tok, self.t[i + 1]) or self.sym_run(i + 1, "|")
+        return tok.kind == "sym" and tok.text == "|"
+
+    def arrow(self, i: int) -> bool:
+        """`=>`, or `↦` (Lean accepts it wherever `=>` ends a binder or an alternative)."""
+        return self.sym_run(i, "=>") or (self.t[i].kind == "sym" and self.t[i].text == "↦")
 
     def newline(self, i: int) -> bool:
         return i > 0 and self.t[i].line != self.t[i - 1].line
@@ -163,7 +169,7 @@ class _Walker:
     def tactic(self, i: int, col: int, stops: _Stops, mode: str) -> int:
         """One tactic at `i` (its head judged), returns the index after its arguments."""
         tok = self.t[i]
-        if tok.kind == "sym" and tok.text in ("·", ".") and (i + 1 >= self.n or not _glued(tok, self.t[i + 1])):
+        if tok.kind == "sym" and tok.text in ("·", "."):  # `· t` focuses; `.t` too (`.` then a tactic to Lean)
             return self.seq(i + 1, stops, mode)
         if tok.kind == "sym" and tok.text in ("(", "{"):
             close = ")" if tok.text == "(" else "}"
@@ -236,7 +242,8 @@ class _Walker:
             tok = self.t[i]
             if depth == 0 and self.ends(i, col, depth, stops):
                 cont = (shape == ALTS and after_with and self.newline(i) and tok.col >= col and self.bar_sep(i)) or (
-                    shape == CALC and self.newline(i) and tok.col == col and tok.text == "_")
+                    shape == CALC and self.newline(i) and tok.col == col and tok.text == "_") or (
+                    shape == IF and seen_then and self.newline(i) and tok.col >= col and self.word(i) == "else")
                 if not cont:
                     return i
             if tok.kind == "sym" and tok.text in _OPENERS:
@@ -245,7 +252,7 @@ class _Walker:
                 depth -= 1
                 if depth < 0:
                     return i
-            elif self.word(i) == "by":
+            elif self.word(i) in BLOCK_WORDS:
                 inner = _Stops(comma=depth > 0 or stops.comma, bar=depth == 0 and stops.bar,
                                words=stops.words if depth == 0 else frozenset())
                 i = self.seq(i + 1, inner, "tactic")
@@ -260,16 +267,15 @@ class _Walker:
                 continue
             elif depth == 0 and shape == IN and self.word(i) == "in":
                 return self.seq(i + 1, stops, mode)
-            elif depth == 0 and self.sym_run(i, "=>") and (shape in (ARROW, CONV) or (shape == ALTS and after_with)):
+            elif depth == 0 and self.arrow(i) and (shape in (ARROW, CONV) or (shape == ALTS and after_with)):
                 inner_mode = "conv" if shape == CONV or (shape == ARROW and mode == "conv" and entry is not None
                                                          and entry.name != "tactic") else "tactic"
                 inner = _Stops(bar=shape == ALTS or stops.bar, comma=stops.comma, words=stops.words)
-                i = self.seq(i + 2, inner, inner_mode)
+                i = self.seq(i + (2 if self.sym_run(i, "=>") else 1), inner, inner_mode)
                 if shape != ALTS:
                     return i
                 continue
             i += 1
-        del seen_then
         return i
 
 

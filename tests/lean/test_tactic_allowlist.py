@@ -66,6 +66,15 @@ PLACES: list[str] = [
     "\n  obtain ⟨z, hz⟩ : ∃ z, z = x := ⟨x, rfl⟩\n  · evil_tac",
     "\n  suffices hs : 0 < y by evil_tac\n  simp",
     "\n  have := fun (n : ℕ) => (by evil_tac : n = n)\n  simp",
+    # Lean's reading, not a pretty printer's: glued bars and dots, `↦` for `=>`, `decreasing_by`
+    "\n  first |simp |evil_tac",
+    "\n  first | exact h |evil_tac",
+    "\n  .evil_tac",
+    "\n  ·evil_tac",
+    "\n  induction n with\n  | zero ↦ evil_tac\n  | succ n ih ↦ simp",
+    "\n  cases h with | inl h => simp | inr h => evil_tac",
+    "\n  exact let rec f : ℕ → ℕ := fun n => f n\n    decreasing_by evil_tac\n  f 0",
+    "\n  if hx : x = 1 then\n    simp\n  else\n    evil_tac",
 ]
 
 
@@ -98,6 +107,31 @@ def test_evaluating_tactics_are_refused_as_unknown(proof: str, tactic: str) -> N
 def test_a_symbol_where_a_tactic_starts_is_refused() -> None:
     rejection = C.check_proof("\n  simp\n  ⟨x, rfl⟩")
     assert rejection is not None and rejection.reason == C.UNKNOWN_TACTIC
+
+
+# Honest layouts of the shapes the walk reads (each as provers write them).
+HONEST_SHAPES: list[str] = [
+    "\n  if hx : x = 1 then\n    simp [hx]\n  else\n    nlinarith [sq_nonneg x]",
+    "\n  first\n  | linarith\n  | nlinarith [sq_nonneg (x - 1)]",
+    "\n  rcases h with ⟨a, ha⟩ | ⟨b, hb⟩ | hc\n  all_goals simp_all",
+    "\n  obtain rfl | rfl := h\n  · norm_num\n  · norm_num",
+    "\n  cases h with\n  | inl h => nlinarith [abs_nonneg x, h]\n  | inr h =>\n    rw [abs_of_neg h]\n    linarith",
+    "\n  have h2 : |x - 1| ≤ 2 := by\n    rw [abs_le]\n    constructor <;> linarith\n  linarith [abs_nonneg (x - 1)]",
+    "\n  calc\n    x * y = y * x := by ring\n    _ ≤ y * x := le_refl _",
+    "\n  refine ⟨fun h => ?_, fun h => ?_⟩\n  · simpa using h\n  · exact h.le",
+    "\n  conv_lhs => rw [← Nat.mod_add_div n 2]\n  ring_nf",
+    "\n  conv in x * y => rw [mul_comm]",
+    "\n  intro n\n  induction n using Nat.strong_induction_on with n ih\n  simp",
+    "\n  match n with\n  | 0 => simp\n  | n + 1 =>\n    simp [Finset.sum_range_succ]\n    ring",
+    "\n  norm_num [Nat.factorial] at h ⊢ <;> omega",
+    "\n  exact fun x hx => by\n    nlinarith [hx.1, hx.2]",
+    "\n  simp only [Finset.sum_range_succ, Finset.sum_range_zero]\n  norm_num\n  decide",
+]
+
+
+@pytest.mark.parametrize("proof", HONEST_SHAPES)
+def test_honest_shapes_pass(proof: str) -> None:
+    assert C.check_proof(proof) is None, (proof, C.check_proof(proof))
 
 
 def test_tactic_names_are_the_walk_of_the_skeleton() -> None:
