@@ -59,6 +59,8 @@ CHEATS: tuple[Case, ...] = (
          "a second theorem after the proof"),
     Case("runs_code", GCD, "\n  run_tac (do IO.println \"canary\"; Lean.Elab.Tactic.evalTactic (← `(tactic| norm_num)))",
          False, "a tactic that runs code"),
+    Case("unknown_tactic", GCD, "\n  conv => run_conv pure ()\n  norm_num", False,
+         "a tactic off the allow-list (Mathlib's conv macro over run_tac)"),
     Case("false_claim", "theorem mathd_numbertheory_188 : Nat.gcd 180 168 = 13 := by",
          "\n  -- FAKE_ERROR (the stand-in's marker; real Lean: norm_num proves the negation)\n  norm_num", False,
          "a proof of a false statement (Lean reports an error)"),
