@@ -20,10 +20,13 @@ term argument (`mul_pos (b := y - 1)`), elaborated, never evaluated, and left al
 
 Not covered: terms. Words inside terms are names or term syntax: checks.py judges them (IO and
 meta names, `by_elab`, `eval%`, ...), and what a name resolves to is judged by the kernel
-re-check. The walk assumes text Lean can parse (checks.py's lexical and layout rules run first);
-on text Lean would reject, it may see tactics where Lean sees none (a refusal Lean would have
-made anyway) but it never skips a word Lean would run as a tactic, because it treats every
-position where a tactic may start as one.
+re-check. What the walk assumes: Lean starts a tactic inside a term only after `by` or
+`decreasing_by`; an allowed tactic whose arguments hold a tactic block has the shape that walks
+it (a wrong shape hides that block: tests/lean/test_tactic_allowlist.py holds each shape); the
+text passed checks.py's lexical and layout rules. Where it cannot tell what Lean reads (a `|`
+inside alternatives, a `.` glued to a word at a tactic's start), it reads a tactic start: a
+refusal of an odd honest proof rather than a tactic left unread. Text after what ends the top
+block (an unmatched closer) is walked as tactics too.
 """
 
 from __future__ import annotations
