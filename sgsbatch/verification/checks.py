@@ -242,6 +242,8 @@ def _literal(value: Sequence[Token]) -> bool:
             continue
         if nxt is not None and nxt.text in (":=", "with") and prev is not None and prev.text in ("{", ",", "with"):
             continue  # a field name, or the source of `{ src with ... }`
+        if prev is not None and prev.text in (":=", ",", "[") and (nxt is None or nxt.text in (",", "}", "]", ")")):
+            continue  # a constant as a field's value, applied to nothing (`decide := Bool.true`)
         return False
     return True
 

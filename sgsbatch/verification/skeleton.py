@@ -88,6 +88,7 @@ class _Walker:
         self.n = len(toks)
         self.literal = literal  # checks._literal: a config value's test (passed in: checks imports us)
         self.heads: list[tuple[str, str]] = []  # (mode, name) of every tactic seen, in order
+        self.cols: list[int] = []  # the columns of the open tactic blocks, outermost first
 
     # -- token shapes -------------------------------------------------------------------------
     def text(self, i: int) -> str:
@@ -126,8 +127,8 @@ class _Walker:
         if i >= self.n:
             return True
         tok = self.t[i]
-        if self.newline(i) and tok.col <= col and depth == 0:
-            return True
+        if self.newline(i) and depth == 0 and (tok.col in self.cols or tok.col < min(self.cols, default=col)):
+            return True  # where an open block could read its next tactic (Lean's `checkColEq`), or left of all
         if depth > 0:
             return False
         if tok.kind == "sym":
@@ -145,6 +146,14 @@ class _Walker:
         if i >= self.n or self.at_stop(i, stops):
             return i
         col = self.t[i].col
+        self.cols.append(col)
+        try:
+            return self.tactics(i, col, stops, mode)
+        finally:
+            self.cols.pop()
+
+    def tactics(self, i: int, col: int, stops: _Stops, mode: str) -> int:
+        """The tactics of the block at `col` from `i` on."""
         while True:
             i = self.tactic(i, col, stops, mode)
             while i < self.n and (self.sym_run(i, "<;>") or self.sym_run(i, "<|>") or self.word(i) == "says"):
@@ -167,7 +176,8 @@ class _Walker:
     def at_stop(self, i: int, stops: _Stops) -> bool:
         tok = self.t[i]
         return (tok.kind == "sym" and (tok.text in _CLOSERS or (stops.bar and self.bar_sep(i))
-                                       or (stops.comma and tok.text == ",")))
+                                       or (stops.comma and tok.text == ","))) or (
+            tok.kind == "ident" and tok.text in stops.words)
 
     def tactic(self, i: int, col: int, stops: _Stops, mode: str) -> int:
         """One tactic at `i` (its head judged), returns the index after its arguments."""
@@ -231,20 +241,23 @@ class _Walker:
         """A tactic's arguments up to its end; `by` blocks and the shape's tactic blocks walked."""
         shape = entry.shape if entry is not None else None
         depth, after_with, seen_then = 0, False, False
+        alt_col: int | None = None
         if shape == SEQ:
             while i < self.n and self.t[i].kind == "num" and not self.newline(i):  # `iterate 3 t`
                 i += 1
             if i < self.n and not self.ends(i, col, 0, stops) and (not self.newline(i) or self.t[i].col > col):
                 return self.seq(i, stops, mode)
             return i
-        if shape == FIRST:
-            while i < self.n and self.bar_sep(i) and (not self.newline(i) or self.t[i].col >= col):
+        if shape == FIRST:  # Lean: `withPosition((colGe "|" tacticSeq)+)`: the first `|` anywhere, then colGe
+            bar_col = self.t[i].col if i < self.n else 0
+            while i < self.n and self.bar_sep(i) and (not self.newline(i) or self.t[i].col >= bar_col):
                 i = self.seq(i + 1, _Stops(bar=True, comma=stops.comma, words=stops.words), mode)
             return i
         while i < self.n:
             tok = self.t[i]
             if depth == 0 and self.ends(i, col, depth, stops):
-                cont = (shape == ALTS and after_with and self.newline(i) and tok.col >= col and self.bar_sep(i)) or (
+                cont = (shape == ALTS and after_with and self.newline(i) and self.bar_sep(i)
+                        and tok.col >= (alt_col if alt_col is not None else 0)) or (
                     shape == CALC and self.newline(i) and tok.col == col and tok.text == "_") or (
                     shape == IF and seen_then and self.newline(i) and tok.col >= col and self.word(i) == "else")
                 if not cont:
@@ -262,6 +275,8 @@ class _Walker:
                 continue
             elif depth == 0 and shape == ALTS and self.word(i) == "with":
                 after_with = True
+            elif depth == 0 and after_with and alt_col is None and self.bar_sep(i):
+                alt_col = tok.col  # the alternatives' column: the first `|` anywhere, the others colGe
             elif depth == 0 and shape == IF and self.word(i) in ("then", "else"):
                 if self.word(i) == "then":
                     seen_then = True

@@ -24,7 +24,8 @@ An entry is `mode name shape source [tactic options]`:
 Not on the table, on purpose: tactics that evaluate a term or run code taken from the proof
 (`run_tac`, Mathlib's `run_conv`, `success_if_fail_with_msg`, `guard_msgs`...), that evaluate the
 goal as compiled code (`native_decide`, `bv_decide`, `plausible`, `slim_check`), that reach out
-(`polyrith`, `exact?%`-style search servers), that admit goals (`sorry`, `admit`, `apply?`, `rw?`), and
+(`polyrith`, `exact?%`-style search servers), that admit goals (`sorry`, `admit`, `rw?`; `exact?` and `apply?` stay: what they do not find
+is a `sorry` the verdict rules refuse), and
 tactics that print a model's text or only debug (`trace`, `dbg_trace`, `show_term`); `trace_state` prints
 only the goals and stays.
 How to add a tactic (docs/verification.md, "Adding a tactic"): one line here with its source,
@@ -94,6 +95,10 @@ tactic  use!               terms  Mathlib/Tactic/Use.lean              discharge
 tactic  have               terms  {_CORE}
 tactic  haveI              terms  {_CORE}
 tactic  have'              terms  Mathlib/Tactic/Have.lean
+tactic  replace            terms  {_CORE}
+tactic  inhabit            terms  Mathlib/Tactic/Inhabit.lean
+tactic  nontriviality      terms  Mathlib/Tactic/Nontriviality/Core.lean
+tactic  absurd             terms  Batteries/Tactic/Init.lean
 tactic  let                terms  {_CORE}
 tactic  letI               terms  {_CORE}
 tactic  show               terms  {_CORE}
@@ -198,6 +203,7 @@ tactic  monicity           terms  Mathlib/Tactic/ComputeDegree.lean
 tactic  aesop              terms  Aesop/Frontend/Tactic.lean
 tactic  aesop?             terms  Aesop/Frontend/Tactic.lean
 tactic  exact?             terms  {_CORE}
+tactic  apply?             terms  {_CORE}
 tactic  apply_rules        terms  {_CORE}
 tactic  solve_by_elim      terms  {_CORE}
 tactic  apply_assumption   terms  {_CORE}
@@ -244,6 +250,8 @@ tactic  classical          seq    {_CORE}
 tactic  with_reducible     seq    {_CORE}
 tactic  fail_if_success    seq    {_CORE}
 tactic  first              first  {_CORE}
+tactic  solve              first  {_CORE}
+tactic  unhygienic         seq    {_CORE}
 tactic  case               arrow  {_CORE}
 tactic  case'              arrow  {_CORE}
 tactic  next               arrow  {_CORE}

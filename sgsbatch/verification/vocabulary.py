@@ -132,7 +132,7 @@ _UNSAFE_PART = re.compile(r"^unsafe(?:[A-Z]|$)|Unsafe")
 # Everything else is refused (debug.*, trust, kernel switches, other synthInstance.*, compiler.*,
 # interpreter.*, trace.* (prints), diagnostics, Elab.async, ...).
 PROOF_OPTIONS: frozenset[str] = frozenset({"push_neg.use_distrib", "simprocs", "autoImplicit",
-                                           "relaxedAutoImplicit"})
+                                           "relaxedAutoImplicit", "tactic.hygienic"})
 # Resource options (issue 38 class 5): provers set them in proofs and statements; accepted with a numeric
 # value within `verification.max_heartbeats_option` / `max_rec_depth_option` (checks.resource_option_rule).
 HEARTBEAT_OPTIONS: frozenset[str] = frozenset({"maxHeartbeats", "synthInstance.maxHeartbeats"})

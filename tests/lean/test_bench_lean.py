@@ -32,7 +32,7 @@ def test_both_modes_agree(tmp_path: Path) -> None:
     inp = _rows(tmp_path / "in.jsonl", [
         {"id": "ok", "header": "", "theorem": THEOREM.format(i=1), "proof": "\n  simp"},
         {"id": "ok_mathlib", "header": "import Mathlib", "theorem": THEOREM.format(i=2), "proof": "\n  omega"},
-        {"id": "err", "header": "", "theorem": THEOREM.format(i=3), "proof": "\n  FAKE_ERROR"},
+        {"id": "err", "header": "", "theorem": THEOREM.format(i=3), "proof": "\n  simp -- FAKE_ERROR"},
         {"id": "sorry", "header": "", "theorem": THEOREM.format(i=4), "proof": "\n  sorry  -- FAKE_SORRY"},
     ])
     out = tmp_path / "result.json"

@@ -152,7 +152,8 @@ def test_7c_honest_names_pass(theorem: str) -> None:
 
 def test_7c_what_stays_refused() -> None:
     for proof, reason in [("\n  have := ST.Ref.get\n  simp", C.IO), ("\n  trace \"x\"\n  simp", C.TRACE),
-                          ("\n  exact Kernel.whnf", C.META), ("\n  have := IO\n  simp", C.IO)]:
+                          ("\n  exact Lean.Kernel.whnf", C.META), ("\n  open Lean in exact Kernel.whnf", C.META),
+                          ("\n  have := IO\n  simp", C.IO)]:
         rejection = C.check_proof(proof)
         assert rejection is not None and rejection.reason == reason, (proof, rejection)
 

@@ -28,9 +28,9 @@ def _run(tmp_path: Path, inp: Path, out: Path, env: dict[str, str], *extra: str)
 def test_verify_end_to_end_and_resume(tmp_path: Path, cli_env: dict[str, str]) -> None:
     rows = [
         {"id": "good", "header": "import Mathlib", "theorem": THEOREM.format(i=1), "proof": "\n  positivity"},
-        {"id": "sorry", "header": "import Mathlib", "theorem": THEOREM.format(i=2), "proof": "\n  FAKE_SORRY"},
+        {"id": "sorry", "header": "import Mathlib", "theorem": THEOREM.format(i=2), "proof": "\n  simp -- FAKE_SORRY"},
         {"id": "cheat", "header": "import Mathlib", "theorem": THEOREM.format(i=3), "proof": "\n  simp\n#eval 1"},
-        {"id": "hang", "header": "import Mathlib", "theorem": THEOREM.format(i=4), "proof": "\n  FAKE_HANG"},
+        {"id": "hang", "header": "import Mathlib", "theorem": THEOREM.format(i=4), "proof": "\n  simp -- FAKE_HANG"},
         {"id": 7, "code": "import Mathlib\nopen Real\n\ntheorem t7 (x : ℝ) : x ^ 2 ≥ 0 := by\n  positivity"},
         {"id": "nofields", "header": "import Mathlib"},
         {"header": "no id"},
