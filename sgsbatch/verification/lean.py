@@ -26,7 +26,16 @@ from sgsbatch.verification.checks import check_header, check_proof, check_statem
 from sgsbatch.verification.limits import cgroup_note
 from sgsbatch.verification.pool import PoolSettings, ReplPool
 from sgsbatch.verification.sandbox import check_choice, probe
-from sgsbatch.verification.verdict import FAILED, FixedFeed, JobFeed, ProofJob, Result, Verdict, results_only
+from sgsbatch.verification.verdict import (
+    FAILED,
+    STATIC_NOTE,
+    FixedFeed,
+    JobFeed,
+    ProofJob,
+    Result,
+    Verdict,
+    results_only,
+)
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +87,7 @@ def static_verdict(job: ProofJob) -> Verdict | None:
     rejection = check_header(job.header) or check_statement(job.theorem) or check_proof(job.proof)
     if rejection is None:
         return None
-    return Verdict(FAILED, rejection.reason, [f"static check (not sent to Lean): {rejection.detail}"])
+    return Verdict(FAILED, rejection.reason, [STATIC_NOTE + rejection.detail])
 
 
 class _StaticFirst:
