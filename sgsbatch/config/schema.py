@@ -376,7 +376,13 @@ class VerificationConfig:
 
     backend: Literal["lean", "simulated"] = key("lean", "\"lean\", or \"simulated\" (a deterministic stand-in, "
                                                         "not Lean; said in status and TensorBoard).")
-    timeout_s: float = key(200.0, "Seconds per proof.")
+    timeout_s: float = key(500.0, "Seconds per proof file (header + theorem + proof), as the reference's "
+                                  "verifier_timeout; with timeout_includes_header the header's share of it is "
+                                  "the seconds its REPL process took to start and import it.")
+    timeout_includes_header: bool = key(True, "The proof's elaboration gets timeout_s less the seconds its REPL "
+                                              "process took to start and elaborate the header (the reference times "
+                                              "each file in a fresh process, import included); false: timeout_s "
+                                              "for the proof alone.")
     repl_command: tuple[str, ...] = key(("lake", "env", ".lake/packages/REPL/.lake/build/bin/repl"),
                                         "The REPL lean/install.sh builds, run through `lake env` so Mathlib is "
                                         "on its path.")

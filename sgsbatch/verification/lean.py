@@ -120,6 +120,7 @@ class LeanVerifier:
             processes=processes,
             timeout_s=vcfg.timeout_s,
             header_timeout_s=vcfg.header_timeout_s,
+            timeout_includes_header=vcfg.timeout_includes_header,
             memory_limit_mb=vcfg.memory_limit_mb,
             max_proofs=vcfg.max_proofs_per_process,
             retries=vcfg.system_error_retries,
