@@ -122,7 +122,8 @@ def _checker_row(v: VerificationConfig) -> Row:
 
 
 def _loop_rows(cfg: Config) -> list[Row]:
-    v = replace(cfg.verification, timeout_s=cfg.canary.loop_timeout_s)
+    # the loop must run into the proof's own timeout: a header's seconds must not use it up first
+    v = replace(cfg.verification, timeout_s=cfg.canary.loop_timeout_s, timeout_includes_header=False)
     try:
         out, _ = _run(v, 1, [LOOP, HONEST[0]])
     except ValueError as e:

@@ -376,7 +376,13 @@ class VerificationConfig:
 
     backend: Literal["lean", "simulated"] = key("lean", "\"lean\", or \"simulated\" (a deterministic stand-in, "
                                                         "not Lean; said in status and TensorBoard).")
-    timeout_s: float = key(200.0, "Seconds per proof.")
+    timeout_s: float = key(500.0, "Seconds per proof file (header + theorem + proof), as the reference's "
+                                  "verifier_timeout; with timeout_includes_header the header's share of it is "
+                                  "the seconds its REPL process took to start and import it.")
+    timeout_includes_header: bool = key(True, "The proof's elaboration gets timeout_s less the seconds its REPL "
+                                              "process took to start and elaborate the header (the reference times "
+                                              "each file in a fresh process, import included); false: timeout_s "
+                                              "for the proof alone.")
     repl_command: tuple[str, ...] = key(("lake", "env", ".lake/packages/REPL/.lake/build/bin/repl"),
                                         "The REPL lean/install.sh builds, run through `lake env` so Mathlib is "
                                         "on its path.")
@@ -458,6 +464,11 @@ class AlertsConfig:
     train_stuck_floor_s: float = key(1800.0, "The train stuck threshold's floor (ingesting, loading and exporting "
                                              "weights take time without steps).")
     max_error_rate: float = key(0.2, "Verify: alarm when timeouts + errors exceed this share of checked proofs.")
+    max_refused_rate: float = key(0.02, "Verify: alarm when the verifier's own rules (static checks, kernel "
+                                        "re-check; not Lean's failures) refuse more than this share of checked "
+                                        "proofs; 1 = never.")
+    refused_items: int = key(3, "Verify refusals: per reason, this many of the most frequent items that set them off "
+                                "(tactic, option, name) are kept as metrics and shown by status and the report.")
     slow_phase_factor: float = key(3.0, "Alarm when a phase runs this many times its recent average wall time.")
     slow_phase_rounds: int = key(3, "The recent average is over this many previous rounds.")
     disk_budget_gb: float = key(0.0, "Alarm when disk projected to the planned rounds exceeds this; 0 = no "

@@ -162,6 +162,8 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
                 "disk_budget_gb", "slow_phase_factor"):
         check(getattr(cfg.alerts, key) >= 0, f"alerts.{key}", "must be >= 0")
     check(0 <= cfg.alerts.max_error_rate <= 1, "alerts.max_error_rate", "must be in [0, 1]")
+    check(0 <= cfg.alerts.max_refused_rate <= 1, "alerts.max_refused_rate", "must be in [0, 1] (1 = never)")
+    check(cfg.alerts.refused_items >= 0, "alerts.refused_items", f"must be >= 0, got {cfg.alerts.refused_items}")
     check(cfg.alerts.slow_phase_rounds >= 1, "alerts.slow_phase_rounds", "must be >= 1")
     sc = cfg.scaling
     check(sc.min_generations >= 0, "scaling.min_generations", f"must be >= 0, got {sc.min_generations}")

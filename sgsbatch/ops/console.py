@@ -118,6 +118,10 @@ def _watch_details(st: dict[str, Any]) -> list[str]:
     if w:
         out.append(f"  watcher job {w['job_id']}: {(w['state'] or 'not in the queue').lower()}"
                    + ("" if w["state"] else f" (again: sgsbatch watch {st['name']} --submit)"))
+    ref = st.get("refusals")
+    if ref:
+        done = "" if ref["shards_done"] == ref["shards"] else f", {ref['shards_done']} of {ref['shards']} shards"
+        out.append(f"  refused by the verifier (round {ref['round']}{done}): {ref['text']}")
     for a in st.get("alerts", []):
         out.append(click.style(f"  ALERT {a['metric']}: {a['message']}", fg="red"))
     return out

@@ -8,7 +8,7 @@ step, or the start of its latest attempt if later. Alarms (names in round/metric
 stuck shards (judged here, from the progress: an item phase's shard without a new item, the train
 job without a new step, for longer than the bound of `stuck_after_s` / `train_stuck_after_s`; a
 verify shard's progress includes its solve shard's, which it follows while streaming), and
-verify timeout+error rate, a phase running far longer than its recent average, disk projected over
+verify timeout+error rate, verify refusals by the verifier's own rules (round/refusals.py), a phase running far longer than its recent average, disk projected over
 `alerts.disk_budget_gb` (judged by round/alarms.py, which the round's end shares). Not covered
 here: disk use (round/disk.py), stuck detection of init (no items, no steps; the supervisor's
 time-limit rule covers it), acting on alarms (`resume` resubmits unfinished shards) and writing
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sgsbatch.config.schema import Config
-from sgsbatch.round.alarms import disk_alarm, slow_phase_alarm, verify_error_alarm
+from sgsbatch.round.alarms import disk_alarm, refusal_alarm, slow_phase_alarm, verify_error_alarm
 from sgsbatch.round.checkpoints import retained
 from sgsbatch.round.metrics import alert
 from sgsbatch.run.amendments import shards_at
@@ -181,6 +181,7 @@ def alarms(cfg: Config, paths: RunPaths, r: int, progress: dict[str, Any] | None
                                    "resubmits it"})
         out.append(slow_phase_alarm(cfg, paths, r, progress["phase"], progress["elapsed_s"], running=True))
     out.append(verify_error_alarm(cfg, paths, r))
+    out.append(refusal_alarm(cfg, paths, r))
     if disk is not None:
         out.append(disk_alarm(cfg, paths, disk))
     return [a for a in out if a is not None]

@@ -8,7 +8,8 @@ and against generations, pass@8, pass@1, round duration: `OVERLAYS`), the config
 runs differ (ops/comparison.py), and per run: the conjecture funnel per round, the Guide's score
 distributions of the recent rounds, the scaling-law fit with its random-half spread (ops/fit.py),
 the Solver's clipped tokens per side and drift from the sampler where the trainer recorded them
-(CISPO, the GRPO family), GPU/CPU-hours per round (the `cost/*` metrics, recorded on Slurm; "not recorded" otherwise), the
+(CISPO, the GRPO family), the proofs the verifier's own rules refused per round by reason, with
+the items that set them off (a tactic, an option, a name: round/refusals.py), GPU/CPU-hours per round (the `cost/*` metrics, recorded on Slurm; "not recorded" otherwise), the
 config changes made after launch (`resume --set`: every amendment, its kind and first round), and
 example conjectures of the recent rounds with their guide scores and whether the Solver proved
 them. Images are inline base64 PNGs; there is no script, no stylesheet link and no external URL,
@@ -39,6 +40,7 @@ from sgsbatch.ops.fit import NotEnoughPoints, fit_run
 from sgsbatch.ops.plan import comparison_text, run_projection
 from sgsbatch.ops.plot import draw_fit, hist_png, lines_png, png_bytes, stacked_png
 from sgsbatch.round import metrics as M
+from sgsbatch.round.refusals import from_metrics
 from sgsbatch.round.timing import run_timing
 from sgsbatch.run.progress import duration
 from sgsbatch.state.schema import Attempt, Conjecture, ReviewRow
@@ -144,6 +146,33 @@ def _cost_table(metrics: dict[int, dict[str, float]]) -> str:
     cpu = sum(c or 0.0 for _, _, c in rows)
     return (f"<table><tr><th>round</th><th>GPU-hours</th><th>CPU-hours</th></tr>{body}"
             f"<tr><th>total</th><th>{gpu:,.2f}</th><th>{cpu:,.2f}</th></tr></table>")
+
+
+def _refusals_section(metrics: dict[int, dict[str, float]], recent: int) -> tuple[str, dict[int, dict[str, Any]]]:
+    """Proofs refused by the verifier's own rules (static checks, kernel re-check): a figure of the
+    count per reason and round, and a table of the last `recent` rounds with any, items included."""
+    data = {r: from_metrics(m) for r, m in metrics.items() if M.VERIFY_REFUSED_RATE in m}
+    if not data:
+        return '<p class="note">Verifier refusals: not recorded (no round ingested with them yet).</p>', data
+    reasons = sorted({x for d in data.values() for x in d["by_reason"]})
+    if not reasons:
+        return '<p class="note">Verifier refusals: none (no proof refused by a static check or the re-check).</p>', data
+    rounds = sorted(data)
+    series = {x: ([float(r) for r in rounds], [float(data[r]["by_reason"].get(x, 0)) for r in rounds]) for x in reasons}
+    fig = _img(lines_png("Proofs refused by the verifier's own rules", "round", "refused proofs", series),
+               "verifier refusals per reason")
+    rows = []
+    for r in [r for r in rounds if data[r]["by_reason"]][-recent:] if recent else []:
+        d = data[r]
+        cells = "; ".join(
+            f"{esc(x)} {n:,}" + (" (" + ", ".join(f"{esc(i)} x {c:,}" for i, c in d["items"].get(x, [])) + ")"
+                                 if d["items"].get(x) else "")
+            for x, n in sorted(d["by_reason"].items(), key=lambda p: (-p[1], p[0])))
+        rows.append(f"<tr><td>{r}</td><td>{sum(d['by_reason'].values()):,} ({(d['rate'] or 0.0):.1%})</td>"
+                    f"<td>{cells}</td></tr>")
+    table = ("<table><tr><th>round</th><th>refused (share of checked proofs)</th><th>by reason (most frequent "
+             "items)</th></tr>" + "".join(rows) + "</table>")
+    return f'<div class="grid">{fig}</div>{table}', data
 
 
 def _amendments_table(records: list[dict[str, Any]]) -> str:
@@ -258,6 +287,9 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
     parts.append("<h3>Scaling-law fit</h3>")
     fit_html, data["fit"] = _fit_section(h)
     parts.append(fit_html)
+    parts.append("<h3>Verifier refusals per round</h3>")
+    refusals_html, data["refusals"] = _refusals_section(metrics, rc.recent_rounds)
+    parts.append(refusals_html)
     parts.append("<h3>Cost per round</h3>")
     parts.append(_cost_table(metrics))
     per_round = rc.examples if examples is None else examples

@@ -23,6 +23,7 @@ from sgsbatch.ops.progress import alarms, phase_progress, sparkline
 from sgsbatch.round.disk import disk_usage
 from sgsbatch.round.lifecycle import current_phase
 from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
+from sgsbatch.round.refusals import round_refusals, summary_text
 from sgsbatch.round.timing import run_timing
 from sgsbatch.run import environment
 from sgsbatch.run.attempts import error_line
@@ -71,6 +72,9 @@ class RunStatus:
     timing: dict[str, Any] | None = None
     # the projection (ops/plan.py: round, run, longest phase) against the completed rounds and phases
     projection: dict[str, Any] | None = None
+    # the verifier's own refusals (round/refusals.round_refusals) of the current round's finished verify
+    # shards, else of the round before; with "text", the one line status prints; None: none counted yet
+    refusals: dict[str, Any] | None = None
 
     @property
     def repairable(self) -> bool:
@@ -95,7 +99,7 @@ class RunStatus:
             "progress": self.progress, "solve_rate_curve": self.solve_rate_curve,
             "sparkline": sparkline(self.solve_rate_curve, 0.0, 1.0), "disk": self.disk, "alerts": self.alerts,
             "amendments": self.amendments, "canary": self.canary, "watcher": self.watcher, "timing": self.timing,
-            "projection": self.projection,
+            "projection": self.projection, "refusals": self.refusals,
         }
         if self.jobs is not None:
             out["jobs"] = self.jobs
@@ -124,6 +128,16 @@ def one_line(reason: str) -> str:
         return reason.strip()
     head, _, rest = reason.partition("\n")
     return f"{head.rstrip(': ')}: {error_line(rest)}"
+
+
+def refusals_now(h: RunHandle, r: int) -> dict[str, Any] | None:
+    """Round r's refusals by the verifier's own rules (its finished verify shards), else round r - 1's,
+    with the line `status` prints ("text"); None when neither has a finished shard that counted them."""
+    for q in (r, r - 1):
+        s = round_refusals(h.cfg, h.paths, q) if q >= 0 else None
+        if s is not None:
+            return {**s, "text": summary_text(s, h.cfg.alerts.refused_items)}
+    return None
 
 
 def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatus:
@@ -157,6 +171,7 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
     if row.state not in (RunState.completed, RunState.cancelled) and phase is not None:
         st.progress = phase_progress(h.cfg, h.paths, r, phase)
     st.alerts = alarms(h.cfg, h.paths, r, st.progress, st.disk) if row.state != RunState.completed else []
+    st.refusals = refusals_now(h, r)
     if row.state in (RunState.completed, RunState.cancelled, RunState.failed):
         st.phase = None if row.state == RunState.completed else phase
         return st

@@ -17,8 +17,10 @@ reaching the verifier. A solve shard that ran out of retries ends the task with 
 task has not run for `verification.stream_yield_s` (requeued or preempted, waiting in the queue)
 is requeued (`Interrupted`), so that its CPUs never keep the solve task from starting again. The
 completion marker records this attempt's proofs, its timeout and error counts, its wall time,
-whether it followed a running solve task (`streamed`) and the seconds it spent waiting for solve
-lines with nothing to check (the round's rates are metrics).
+whether it followed a running solve task (`streamed`), the seconds it spent waiting for solve
+lines with nothing to check (the round's rates are metrics), and `refusals`: the shard's proofs the
+verifier's own rules refused, by reason and item, over all of its proofs (earlier attempts'
+included; round/refusals.py), which `status` and the alarm read while the round runs.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import time
 from typing import Any
 
 from sgsbatch.phases.task import Interrupted, Task, UpstreamFailed
+from sgsbatch.round.refusals import tally
 from sgsbatch.round.results import Problem, solve_problems
 from sgsbatch.run.attempts import attempts
 from sgsbatch.run.progress import ProgressLine
@@ -177,7 +180,9 @@ def run(task: Task) -> None:
     assert not jobs.pending and not jobs.feed.remaining, "every proof gets a verdict"
     secs = time.time() - started
     busy = max(secs - jobs.waited_s, 1e-9)
-    task.shard.finish([done[p.problem_id] for p in problems],
+    records = [done[p.problem_id] for p in problems]
+    task.shard.finish(records,
                       {"items": len(problems), "proofs": jobs.proofs, **counts, "seconds": round(secs, 3),
                        "waited_s": round(jobs.waited_s, 3), "streamed": jobs.feed.followed,
-                       "proofs_per_s": round(jobs.proofs / busy, 3) if jobs.proofs else 0.0})
+                       "proofs_per_s": round(jobs.proofs / busy, 3) if jobs.proofs else 0.0,
+                       "refusals": tally(v for rec in records for v in rec["verdicts"])})

@@ -3,7 +3,8 @@
 An alarm is {"metric": "alerts/<kind>", "message": ..., ...} (kinds in round/metrics.ALERT_KINDS).
 Judged here, from the run's files: `verify_error_rate` (timeouts + errors over the proofs checked
 by the round's finished verify shards, from their completion markers, above
-`alerts.max_error_rate`), `slow_phase` (a phase's wall time, or a running phase's elapsed time,
+`alerts.max_error_rate`), `verify_refusals` (proofs the verifier's own rules refused, over the proofs
+checked by the round's finished verify shards, round/refusals.py, above `alerts.max_refused_rate`), `slow_phase` (a phase's wall time, or a running phase's elapsed time,
 over `alerts.slow_phase_factor` x its average over the previous `alerts.slow_phase_rounds`
 rounds), `disk_over_budget` (disk projected to the planned rounds, round/disk.py, above
 `alerts.disk_budget_gb`; 0 = no budget, never judged). `alert_values` turns alarms into TensorBoard
@@ -21,6 +22,7 @@ from typing import Any
 from sgsbatch.config.schema import Config
 from sgsbatch.round import metrics as M
 from sgsbatch.round.disk import disk_usage
+from sgsbatch.round.refusals import round_refusals, summary_text
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.paths import RunPaths, command
 from sgsbatch.run.progress import duration
@@ -40,6 +42,17 @@ def verify_error_alarm(cfg: Config, paths: RunPaths, r: int) -> dict[str, Any] |
     return {"metric": M.alert("verify_error_rate"), "value": round(bad / proofs, 4),
             "message": f"round {r} verify: {bad / proofs:.1%} of {proofs} proofs timed out or errored "
                        f"(alerts.max_error_rate {cfg.alerts.max_error_rate:.0%})"}
+
+
+def refusal_alarm(cfg: Config, paths: RunPaths, r: int) -> dict[str, Any] | None:
+    """Round r's refusals by the verifier's own rules over its checked proofs (finished shards), if over the limit."""
+    s = round_refusals(cfg, paths, r)
+    if s is None or not (s["proofs"] and s["refused"] / s["proofs"] > cfg.alerts.max_refused_rate):
+        return None
+    return {"metric": M.alert("verify_refusals"), "value": round(s["refused"] / s["proofs"], 4),
+            "message": f"round {r} verify refused {summary_text(s, cfg.alerts.refused_items)} "
+                       f"(alerts.max_refused_rate {cfg.alerts.max_refused_rate:.0%}); if an honest style is refused, "
+                       "extend the verifier's allow-list (docs/verification.md)"}
 
 
 def slow_phase_alarm(cfg: Config, paths: RunPaths, r: int, phase: str, wall_s: float,
@@ -92,14 +105,14 @@ def alert_values(alarms: Iterable[Mapping[str, Any]], kinds: Iterable[str]) -> d
 
 
 def round_end_values(cfg: Config, paths: RunPaths, r: int, metrics: Mapping[str, float]) -> dict[str, float]:
-    """The alarms judged when round r ends, as TensorBoard values: verify_error_rate, slow_phase
+    """The alarms judged when round r ends, as TensorBoard values: verify_error_rate, verify_refusals, slow_phase
     (each phase's `wall_s/<phase>` in the round's `metrics`) and, with a budget, disk_over_budget
     (projected from r + 1 completed rounds). Not stuck_shards: a finished round has none running."""
     raised: list[dict[str, Any]] = []
-    kinds = ["verify_error_rate", "slow_phase"]
-    alarm = verify_error_alarm(cfg, paths, r)
-    if alarm is not None:
-        raised.append(alarm)
+    kinds = ["verify_error_rate", "verify_refusals", "slow_phase"]
+    for alarm in (verify_error_alarm(cfg, paths, r), refusal_alarm(cfg, paths, r)):
+        if alarm is not None:
+            raised.append(alarm)
     for phase in cfg.phases_of_round(r):
         wall = metrics.get(M.wall_s(phase))
         alarm = None if wall is None else slow_phase_alarm(cfg, paths, r, phase, wall, running=False)

@@ -30,6 +30,7 @@ from sgsbatch.round.alarms import round_end_values
 from sgsbatch.round.checkpoints import prune
 from sgsbatch.round.compaction import token_count
 from sgsbatch.round.examples import in_band_conjectures
+from sgsbatch.round.refusals import refusal_metrics, tally
 from sgsbatch.round.results import ProblemResult, guide_reviews, round_conjectures, round_results, run_targets
 from sgsbatch.round.timing import round_spans
 from sgsbatch.run.amendments import shards_at
@@ -138,6 +139,7 @@ def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemR
     m[M.VERIFY_TIMEOUT_RATE] = sum(a["verdict"] == TIMEOUT for a in out.attempts) / max(n_attempts, 1)
     m[M.VERIFY_ERROR_RATE] = sum(a["verdict"] == ERROR for a in out.attempts) / max(n_attempts, 1)
     m[M.VERIFY_VERIFIED] = sum(a["verdict"] == VERIFIED for a in out.attempts)
+    m.update(refusal_metrics(tally(s for res in results.values() for s in res.samples), cfg.alerts.refused_items))
     for b in range(cfg.solver.samples + 1):
         m[M.solve_rate_hist("targets", b)] = sum(1 for x in tgt if x.verified == b)
         if conj_res:

@@ -44,6 +44,10 @@ PASS_AT_1 = "pass@1"
 VERIFY_TIMEOUT_RATE = "verify/timeout_rate"
 VERIFY_ERROR_RATE = "verify/error_rate"
 VERIFY_VERIFIED = "verify/verified"
+# the verifier's own refusals (round/refusals.py): static checks and the kernel re-check, not Lean's failures
+VERIFY_REFUSED_RATE = "verify/refused_rate"  # refusals / proofs that reached the verifier
+REFUSED_PREFIX = "verify/refused/"
+REFUSED_ITEMS_PREFIX = "verify/refused_items/"
 GUIDE_FAILED_REVIEWS = "guide/failed_reviews"
 STORE_NEW_PROOFS = "store/new_proofs"
 ROUND_WALL_S = "wall_s/round"  # the round's duration: first task start to its end (round/timing.py)
@@ -59,6 +63,17 @@ def conjectures(stage: str) -> str:
 
 def conjectures_rejected(reason: str) -> str:
     return f"conjectures/rejected/{reason}"
+
+
+def verify_refused(reason: str) -> str:
+    """`verify/refused/<reason>`: the round's proofs refused by that rule of the verifier."""
+    return f"{REFUSED_PREFIX}{reason}"
+
+
+def verify_refused_item(reason: str, item: str) -> str:
+    """`verify/refused_items/<reason>/<item>`: refusals for `reason` that `item` set off (a tactic, a name)."""
+    assert "/" not in reason and "/" not in item, (reason, item)
+    return f"{REFUSED_ITEMS_PREFIX}{reason}/{item}"
 
 
 def extraction_failures(reason: str) -> str:
@@ -213,7 +228,7 @@ def write_hparams(tb_dir: Path, r: int, hparams: Mapping[str, Any], metrics: Map
             w.add_scalar(name, value, r)
 
 
-ALERT_KINDS = ("stuck_shards", "verify_error_rate", "slow_phase", "disk_over_budget")
+ALERT_KINDS = ("stuck_shards", "verify_error_rate", "verify_refusals", "slow_phase", "disk_over_budget")
 LIVE_ALERTS = "live_alerts"  # the `tb/` subdirectory `watch` writes live alarms to
 
 

@@ -32,7 +32,16 @@ from sgsbatch.verification.checks import (
 from sgsbatch.verification.limits import cgroup_note
 from sgsbatch.verification.pool import PoolSettings, ReplPool
 from sgsbatch.verification.sandbox import check_choice, probe
-from sgsbatch.verification.verdict import FAILED, FixedFeed, JobFeed, ProofJob, Result, Verdict, results_only
+from sgsbatch.verification.verdict import (
+    FAILED,
+    STATIC_NOTE,
+    FixedFeed,
+    JobFeed,
+    ProofJob,
+    Result,
+    Verdict,
+    results_only,
+)
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +93,7 @@ def static_verdict(job: ProofJob, bounds: OptionBounds = DEFAULT_BOUNDS) -> Verd
     rejection = check_header(job.header) or check_statement(job.theorem, bounds) or check_proof(job.proof, bounds)
     if rejection is None:
         return None
-    return Verdict(FAILED, rejection.reason, [f"static check (not sent to Lean): {rejection.detail}"])
+    return Verdict(FAILED, rejection.reason, [STATIC_NOTE + rejection.detail])
 
 
 class _StaticFirst:
@@ -119,6 +128,7 @@ class LeanVerifier:
             processes=processes,
             timeout_s=vcfg.timeout_s,
             header_timeout_s=vcfg.header_timeout_s,
+            timeout_includes_header=vcfg.timeout_includes_header,
             memory_limit_mb=vcfg.memory_limit_mb,
             max_proofs=vcfg.max_proofs_per_process,
             retries=vcfg.system_error_retries,

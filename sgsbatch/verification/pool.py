@@ -7,7 +7,12 @@ only when its header's jobs run out. A process is killed and replaced after a pr
 a crash, garbage or a cut-off reply, a limit of limits.py (memory, file size, CPU), or `max_proofs` proofs (the
 REPL keeps every env, so its memory grows). A system error sends the job back to the front of
 its queue for a fresh process, at most `retries` times, then it gets the verdict `error`; a
-timeout is a verdict (`timeout`), not retried. A header whose elaboration reports errors makes
+timeout is a verdict (`timeout`), not retried. Timeouts: the header gets `header_timeout_s`; the
+proof's command gets `timeout_s`, less the seconds its process took to start and elaborate the
+header with `timeout_includes_header` (the reference gives each file, header included, one budget
+in a fresh process; none left: `timeout` at once and a fresh process next); the commands the
+reference does not run (the statement's reference, the audit, the pickle, the re-check) get
+`timeout_s` each. A header whose elaboration reports errors makes
 every job with it an `error` (reason `header_error`) without asking again. The pool signals
 only the process groups its own clients started (repl.py).
 
@@ -85,6 +90,9 @@ class PoolSettings:
     processes: int = 1
     timeout_s: float = 200.0
     header_timeout_s: float = 600.0
+    # the config's default is true (LeanVerifier passes it): a proof's elaboration gets timeout_s less the
+    # seconds its process took to start and elaborate the header, as the reference times a whole file
+    timeout_includes_header: bool = False
     memory_limit_mb: int = 0
     max_proofs: int = 200
     retries: int = 1
@@ -194,6 +202,7 @@ class _Slot:
     repl: ReplProcess | None = None
     header: str | None = None
     header_env: int | None = None
+    header_s: float = 0.0  # seconds from the process's start to its header env (timeout_includes_header)
     proofs: int = 0
     references: dict[str, str | None] = field(default_factory=dict)
     pids: list[int] = field(default_factory=list)
@@ -210,7 +219,7 @@ class _Slot:
         for path in (self.scratch, self.checker_dir):
             if path is not None:
                 shutil.rmtree(path, ignore_errors=True)
-        self.repl, self.header, self.header_env, self.proofs = None, None, None, 0
+        self.repl, self.header, self.header_env, self.proofs, self.header_s = None, None, None, 0, 0.0
         self.checker, self.scratch, self.checker_dir = None, None, None
         self.references = {}
 
@@ -346,6 +355,7 @@ class ReplPool:
         slot.reset()
         s = self.settings
         slot.scratch = self._new_scratch()
+        started = time.monotonic()
         argv = self._sandbox.wrap(s.command, cwd=s.project_dir, scratch=slot.scratch)
         slot.repl = ReplProcess(argv, s.project_dir, env=self._sandbox.env(slot.scratch), limits=self._limits)
         slot.pids.append(slot.repl.pid)
@@ -361,7 +371,14 @@ class ReplPool:
             slot.reset()
             return verdict
         slot.header, slot.header_env = header, int(reply["env"])
+        slot.header_s = time.monotonic() - started
         return None
+
+    def _proof_budget(self, slot: _Slot) -> float:
+        """Seconds the proof's own command may take: `timeout_s`, less the slot's header seconds with
+        `timeout_includes_header` (the reference's 500 s cover a fresh process, its import and the proof)."""
+        s = self.settings
+        return s.timeout_s - slot.header_s if s.timeout_includes_header else s.timeout_s
 
     def _check(self, slot: _Slot, item: _Item) -> Verdict:
         job, s = item.job, self.settings
@@ -378,7 +395,13 @@ class ReplPool:
                 ref = repl.command(REFERENCE_TEMPLATE.format(theorem=job.theorem, name=name), env, s.timeout_s)
                 slot.references[job.theorem] = reference_type(ref)
             reference = slot.references[job.theorem]
-            reply = repl.command(job.theorem + job.proof, env, s.timeout_s)
+            budget = self._proof_budget(slot)
+            if budget <= 0:  # the header used the whole file's time: a timeout, on a fresh process next time
+                slot.reset()
+                return Verdict(TIMEOUT, "timeout", [f"the header took {s.timeout_s - budget:.1f} s of "
+                                                    f"verification.timeout_s = {s.timeout_s:g} "
+                                                    "(verification.timeout_includes_header)"])
+            reply = repl.command(job.theorem + job.proof, env, budget)
             audit = None
             if proof_failure(reply, s.failed_warning_fails) is None:
                 audit = repl.command(AUDIT_TEMPLATE.format(name=name), int(reply["env"]), s.timeout_s)
@@ -388,8 +411,10 @@ class ReplPool:
                 if s.kernel_recheck:
                     verdict = self._recheck(slot, job, name, int(reply["env"]), verdict)
         except ReplTimeout as e:
+            why = (f"verification.timeout_s = {s.timeout_s:g}, the proof's command less the header's "
+                   f"{slot.header_s:.1f} s" if s.timeout_includes_header else "verification.timeout_s")
             slot.reset()
-            return Verdict(TIMEOUT, "timeout", [f"{e} (verification.timeout_s)"])
+            return Verdict(TIMEOUT, "timeout", [f"{e} ({why})"])
         slot.proofs += 1
         if slot.proofs >= s.max_proofs:
             slot.reset()

@@ -17,6 +17,8 @@ FAILED = "failed"
 TIMEOUT = "timeout"
 ERROR = "error"
 VERDICTS: tuple[str, ...] = (VERIFIED, FAILED, TIMEOUT, ERROR)
+# The first message of a verdict the static checks gave (lean.static_verdict): the proof never reached Lean.
+STATIC_NOTE = "static check (not sent to Lean): "
 
 
 @dataclass(frozen=True)

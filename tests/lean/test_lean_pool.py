@@ -188,3 +188,27 @@ def test_a_feed_that_raises_stops_the_pool_and_its_processes(tmp_path: Path, fak
         assert [j.key for j, _, _ in pool.run([_job("ok", 2)])] == ["ok-2"]  # the pool works again afterwards
     finally:
         pool.close()
+
+
+def test_with_timeout_includes_header_the_header_seconds_count_against_the_proof(tmp_path: Path,
+                                                                                fake_env: Path) -> None:
+    """The reference times each file, its `import` included (timeout_includes_header, the default):
+    a header that takes longer than timeout_s leaves its proofs no time, each a `timeout` on a fresh
+    process; without it the proof's command gets timeout_s of its own. The stand-in's header sleeps
+    0.3 s (FAKE_SLOW); its proofs answer at once."""
+    slow = "import Mathlib\n-- FAKE_SLOW"
+    jobs = [_job("ok", i, slow) for i in range(2)]
+    for includes, expected in ((False, VERIFIED), (True, TIMEOUT)):
+        pool = ReplPool(settings(tmp_path, processes=1, timeout_s=0.25, timeout_includes_header=includes))
+        try:
+            results = {j.key: v for j, v, _ in pool.run(jobs)}
+            starts = len(set(pool.started_pids))
+        finally:
+            pool.close()
+        assert [v.verdict for v in results.values()] == [expected, expected], results
+        if includes:
+            assert all(v.messages[0].startswith("the header took ") and "timeout_includes_header" in v.messages[0]
+                       for v in results.values())
+            assert starts == 2  # each proof on a fresh process, as each file in the reference
+        else:
+            assert starts == 1

@@ -23,7 +23,10 @@ def test_reference_defaults_match_the_spec() -> None:
     assert (c.solver.lr, c.solver.batch_size, c.solver.max_tokens, c.solver.length_penalty_start) == (3e-6, 32, 8192, 0.8)
     assert (c.conjecturer.band_percentile, c.guide.temperature, c.guide.max_tokens) == (0.7, 1.0, 8192)
     assert (c.train.betas, c.train.weight_decay, c.train.grad_clip) == ((0.9, 0.95), 0.0, 1.0)
-    assert (c.verification.timeout_s, c.verification.backend) == (200.0, "lean")
+    # the reference's verifier_timeout (sgs/pipeline/config.py): 500 s per file, the header's import included
+    assert (c.verification.timeout_s, c.verification.timeout_includes_header, c.verification.backend) == (
+        500.0, True, "lean")
+    assert load_config(JOBS / "sgs.toml").verification == c.verification  # the main experiment sets none of them
     assert (c.solver.cispo_clip_max, c.solver.ei_rounds) == (4.0, 3)
 
 
