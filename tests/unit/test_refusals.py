@@ -37,9 +37,10 @@ def _static(proof: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("proof", "reason", "item"), [
-    ("\n  set_option maxRecDepth 2000 in\n  trivial", "set_option", "maxRecDepth"),
+    ("\n  set_option maxRecDepth 200000 in\n  trivial", "set_option", "maxRecDepth"),
     ('\n  have := IO.println "hi"\n  trivial', "io", "IO.println"),
-    ("\n  nlinarith [mul_pos (b := y - 1) h]", "config", "b"),
+    ("\n  simp (config := cfgOf x)", "config", "config"),
+    ("\n  conv => run_conv pure ()", "unknown_tactic", "run_conv"),
     ("\n  run_tac pure ()", "run_tac", "run_tac"),
     ("\n  simp\n#eval 1", "eval", "#eval"),
     ("\n  sorry", "sorry", "sorry"),
@@ -70,7 +71,7 @@ def test_tally_and_metrics_keep_every_reason_and_the_top_items() -> None:
     verdicts = ([_static('\n  have := IO.println "hi"\n  trivial')] * 3
                 + [_static('\n  have := IO.FS.readFile "x"\n  trivial')] * 2
                 + [_static("\n  exact (IO.getEnv \"A\")")]
-                + [_static("\n  set_option maxRecDepth 9 in\n  trivial")]
+                + [_static("\n  set_option maxRecDepth 900000 in\n  trivial")]
                 + [_record(Verdict("verified")), _record(Verdict(FAILED, "lean_error"))]
                 + [{"verdict": "unextracted", "verify_reason": "no_code_block", "messages": []}])
     t = tally(verdicts)
@@ -89,11 +90,11 @@ def test_tally_and_metrics_keep_every_reason_and_the_top_items() -> None:
 # -- the whole way: a verify task on the stand-in REPL, then status, the alarm, metrics, TensorBoard, the report
 
 PROOFS = [
-    "\n  set_option maxRecDepth 2000 in\n  trivial",  # static: set_option, maxRecDepth
+    "\n  set_option maxRecDepth 200000 in\n  trivial",  # static: set_option, maxRecDepth
     '\n  have := IO.println "hi"\n  trivial',  # static: io, IO.println
     "\n  trivial",  # verified (stand-in REPL and checker)
-    "\n  FAKE_RESOLVES_IO\n  trivial",  # the stand-in resolves a name to IO.FS.writeFile: the re-check refuses
-    "\n  FAKE_ERROR",  # Lean's own error: failed, not a refusal
+    "\n  trivial -- FAKE_RESOLVES_IO",  # the stand-in resolves a name to IO.FS.writeFile: the re-check refuses
+    "\n  simp -- FAKE_ERROR",  # Lean's own error: failed, not a refusal
 ]
 
 
