@@ -128,9 +128,9 @@ PREAMBLE_CASES = [
      "import Mathlib -- all of it\n-- for sqrt:\nopen Real in -- sqrt\n" + AMGM, "bad_statement"),
     # always on, both rules: the verifier refuses options off its allow-list and other commands (the
     # reference runs whatever the model wrote)
-    ("option_off_the_allow_list", "set_option maxRecDepth 10000 in\n" + AMGM,
-     "set_option maxRecDepth 10000 in\n" + AMGM, None,
-     "set_option maxRecDepth 10000 in\n" + AMGM, "set_option", (), "set_option maxRecDepth 10000 in\n" + AMGM,
+    ("option_off_the_allow_list", "set_option debug.skipKernelTC true in\n" + AMGM,
+     "set_option debug.skipKernelTC true in\n" + AMGM, None,
+     "set_option debug.skipKernelTC true in\n" + AMGM, "set_option", (), "set_option debug.skipKernelTC true in\n" + AMGM,
      "set_option"),
     ("namespace", "namespace Amgm\n\n" + AMGM, "namespace Amgm\n\n" + AMGM, None,
      "namespace Amgm\n\n" + AMGM, "bad_statement", (), "namespace Amgm\n\n" + AMGM, "bad_statement"),
