@@ -14,9 +14,9 @@ An entry is `mode name shape source [tactic options]`:
   (`if h : c then t else t`), `in` (`set_option o v in t`), `conv` (`conv at h => c`), `calc`
   (steps on lines of their own, `_ = ...` at the tactic's column included);
 - source: the file that declares the syntax, relative to its repository (`src/Init/Tactics.lean`
-  is Lean's, `Mathlib/...` Mathlib's, `Batteries/...`, `Aesop/...`); tests/lean/test_tactic_table.py
-  holds each against the generated catalogue of Lean's and Mathlib's syntax
-  (sgsbatch/verification/data/syntax_catalogue.tsv) when it is there;
+  is Lean's, `Mathlib/...` Mathlib's, `Batteries/...`, `Aesop/...`), for the person who judges the
+  entry; spot-checked against the sources (`replace`, `solve`, `unhygienic`: src/Init/Tactics.lean),
+  not yet against a catalogue generated from them (see docs/verification.md);
 - tactic options: names of `(name := ...)` options whose value is tactic syntax (`disch`), walked as
   tactic blocks; every other `(name := value)` right after the head is a configuration, which Lean
   evaluates (`declare_config_elab`), so it must be a literal.
@@ -30,7 +30,7 @@ tactics that print a model's text or only debug (`trace`, `dbg_trace`, `show_ter
 only the goals and stays.
 How to add a tactic (docs/verification.md, "Adding a tactic"): one line here with its source,
 the evidence that neither it nor any tactic it expands to evaluates a term of the proof (its
-elaborator's code), a proof using it in tests/lean/test_tactic_table.py, and, if it takes a tactic
+elaborator's code), a proof using it in tests/lean/test_tactic_allowlist.py, and, if it takes a tactic
 block, the right shape.
 """
 
