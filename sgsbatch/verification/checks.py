@@ -205,6 +205,8 @@ def _token_rule(toks: Sequence[Token], i: int, what: str, header: bool = False) 
     if word == "native" and ((i > 0 and toks[i - 1].text == "+") or (nxt is not None and nxt.text == ":=")):
         return Rejection(NATIVE_DECIDE, f"`decide` with the native option at {where}")
     reason = keyword_reason(word) if word is not None else None
+    if word == "unsafe" and i > 0 and _word(toks[i - 1]) == "add":
+        return None  # Aesop's rule clause `(add unsafe 50% apply h)`, not Lean's `unsafe` term or modifier
     if reason is None and tok.kind == "ident":
         reason = name_reason(tok.parts)
     if reason is not None:
@@ -242,7 +244,7 @@ def _literal(value: Sequence[Token]) -> bool:
             continue
         if nxt is not None and nxt.text in (":=", "with") and prev is not None and prev.text in ("{", ",", "with"):
             continue  # a field name, or the source of `{ src with ... }`
-        if prev is not None and prev.text in (":=", ",", "[") and (nxt is None or nxt.text in (",", "}", "]", ")")):
+        if prev is not None and prev.text in (":=", ",", "[", "-") and (nxt is None or nxt.text in (",", "}", "]", ")")):
             continue  # a constant as a field's value, applied to nothing (`decide := Bool.true`)
         return False
     return True

@@ -262,6 +262,10 @@ class _Walker:
                     shape == IF and seen_then and self.newline(i) and tok.col >= col and self.word(i) == "else")
                 if not cont:
                     return i
+            if (depth == 0 and entry is not None and entry.configs_anywhere and tok.text == "(" and i + 2 < self.n
+                    and self.t[i + 1].kind == "ident" and self.t[i + 2].text == ":="):
+                i = self.config(i, entry, mode)  # clauses in any order (`aesop (add ...) (simp_config := ...)`)
+                continue
             if tok.kind == "sym" and tok.text in _OPENERS:
                 depth += 1
             elif tok.kind == "sym" and tok.text in _CLOSERS:

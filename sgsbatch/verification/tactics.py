@@ -19,7 +19,9 @@ An entry is `mode name shape source [tactic options]`:
   not yet against a catalogue generated from them (see docs/verification.md);
 - tactic options: names of `(name := ...)` options whose value is tactic syntax (`disch`), walked as
   tactic blocks; every other `(name := value)` right after the head is a configuration, which Lean
-  evaluates (`declare_config_elab`), so it must be a literal.
+  evaluates (`declare_config_elab`), so it must be a literal; `*` marks a tactic that takes its
+  clauses in any order (Aesop: `(add ...)`, `(simp_config := ...)`), whose every `(name := value)`
+  among its arguments is then a configuration.
 
 Not on the table, on purpose: tactics that evaluate a term or run code taken from the proof
 (`run_tac`, Mathlib's `run_conv`, `success_if_fail_with_msg`, `guard_msgs`...), that evaluate the
@@ -41,6 +43,7 @@ from dataclasses import dataclass
 TERMS, SEQ, FIRST, ARROW, ALTS, IF, IN, CONV, CALC = "terms", "seq", "first", "arrow", "alts", "if", "in", "conv", "calc"
 SHAPES: tuple[str, ...] = (TERMS, SEQ, FIRST, ARROW, ALTS, IF, IN, CONV, CALC)
 MODES: tuple[str, ...] = ("tactic", "conv")
+ANYWHERE = "*"  # in the options column: the tactic takes its clauses in any order, configurations among them
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class Tactic:
     shape: str
     source: str
     tactic_options: tuple[str, ...] = ()
+    configs_anywhere: bool = False  # `(name := value)` anywhere among its arguments is a configuration
 
 
 _CORE = "src/Init/Tactics.lean"
@@ -200,8 +204,8 @@ tactic  gcongr             terms  Mathlib/Tactic/GCongr/Core.lean     discharger
 tactic  rel                terms  Mathlib/Tactic/GCongr/Core.lean
 tactic  compute_degree     terms  Mathlib/Tactic/ComputeDegree.lean
 tactic  monicity           terms  Mathlib/Tactic/ComputeDegree.lean
-tactic  aesop              terms  Aesop/Frontend/Tactic.lean
-tactic  aesop?             terms  Aesop/Frontend/Tactic.lean
+tactic  aesop              terms  Aesop/Frontend/Tactic.lean           *
+tactic  aesop?             terms  Aesop/Frontend/Tactic.lean           *
 tactic  exact?             terms  {_CORE}
 tactic  apply?             terms  {_CORE}
 tactic  apply_rules        terms  {_CORE}
@@ -315,7 +319,9 @@ def _parse(table: str) -> dict[tuple[str, str], Tactic]:
         options = tuple(cells[4].split(",")) if len(cells) == 5 else ()
         assert mode in MODES and shape in SHAPES, f"tactics.py table line {lineno}: {line!r}"
         assert (mode, name) not in entries, f"tactics.py table: {mode} {name} twice"
-        entries[(mode, name)] = Tactic(mode, name, shape, source, options)
+        anywhere = ANYWHERE in options
+        entries[(mode, name)] = Tactic(mode, name, shape, source, tuple(o for o in options if o != ANYWHERE),
+                                       anywhere)
     return entries
 
 

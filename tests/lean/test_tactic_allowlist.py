@@ -103,6 +103,12 @@ def test_evaluating_tactics_are_refused_as_unknown(proof: str, tactic: str) -> N
     assert f"`{tactic}`" in rejection.detail
 
 
+def test_lean_unsafe_term_stays_refused_after_aesop_is_allowed() -> None:
+    for proof in ("\n  exact unsafe (ptrAddr h)", "\n  exact ⟨h, unsafe foo⟩", "\n  aesop (add safe h, unsafe g)"):
+        rejection = C.check_proof(proof)
+        assert rejection is not None and rejection.reason == C.UNSAFE, (proof, rejection)
+
+
 def test_a_symbol_where_a_tactic_starts_is_refused() -> None:
     rejection = C.check_proof("\n  simp\n  ⟨x, rfl⟩")
     assert rejection is not None and rejection.reason == C.UNKNOWN_TACTIC
@@ -133,6 +139,8 @@ HONEST_SHAPES: list[str] = [
     "\n  simp (config := {decide := Bool.true}) only [h₁, h₂] at h₃ ⊢",
     "\n  replace h₁ : (b - 8) * (b ^ 2 - 8) = 0 := by linear_combination h₁\n  inhabit ℤ\n  nontriviality ℝ",
     "\n  unhygienic aesop\n  solve\n  | simp\n  | omega",
+    "\n  aesop (add safe 1 (by positivity)) (simp_config := { decide := true }) (config := { terminal := true })",
+    "\n  aesop (add unsafe 50% apply mul_pos) (rule_sets := [-builtin])",
 ]
 
 
@@ -180,6 +188,8 @@ def test_named_arguments_in_terms_and_tactic_options_pass(proof: str) -> None:
     "\n  omega (splitDisjunctions := (fun _ => true) 0)",
     "\n  nlinarith (config := { maxSteps := 2 ^ 30 }) [h]",
     "\n  have := by\n    aesop (config := { maxRuleApplications := f 3 })\n  simp",
+    "\n  aesop (add safe h) (simp_config := (fun _ => {}) 0)",
+    "\n  aesop (rule_sets := [Foo]) (add unsafe 50% apply h) (config := { terminal := g 1 })",
 ])
 def test_a_configuration_that_is_no_literal_is_refused(proof: str) -> None:
     rejection = C.check_proof(proof)
