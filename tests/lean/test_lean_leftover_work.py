@@ -5,7 +5,9 @@ burn CPU after a verified reply, FAKE_SPIN_LATER leaves threads that start burni
 while (past the pool's idle check), FAKE_LEAVE_THREADS leaves sleeping threads; while spinning
 threads exist, the stand-in's later proofs never answer (a proof starved of CPU times out). The
 markers sit in comments, as a proof that passes the tactic allow-list would carry such code.
-Sandbox "none" (the default of `settings`): the pool sees the stand-in's process tree directly.
+Sandbox "none" (the default of `settings`): the pool sees the stand-in's process tree directly;
+one test runs the stand-in in the real bubblewrap under the process filter, where the pool finds
+the REPL below the sandbox's own processes.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from pathlib import Path
 
 import pytest
 from leanlib import settings
+from test_lean_sandbox import Attack, attack, needs_bwrap
 
 from sgsbatch.verification.leftover import LeftoverLimits, usage
 from sgsbatch.verification.pool import ReplPool
 from sgsbatch.verification.verdict import TIMEOUT, VERIFIED, ProofJob
 
+__all__ = ["attack"]  # the fixture, shared with test_lean_sandbox.py
 HEADER = "import Mathlib"
 
 
@@ -54,6 +58,18 @@ def test_a_proof_that_leaves_a_spinning_thread_costs_the_next_proof_nothing(tmp_
     assert any("restarted after this proof" in m for m in results["poison"][1])
     on = _pids_by_proof(fake_env)
     assert on["honest"] != on["poison"], "the next proof runs on a fresh process"
+    assert len(pids) == 2 and pool.leftover_restarts["leftover_cpu"] == 1
+
+
+@needs_bwrap
+def test_a_spinning_thread_is_found_inside_the_sandbox(attack: Attack) -> None:
+    pool = ReplPool(attack.pool_settings("bwrap", process_filter=True, kernel_recheck=False, timeout_s=5.0))
+    try:
+        results = {j.key: v for j, v, _ in pool.run([_job("poison", "FAKE_SPIN_AFTER"), _job("honest")])}
+        pids = pool.started_pids
+    finally:
+        pool.close()
+    assert results["honest"].verdict == VERIFIED, results["honest"]
     assert len(pids) == 2 and pool.leftover_restarts["leftover_cpu"] == 1
 
 
