@@ -145,6 +145,9 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(v.scratch_mb >= 0, "verification.scratch_mb", "must be >= 0 (0 = no cap)")
     check(v.cpu_time_factor >= 0, "verification.cpu_time_factor", "must be >= 0 (0 = no CPU limit)")
     check(v.process_limit >= 0, "verification.process_limit", "must be >= 0 (0 = no limit)")
+    for name in ("idle_check_ms", "idle_cpu_fraction", "thread_slack", "timeout_cpu_factor"):
+        value = getattr(v, name)
+        check(value >= 0, f"verification.{name}", f"must be >= 0 (0 turns the check off), got {value}")
     check(not v.kernel_recheck or len(v.checker_command) >= 1, "verification.checker_command",
           "must name a program when verification.kernel_recheck = true")
     for phase in ("conjecture", "solve", "guide"):

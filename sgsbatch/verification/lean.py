@@ -29,6 +29,7 @@ from sgsbatch.verification.checks import (
     check_proof,
     check_statement,
 )
+from sgsbatch.verification.leftover import LeftoverLimits
 from sgsbatch.verification.limits import cgroup_note
 from sgsbatch.verification.pool import PoolSettings, ReplPool
 from sgsbatch.verification.sandbox import check_choice, probe
@@ -142,6 +143,8 @@ class LeanVerifier:
             process_limit=vcfg.process_limit,
             process_filter=vcfg.process_filter,
             scratch_parent=Path(vcfg.scratch_dir).expanduser() if vcfg.scratch_dir else None,
+            leftover=LeftoverLimits(idle_check_ms=vcfg.idle_check_ms, idle_cpu_fraction=vcfg.idle_cpu_fraction,
+                                    thread_slack=vcfg.thread_slack, timeout_cpu_factor=vcfg.timeout_cpu_factor),
         )
         _preflight(self.settings.command, self.settings.project_dir)
         if vcfg.process_filter:
@@ -172,4 +175,7 @@ class LeanVerifier:
         yield from statics
 
     def close(self) -> None:
+        if self.pool.leftover_restarts:
+            log.warning("REPLs restarted for work a proof left behind (issue 38): %s",
+                        dict(self.pool.leftover_restarts))
         self.pool.close()

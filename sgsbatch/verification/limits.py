@@ -32,7 +32,9 @@ cgroup already bounds the whole verify task: its cores (a proof's threads can on
 the task's own other slots), its memory (tmpfs pages included, which RLIMIT_AS does not see) and,
 with a pids limit, its tasks. This module does not make a cgroup per slot (that needs a delegated
 cgroup v2 subtree and moving the pool itself into a leaf of it); `cgroup_note` says at startup which
-cgroup bounds the task here, or that none does, and so what is not enforced.
+cgroup bounds the task here, or that none does, and so what is not enforced. Instead of a per-slot
+quota, the pool restarts a REPL whose process tree works while idle or keeps threads after a proof,
+and checks a timeout beside such work again on a fresh REPL (leftover.py, pool.py).
 """
 
 from __future__ import annotations
@@ -125,6 +127,10 @@ def nproc_applies(sandbox_kind: str, user_namespace: bool, release: str | None =
     return None
 
 
+LEFTOVER_NOTE = ("no per-slot cgroup quota is made: the pool restarts a REPL that works while idle or keeps "
+                 "threads after a proof (verification.idle_check_ms, thread_slack; pool.py)")
+
+
 def cgroup_note(cgroup_text: str | None = None, environ: Mapping[str, str] | None = None,
                 root: Path = Path("/sys/fs/cgroup")) -> str:
     """One line: which cgroup controllers apply to this process (and so to every slot together), or
@@ -153,7 +159,7 @@ def cgroup_note(cgroup_text: str | None = None, environ: Mapping[str, str] | Non
     if limited:
         return (f"{job}: the cgroup controllers {', '.join(limited)} apply to the whole verify task "
                 "(all slots together: their limits, where set, bound it); per slot only rlimits and the "
-                "sandbox's tmpfs caps hold")
+                f"sandbox's tmpfs caps hold; {LEFTOVER_NOTE}")
     return (f"{job}, no cgroup limits this process: nothing bounds how many cores the slots' threads use "
             "at once or the RAM of their tmpfs (RLIMIT_CPU bounds each process's lifetime CPU, "
-            "RLIMIT_AS its address space, --size each tmpfs)")
+            f"RLIMIT_AS its address space, --size each tmpfs); {LEFTOVER_NOTE}")

@@ -32,6 +32,14 @@ path (sandbox.py), which with `scratch_mb` is a tmpfs of that size in its place 
 sandbox (the host directory then stays empty). Killing a process group kills the sandbox with
 everything in it. Every process runs under the rlimits of limits.py (`PoolSettings.limits`).
 
+Nothing outlives its proof (issue 38, leftover.py): after each proof's last reply the pool looks
+at the REPL's process tree; when it uses CPU while waiting for a command or holds more threads
+than after its header plus `thread_slack`, the REPL is killed and the next proof runs on a fresh
+process (the proof keeps its verdict, with a note; `leftover_restarts` counts these). A proof that
+times out on a REPL that had checked proofs before, while that REPL used more than
+`timeout_cpu_factor` CPU-seconds per wall second (or too many threads), is checked once more on a
+fresh process and only that verdict counts; a timeout on a fresh process is a verdict.
+
 Not covered: static checks (checks.py, run before the pool by lean.py) and the verdict rules.
 """
 
@@ -45,12 +53,13 @@ import shutil
 import tempfile
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgsbatch.verification.checks import declared_name
+from sgsbatch.verification.leftover import LeftoverLimits, Usage, busy_during, poisoned, usage
 from sgsbatch.verification.limits import Limits, cpu_seconds
 from sgsbatch.verification.recheck import SYSTEM_REASONS, KernelChecker, RecheckResult
 from sgsbatch.verification.repl import START, ReplProcess, ReplSystemError, ReplTimeout
@@ -110,6 +119,7 @@ class PoolSettings:
     sandbox_pass_env: tuple[str, ...] = ()  # more variables passed into the sandbox (tests: the stand-in's)
     process_filter: bool = False  # the config's default is true: no process creation inside (process_filter.py)
     scratch_parent: Path | None = None  # where the pool's scratch directory goes (None: the temp dir)
+    leftover: LeftoverLimits = field(default_factory=LeftoverLimits)  # work a proof leaves behind (leftover.py)
 
     def __post_init__(self) -> None:
         if self.processes < 1:
@@ -153,6 +163,7 @@ class _Item:
     job: ProofJob
     attempts: int = 0
     errors: list[str] = field(default_factory=list)
+    timeout_retried: bool = False  # checked again on a fresh process after a timeout beside leftover work
 
 
 class _JobQueue:
@@ -203,6 +214,7 @@ class _Slot:
     header: str | None = None
     header_env: int | None = None
     header_s: float = 0.0  # seconds from the process's start to its header env (timeout_includes_header)
+    base_threads: int = 0  # the process tree's threads right after its header (leftover.py)
     proofs: int = 0
     references: dict[str, str | None] = field(default_factory=dict)
     pids: list[int] = field(default_factory=list)
@@ -237,6 +249,7 @@ class ReplPool:
         self._sandbox = settings.make_sandbox()
         self._limits = settings.limits()
         self._scratch_root: Path | None = None  # made on first use, removed by close()
+        self.leftover_restarts: Counter[str] = Counter()  # REPLs restarted for work a proof left, by cause
 
     @property
     def started_pids(self) -> list[int]:
@@ -372,6 +385,7 @@ class ReplPool:
             return verdict
         slot.header, slot.header_env = header, int(reply["env"])
         slot.header_s = time.monotonic() - started
+        slot.base_threads = usage(slot.repl.pid).threads
         return None
 
     def _proof_budget(self, slot: _Slot) -> float:
@@ -390,6 +404,8 @@ class ReplPool:
             return bad
         repl, env = slot.repl, slot.header_env
         assert repl is not None and env is not None
+        fresh = slot.proofs == 0  # no earlier proof can have left work in this process
+        before: Usage | None = None if fresh or item.timeout_retried else usage(repl.pid)
         try:
             if job.theorem not in slot.references:
                 ref = repl.command(REFERENCE_TEMPLATE.format(theorem=job.theorem, name=name), env, s.timeout_s)
@@ -413,12 +429,30 @@ class ReplPool:
         except ReplTimeout as e:
             why = (f"verification.timeout_s = {s.timeout_s:g}, the proof's command less the header's "
                    f"{slot.header_s:.1f} s" if s.timeout_includes_header else "verification.timeout_s")
+            suspect = None if before is None else busy_during(before, usage(repl.pid), slot.base_threads, s.leftover)
             slot.reset()
+            if suspect is not None:  # perhaps starved by work an earlier proof left: once more, on a fresh process
+                log.warning("timeout of %s on a REPL that had checked proofs before (%s): checking it again on a "
+                            "fresh process", job.key, suspect)
+                self._count("timeout_retry")
+                item.timeout_retried = True
+                return self._check(slot, item)
             return Verdict(TIMEOUT, "timeout", [f"{e} ({why})"])
+        why_left = poisoned(repl.pid, slot.base_threads, s.leftover) if repl.alive() else None
+        if why_left is not None:
+            log.warning("restarting the REPL after %s: %s", job.key, why_left)
+            self._count("leftover_threads" if "threads" in why_left else "leftover_cpu")
+            slot.reset()
+            return Verdict(verdict.verdict, verdict.reason,
+                           [*verdict.messages, f"the REPL was restarted after this proof: {why_left}"])
         slot.proofs += 1
         if slot.proofs >= s.max_proofs:
             slot.reset()
         return verdict
+
+    def _count(self, cause: str) -> None:
+        with self._lock:
+            self.leftover_restarts[cause] += 1
 
     def _fetch_pickle(self, repl: ReplProcess, env: int, scratch: Path, checker_dir: Path) -> Path:
         """The REPL pickles env `env` to an unpredictable path in a fresh directory of its scratch;

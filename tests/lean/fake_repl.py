@@ -47,6 +47,13 @@ each followed by a blank line) on stdout, like the REPL v4.15.0. Two modes:
   threads (probe `threads`, how many started); FAKE_USERNS makes a user and mount namespace of
   its own and mounts a tmpfs of no cap over the scratch (probe `userns`); FAKE_LIST_SCRATCH names
   what the scratch holds (probe `scratch holds`).
+  Leftover work (issue 38, "nothing outlives its proof"; each answers like an honest proof):
+  FAKE_SPIN_AFTER leaves $FAKE_SPIN_N (default 1) threads that hash forever without the GIL
+  (real CPU, like a `Task.spawn (prio := .dedicated)` loop); FAKE_SPIN_LATER the same, but the
+  threads sleep $FAKE_SPIN_DELAY_S (default 0.3) first; FAKE_LEAVE_THREADS leaves $FAKE_THREADS_N
+  (default 64) threads that sleep forever. While threads of FAKE_SPIN_* exist, every later proof
+  command (not a reference or an audit) never answers: it models a proof starved of the CPU
+  those threads take (in Lean it would run slowly and time out).
 With $FAKE_REPL_LOG set, every process appends `start <pid>` and `cmd <pid> <first line>`.
 """
 
@@ -155,7 +162,7 @@ def rules() -> None:
             os._exit(0)
         if "FAKE_FORGE" in cmd:
             messages.append(msg("error", "unsolved goals\n⊢ False", 2))
-        if "FAKE_HANG" in cmd:
+        if "FAKE_HANG" in cmd or (SPINNERS and is_proof(cmd)):
             time.sleep(3600)
         if "FAKE_CRASH" in cmd:
             sys.stderr.write("fake_repl: crashing on purpose\n")
@@ -358,6 +365,36 @@ def _threads() -> str:
     return f"probe threads: {started} started"
 
 
+SPINNERS: list[object] = []  # threads of FAKE_SPIN_*, for the rest of the process's life
+
+
+def is_proof(cmd: str) -> bool:
+    """A proof command: a theorem that is neither the pool's reference (`#check @`) nor its audit."""
+    return "theorem " in cmd and "\n#check @" not in cmd and not cmd.startswith("#print axioms ")
+
+
+def _spin(delay_s: float) -> None:
+    import threading
+
+    def work() -> None:
+        time.sleep(delay_s)
+        block, h = b"x" * (1 << 20), hashlib.sha256()
+        while True:
+            h.update(block)  # hashlib lets go of the GIL for large blocks: real CPU, besides the main thread
+
+    for _ in range(int(os.environ.get("FAKE_SPIN_N", "1"))):
+        t = threading.Thread(target=work, daemon=True)
+        t.start()
+        SPINNERS.append(t)
+
+
+def _leave_threads() -> None:
+    import threading
+
+    for _ in range(int(os.environ.get("FAKE_THREADS_N", "64"))):
+        threading.Thread(target=threading.Event().wait, daemon=True).start()
+
+
 def _userns() -> None:
     import ctypes
 
@@ -397,6 +434,10 @@ def probes(cmd: str) -> list[dict]:
         _burn()
     if "FAKE_THREADS" in cmd:
         out.append(msg("info", _threads()))
+    if "FAKE_SPIN_AFTER" in cmd or "FAKE_SPIN_LATER" in cmd:
+        _spin(float(os.environ.get("FAKE_SPIN_DELAY_S", "0.3")) if "FAKE_SPIN_LATER" in cmd else 0.0)
+    if "FAKE_LEAVE_THREADS" in cmd:
+        _leave_threads()
     if "FAKE_USERNS" in cmd:
         out.append(_attempt("userns", _userns))
     if "FAKE_LIST_SCRATCH" in cmd:

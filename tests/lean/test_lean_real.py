@@ -51,6 +51,36 @@ def test_real_proofs(verifier: LeanVerifier) -> None:
     assert got["classical"].verdict == VERIFIED, got["classical"]
     assert (got["fail"].verdict, got["fail"].reason) == (FAILED, "lean_error")
     assert got["sorry"].verdict == FAILED  # static check: `sorry`
+    assert not verifier.pool.leftover_restarts, "honest proofs leave no work behind (issue 38)"
+
+
+SPIN = """
+  run_tac (do
+    let _ ← (IO.asTask (prio := .dedicated) (do
+      let mut i : Nat := 0
+      while true do
+        i := i + 1
+      pure ()) : IO (Task (Except IO.Error Unit)))
+    pure ())
+  simp"""
+
+
+def test_real_a_thread_left_spinning_costs_the_next_proof_nothing() -> None:
+    """Issue 38, nothing outlives its proof: a proof that leaves a dedicated task looping (through the
+    pool directly: the tactic allow-list would refuse `run_tac`) gets its REPL restarted; the next
+    proof runs on a fresh process and is verified. Not yet run against real Lean when written."""
+    if shutil.which("lake") is None or not REPL.exists():
+        pytest.skip("real Lean tests need `lake` and the built REPL: run ./setup.sh --lean")
+    v = LeanVerifier(VerificationConfig(timeout_s=60.0), processes=1)
+    try:
+        jobs = [_job("spin", "theorem spin_left (x : ℕ) : x + 0 = x := by", SPIN),
+                _job("next", "theorem next_one (x : ℕ) : 0 + x = x := by", "\n  simp")]
+        got = {j.key: verdict for j, verdict, _ in v.pool.run(jobs)}
+        assert got["next"].verdict == VERIFIED, got["next"]
+        assert sum(v.pool.leftover_restarts.values()) >= 1, (got["spin"], v.pool.leftover_restarts)
+        assert len(set(v.pool.started_pids)) == 2
+    finally:
+        v.close()
 
 
 def test_real_timeout() -> None:

@@ -1,0 +1,144 @@
+"""Work a proof leaves behind in its REPL: threads that keep running, or that pile up (issue 38).
+
+A proof's code runs inside the REPL process and may start threads (`Task.spawn (prio := .dedicated)`,
+`IO.asTask`) that outlive its reply: the process filter allows threads, RLIMIT_CPU is a lifetime
+budget of thousands of CPU-seconds, and such a thread takes CPU from the next proofs the REPL
+checks (which then time out: a wrong verdict for someone else's proof). The pool (pool.py) asks
+this module, after each proof's last reply, whether the REPL now runs work of its own, and
+restarts it when it does.
+
+Covered: `usage(pid)`, the threads and CPU of the process `pid` and all its descendants (a
+sandbox's bwrap processes and the REPL under them; a process that left the tree by a double fork
+outside a pid namespace is not seen, and the process filter denies forks); `poisoned`: the tree
+uses CPU while the REPL waits for a command (two samples `idle_check_ms` apart, more than
+`idle_cpu_fraction` of one core), or holds more than `thread_slack` threads beyond the count
+right after its header (real Lean's own task-manager pool grows with a proof's parallel tasks up
+to its worker count, so the slack must be generous); `busy_during`: a command that timed out
+while the tree used more than `timeout_cpu_factor` CPU-seconds per wall second (a thread that
+starts spinning only later is not seen when the proof returns, but its CPU is seen here).
+Not covered: CPU taken by processes outside the tree, and per-slot quotas (cgroups, limits.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A process tree at one moment: its threads, CPU-seconds of all its processes (exited threads
+    included), the run time of its live threads in ns (precise; exited threads not included), and when."""
+
+    threads: int
+    cpu_s: float
+    run_ns: int
+    at: float
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()  # fields from the state on (the name may hold spaces)
+
+
+def descendants(root: int) -> list[int]:
+    """`root` and every process below it (by parent id), as /proc shows them now."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir(PROC):
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields is not None and fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+def _run_ns(pid: int) -> int:
+    total = 0
+    try:
+        tasks = os.listdir(PROC / str(pid) / "task")
+    except OSError:
+        return 0
+    for tid in tasks:
+        try:
+            total += int((PROC / str(pid) / "task" / tid / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def usage(root: int) -> Usage:
+    """Threads and CPU of `root` and its descendants (all zero when it is gone)."""
+    threads, ticks, run_ns = 0, 0, 0
+    for pid in descendants(root):
+        fields = _stat_fields(pid)
+        if fields is None:
+            continue
+        # fields[0] is stat's field 3 (state): utime 14, stime 15, num_threads 20
+        ticks += int(fields[11]) + int(fields[12])
+        threads += int(fields[17])
+        run_ns += _run_ns(pid)
+    return Usage(threads=threads, cpu_s=ticks / _TICK, run_ns=run_ns, at=time.monotonic())
+
+
+@dataclass(frozen=True)
+class LeftoverLimits:
+    """The pool's settings for this check (config keys verification.idle_check_ms, ...)."""
+
+    idle_check_ms: float = 20.0  # 0 = no check
+    idle_cpu_fraction: float = 0.25
+    thread_slack: int = 32
+    timeout_cpu_factor: float = 1.5  # 0 = no timeout retry
+
+    def __post_init__(self) -> None:
+        for key, value in (("idle_check_ms", self.idle_check_ms), ("idle_cpu_fraction", self.idle_cpu_fraction),
+                           ("thread_slack", self.thread_slack), ("timeout_cpu_factor", self.timeout_cpu_factor)):
+            if value < 0:
+                raise ValueError(f"verification.{key} must be >= 0, got {value}")
+
+
+def poisoned(root: int, baseline_threads: int, limits: LeftoverLimits) -> str | None:
+    """Why the idle REPL tree `root` runs work a proof left (threads beyond `baseline_threads` +
+    slack, or CPU while it waits for a command), or None; None without a check (idle_check_ms 0)."""
+    if limits.idle_check_ms <= 0:
+        return None
+    first = usage(root)
+    time.sleep(limits.idle_check_ms / 1000)
+    second = usage(root)
+    wall = max(second.at - first.at, 1e-6)
+    busy = max(second.run_ns - first.run_ns, 0) / 1e9 / wall
+    if busy > limits.idle_cpu_fraction:
+        return f"it used {busy:.2f} of a core while waiting for a command (verification.idle_cpu_fraction)"
+    extra = second.threads - baseline_threads
+    if extra > limits.thread_slack:
+        return (f"it holds {extra} threads more than after its header "
+                f"(verification.thread_slack = {limits.thread_slack})")
+    return None
+
+
+def busy_during(before: Usage, after: Usage, baseline_threads: int, limits: LeftoverLimits) -> str | None:
+    """Why a command that timed out between `before` and `after` looks like it competed with work
+    left by an earlier proof (CPU-seconds above timeout_cpu_factor x wall seconds, or threads
+    beyond the slack), or None; None with timeout_cpu_factor 0."""
+    if limits.timeout_cpu_factor <= 0:
+        return None
+    wall = max(after.at - before.at, 1e-6)
+    rate = (after.cpu_s - before.cpu_s) / wall
+    if rate > limits.timeout_cpu_factor:
+        return f"the REPL used {rate:.2f} CPU-seconds per second (verification.timeout_cpu_factor)"
+    if after.threads - baseline_threads > limits.thread_slack:
+        return f"the REPL held {after.threads - baseline_threads} threads more than after its header"
+    return None
