@@ -12,7 +12,8 @@ answer, on its own stdout, with the nonce of the request echoed, is the final ve
 
 Covered: the client (`KernelChecker`, the REPL's JSON-and-blank-line protocol over
 `ReplProcess`, one checker per pool process, restarted with it), the request and the checks on
-the reply (its nonce, its shape), the reason codes (`REASONS`, each reported as `kernel_<code>`).
+the reply (its nonce, its shape), the reason codes (`REASONS`, each reported as `kernel_<code>`), the kernel's heartbeat budget
+(`kernel_heartbeats`: the budget the REPL's `addDecl` had for the declaration, issue 38 class 6).
 Not covered: the checker's own logic (lean/SgsKernelCheck.lean; compiled by `setup.sh --lean`,
 tested against real Lean only where `lake` exists; here against a stand-in), the sandbox both
 processes run in (sandbox.py).
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgsbatch.verification.checks import reference_statement
+from sgsbatch.verification.lexer import Token, lex
 from sgsbatch.verification.limits import Limits
 from sgsbatch.verification.repl import GARBAGE, MISMATCH, ReplProcess, ReplSystemError
 
@@ -68,6 +70,60 @@ def parse_reply(reply: dict[str, object], nonce: str) -> RecheckResult:
     return RecheckResult(ok, reason, detail[:2000], list(axioms))
 
 
+def _nat(tok: Token) -> int | None:
+    """The value of a number literal token (`400000`, `0x61A80`), None for anything else."""
+    if tok.kind != "num":
+        return None
+    try:
+        return int(tok.text, 0)
+    except ValueError:
+        return int(tok.text) if tok.text.isdigit() else None
+
+
+def _heartbeat_option(toks: Sequence[Token], i: int) -> int | None:
+    """N if `set_option maxHeartbeats N` starts at token i (the name may be written `«maxHeartbeats»`)."""
+    if i + 2 >= len(toks) or toks[i].kind != "ident" or toks[i].parts != ("set_option",):
+        return None
+    if toks[i + 1].kind != "ident" or toks[i + 1].parts != ("maxHeartbeats",):
+        return None
+    return _nat(toks[i + 2])
+
+
+def kernel_heartbeats(header: str, theorem: str) -> int | None:
+    """The `maxHeartbeats` the REPL's `addDecl` had for the statement's declaration, None if neither
+    the header nor the statement sets one (Lean's default, 200000, then applies on both sides).
+
+    The statement's own `set_option maxHeartbeats N in` prefixes come first (the innermost, the last
+    one, wins: it is the one in force when the theorem is declared); else the header's last
+    `set_option maxHeartbeats N` still in scope at its end (one inside a `section`/`namespace` that
+    the header closes again is dropped at its `end`, as Lean drops it). Issue 38, class 6: the checker
+    used only the header's, so a kernel-heavy proof under `set_option maxHeartbeats 0 in theorem ...`
+    was `kernel_rejected` though the REPL had accepted it. Covered: the syntax the static checks
+    accept (checks.check_header / check_statement). Not covered: options set by other means (none
+    pass those checks)."""
+    stmt = lex(theorem)
+    found: int | None = None
+    for i, tok in enumerate(stmt):
+        if tok.kind == "ident" and tok.parts in (("theorem",), ("lemma",)):
+            break
+        n = _heartbeat_option(stmt, i)
+        if n is not None and i + 3 < len(stmt) and stmt[i + 3].text == "in":
+            found = n
+    if found is not None:
+        return found
+    toks = lex(header)
+    scopes: list[int | None] = [None]
+    for i, tok in enumerate(toks):
+        word = tok.parts if tok.kind == "ident" else ()
+        if word in (("section",), ("namespace",)):
+            scopes.append(scopes[-1])
+        elif word == ("end",) and len(scopes) > 1:
+            scopes.pop()
+        elif (n := _heartbeat_option(toks, i)) is not None and not (i + 3 < len(toks) and toks[i + 3].text == "in"):
+            scopes[-1] = n
+    return scopes[-1]
+
+
 class KernelChecker:
     """One checker process. Not thread-safe: one pool slot owns one checker."""
 
@@ -83,10 +139,11 @@ class KernelChecker:
         """Ask for the verdict on the pickled environment of `theorem` (whose full declared name is `name`).
 
         The statement goes without its final `by` (`reference_statement`): the checker appends
-        ` sorry` and elaborates no tactic of the statement's text (issue 26, class 5)."""
+        ` sorry` and elaborates no tactic of the statement's text (issue 26, class 5). `maxHeartbeats`
+        is the kernel's budget for the replay (`kernel_heartbeats`; null: the header's, issue 38 class 6)."""
         nonce = secrets.token_hex(16)
         request = {"id": nonce, "header": header, "statement": reference_statement(theorem), "name": name,
-                   "pickle": str(pickle)}
+                   "pickle": str(pickle), "maxHeartbeats": kernel_heartbeats(header, theorem)}
         return parse_reply(self.proc.send(request, timeout_s), nonce)
 
     def kill(self) -> None:
