@@ -19,8 +19,9 @@ looked up by the request's full name; unsafe constants are skipped unless the th
 them (`unsafe_constant`); the kernel's budget is the request's `maxHeartbeats` (issue 38, class 6:
 the statement's own `set_option maxHeartbeats N in`, else the header's), or the header's when it
 is null, as the Lean file's `kernelOptions` does (0 = unlimited, else at most the default 200000
-that a FAKE_KERNEL_HEAVY theorem exceeds); a request with other keys is `bad_request` (the Lean
-file's `Request` fails to parse without its keys); every constant the theorem
+that a FAKE_KERNEL_HEAVY theorem exceeds); a request without exactly these keys is `bad_request`
+(stricter than the Lean file, which ignores extra keys: a client that forgets one is caught here);
+every constant the theorem
 reaches must mean what the statement's own does (`meaning_changed`).
 """
 
