@@ -103,8 +103,8 @@ structure Request where
   name : String
   pickle : String
   /-- The `maxHeartbeats` the REPL's `addDecl` had for the declaration: the statement's own
-  `set_option maxHeartbeats N in`, else the header's (recheck.kernel_heartbeats); `null`: the
-  header's options decide (issue 38, class 6). -/
+  `set_option maxHeartbeats N in`, else the header's, or a proof's own larger one
+  (recheck.kernel_heartbeats); `null`: the header's options decide (issue 38, class 6). -/
   maxHeartbeats : Option Nat := none
   deriving FromJson
 

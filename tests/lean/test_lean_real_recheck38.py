@@ -111,3 +111,25 @@ def test_real_class2_honest_lean_namespaces_pass(tmp_path: Path) -> None:
         repl.close()
         checker.close()
     assert got.ok, got
+
+
+def test_real_class6_a_proofs_own_budget_reaches_the_replay(tmp_path: Path) -> None:
+    """`decide (config := { kernel := true })` under a tactic-level `set_option maxHeartbeats 0 in`:
+    the REPL's kernel checks its auxiliary lemma under that budget; the replay gets it when the
+    client passes the proof (`KernelChecker.check(proof=...)`), and not otherwise."""
+    _need_checker()
+    theorem = HEAVY.format(key="tac")
+    proof = "\n  set_option maxHeartbeats 0 in" + HEAVY_PROOF
+    repl = ReplProcess(CFG.repl_command, PROJECT)
+    checker = KernelChecker(CFG.checker_command, PROJECT)
+    try:
+        pickle = _pickled(repl, theorem + proof, tmp_path / "tac.olean")
+        with_proof = checker.check(header="import Mathlib", theorem=theorem, name="heavy38_tac", pickle=pickle,
+                                   timeout_s=600.0, proof=proof)
+        without = checker.check(header="import Mathlib", theorem=theorem, name="heavy38_tac", pickle=pickle,
+                                timeout_s=600.0)
+    finally:
+        repl.close()
+        checker.close()
+    assert with_proof.ok, with_proof
+    assert (without.ok, without.reason) == (False, "kernel_rejected"), ("HEAVY is not heavy enough", without)

@@ -9,15 +9,17 @@ option, a swapped theorem, a forbidden axiom). Whatever they do, no proof may co
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 from fake_checker import forbidden_roots
-from leanlib import run_pool, settings
+from fake_repl import constants_of
+from leanlib import FAKE_CHECKER_COMMAND, run_pool, settings
 
 from sgsbatch.verification.pool import ReplPool
-from sgsbatch.verification.recheck import RecheckResult, kernel_heartbeats, parse_reply
+from sgsbatch.verification.recheck import KernelChecker, RecheckResult, kernel_heartbeats, parse_reply
 from sgsbatch.verification.repl import EXITED, MISMATCH, SURPLUS, ReplSystemError, reply_problem
 from sgsbatch.verification.verdict import ERROR, FAILED, VERIFIED, ProofJob
 
@@ -176,6 +178,42 @@ def test_pool_refuses_recheck_without_a_checker(tmp_path: Path) -> None:
 ])
 def test_kernel_heartbeats_is_the_budget_the_repl_had(header: str, theorem: str, budget: int | None) -> None:
     assert kernel_heartbeats(header, theorem) == budget
+
+
+@pytest.mark.parametrize(("header", "theorem", "proof", "budget"), [
+    # a proof's own option is the budget of the auxiliary declarations its tactic adds: the largest wins
+    ("import Mathlib\n", "theorem t : True := by", "\n  set_option maxHeartbeats 400000 in\n  decide", 400000),
+    ("import Mathlib\n", "theorem t : True := by", "\n  set_option maxHeartbeats 0 in decide", 0),
+    ("import Mathlib\n", "theorem t : True := by", "\n  set_option maxHeartbeats 1000 in decide", 200000),
+    ("import Mathlib\nset_option maxHeartbeats 0\n", "theorem t : True := by",
+     "\n  set_option maxHeartbeats 400000 in decide", 0),
+    ("import Mathlib\n", "set_option maxHeartbeats 300000 in theorem t : True := by",
+     "\n  set_option maxHeartbeats 100000 in decide", 300000),
+    ("import Mathlib\n", "theorem t : True := by", "\n  set_option maxRecDepth 10000 in decide", None),
+    ("import Mathlib\n", "theorem t : True := by", "\n  decide -- set_option maxHeartbeats 0 in", None),
+])
+def test_kernel_heartbeats_takes_the_proofs_own_budgets(header: str, theorem: str, proof: str,
+                                                        budget: int | None) -> None:
+    assert kernel_heartbeats(header, theorem, proof) == budget
+
+
+def test_the_checker_gets_the_proofs_own_budget(tmp_path: Path) -> None:
+    """`decide (config := { kernel := true })` under a tactic-level `set_option maxHeartbeats 0 in`:
+    its auxiliary lemma is checked by the REPL's kernel under that budget, so the replay gets it too."""
+    theorem = "theorem t_tac (x : ℕ) : x + 0 = x := by"
+    proof = "\n  set_option maxHeartbeats 0 in\n  decide -- FAKE_KERNEL_HEAVY"
+    history = f"{HEADER}\n{theorem}{proof}"
+    pickle = tmp_path / "env.json"
+    pickle.write_text(json.dumps({"history": history, "constants": constants_of(history)}))
+    checker = KernelChecker(FAKE_CHECKER_COMMAND, tmp_path)
+    try:
+        with_proof = checker.check(header=HEADER, theorem=theorem, name="t_tac", pickle=pickle, timeout_s=10.0,
+                                   proof=proof)
+        without = checker.check(header=HEADER, theorem=theorem, name="t_tac", pickle=pickle, timeout_s=10.0)
+    finally:
+        checker.close()
+    assert with_proof.ok, with_proof
+    assert (without.ok, without.reason) == (False, "kernel_rejected"), without
 
 
 def _heavy(key: str, header: str, prefix: str) -> ProofJob:
