@@ -20,8 +20,10 @@ elaborates a proof, gives the final verdict:
    src/Lean/Replay.lean): the code generator adds `..._cstage1`/`_cstage2` unsafe artefacts for
    every data-valued match (issue 26, 7a); one the theorem reaches is refused (`unsafe_constant`);
 3. replays every other added constant through the kernel (`replayWith`: `Lean.Environment.replay`
-   of v4.15.0 with the header's options instead of `{}`, so the kernel gets the header's
-   `maxHeartbeats`, 0 = unlimited, the budget the REPL had; issue 26, 7d), starting from the
+   of v4.15.0 with options instead of `{}`, so the kernel gets the `maxHeartbeats` the REPL's
+   `addDecl` had, 0 = unlimited: the request's, which is the statement's own `set_option
+   maxHeartbeats N in` or else the header's, or when the request has none the header's; issue 26,
+   7d and issue 38, class 6), starting from the
    header's imports: a declaration the kernel rejects (for instance one added under
    `debug.skipKernelTC`) fails the proof;
 4. checks that the theorem exists under its full name (the client resolves a header's
@@ -35,7 +37,8 @@ elaborates a proof, gives the final verdict:
 6. lists its axioms (`CollectAxioms`) and accepts only `propext`, `Classical.choice`, `Quot.sound`.
 
 Protocol (the REPL's, so the Python client is shared): one JSON request per block, blocks ended
-by a blank line, on stdin: `{"id", "header", "statement", "name", "pickle"}`; one JSON reply per
+by a blank line, on stdin: `{"id", "header", "statement", "name", "pickle", "maxHeartbeats"}`
+(`maxHeartbeats`: a number or null); one JSON reply per
 request on stdout, followed by a blank line: `{"id", "ok", "reason", "axioms", "detail"}`. The
 `id` is a nonce chosen by the client and echoed, so a reply answers its request.
 
@@ -60,13 +63,35 @@ namespace SgsKernelCheck
 /-- The axioms a verified proof may depend on (sgsbatch/verification/rules.py ALLOWED_AXIOMS). -/
 def allowedAxioms : List Name := [``propext, ``Classical.choice, ``Quot.sound]
 
-/-- Name prefixes a proof's constants may not mention, judged on resolved names (issue 26, class 2).
-tests/lean/fake_checker.py reads this list from here, so the stand-in applies the same rule. -/
+/-- Name prefixes a proof's constants may not mention, judged on resolved names (issue 26, class 2;
+issue 38, class 2). tests/lean/fake_checker.py reads this list from here, so the stand-in applies
+the same rule. What a root stands for:
+* the outside world and its monads: `IO` (`IO.FS`, `IO.Process`, `IO.asTask`, `IO.RealWorld`),
+  `EIO`, `BaseIO`, `EStateM`, `ST`, `EST`, `StateRefT'`, `System` (`System.FilePath.readDir`,
+  `.pathExists`, `System.Platform`), the escapes `unsafeBaseIO`/`unsafeIO`/`unsafeEIO`, and the
+  async I/O of `Std.Internal.IO`/`Std.Internal.UV`. An IO action a proof term carries also has
+  its monad in its type, and a `have`'s binder type is in the term: the monad roots catch
+  actions whose own name is under no root;
+* threads and time: `Task` (`Task.spawn`: a proof has no business starting threads, and no honest
+  proof term mentions a `Task`), `dbgSleep`, `timeit`, `allocprof`;
+* the runtime's own view of the heap: `ptrAddrUnsafe`, `ptrEq`, `ptrEqList`, `withPtrAddr`,
+  `withPtrAddrUnsafe`, `withPtrEq` (pointer addresses, not values), `dbgTrace`,
+  `dbgTraceIfShared`, `dbgStackTrace`;
+* the elaborator and the kernel (meta): `Lean.Elab`, `Lean.Meta`, `Lean.Core`, `Lean.Environment`,
+  `Lean.Kernel`, `Lean.Compiler`, `Lean.IR`, `Lean.Parser`, `Lean.PrettyPrinter`, `Lean.Server`,
+  `Lean.Language`, `Lean.evalConst`, `Lean.importModules`, `Lean.readModuleData`,
+  `Lean.ofReduceBool`, `Lean.ofReduceNat`. Not the whole `Lean` root: honest proof terms hold
+  `Lean.Omega` (omega), `Lean.Data.AC` (ac_rfl) and `Lean.Grind` lemmas.
+Not forbidden: the `panic` family (`panic`, `panicWithPosWithDecl`, what `panic!` and `a[i]!`
+expand to): its only effect is a message on the REPL's stderr, a file RLIMIT_FSIZE bounds, and an
+honest term that unfolds `List.head!` or `Array.get!` carries it in a motive. -/
 def forbiddenRoots : List Name :=
   [`IO, `EIO, `BaseIO, `EStateM, `ST, `EST, `StateRefT', `System, `IO.RealWorld, `unsafeBaseIO, `unsafeIO,
-   `unsafeEIO, `timeit, `allocprof, `dbgTrace, `dbgTraceIfShared, `Lean.Elab, `Lean.Meta, `Lean.Core,
-   `Lean.Environment, `Lean.Kernel, `Lean.Compiler, `Lean.IR, `Lean.evalConst, `Lean.ofReduceBool,
-   `Lean.ofReduceNat]
+   `unsafeEIO, `Std.Internal.IO, `Std.Internal.UV, `Task, `dbgSleep, `timeit, `allocprof, `ptrAddrUnsafe,
+   `ptrEq, `ptrEqList, `withPtrAddr, `withPtrAddrUnsafe, `withPtrEq, `dbgTrace, `dbgTraceIfShared,
+   `dbgStackTrace, `Lean.Elab, `Lean.Meta, `Lean.Core, `Lean.Environment, `Lean.Kernel, `Lean.Compiler,
+   `Lean.IR, `Lean.Parser, `Lean.PrettyPrinter, `Lean.Server, `Lean.Language, `Lean.evalConst,
+   `Lean.importModules, `Lean.readModuleData, `Lean.ofReduceBool, `Lean.ofReduceNat]
 
 def forbidden (n : Name) : Bool :=
   forbiddenRoots.any (·.isPrefixOf n)
@@ -77,6 +102,10 @@ structure Request where
   statement : String
   name : String
   pickle : String
+  /-- The `maxHeartbeats` the REPL's `addDecl` had for the declaration: the statement's own
+  `set_option maxHeartbeats N in`, else the header's, or a proof's own larger one
+  (recheck.kernel_heartbeats); `null`: the header's options decide (issue 38, class 6). -/
+  maxHeartbeats : Option Nat := none
   deriving FromJson
 
 structure Reply where
@@ -150,9 +179,16 @@ def headerOptions (hs : HeaderState) : Options :=
     | [] => {}
   ({} : Options).setNat `maxHeartbeats (maxHeartbeats.get opts)
 
+/-- The kernel's options for the replay: the request's `maxHeartbeats` (the budget the REPL's
+`addDecl` had, statement options included; issue 38, class 6), else the header's. -/
+def kernelOptions (hs : HeaderState) (requested : Option Nat) : Options :=
+  match requested with
+  | some n => ({} : Options).setNat `maxHeartbeats n
+  | none => headerOptions hs
+
 namespace Replay
 /-! `Lean.Environment.replay` of Lean v4.15.0 (src/Lean/Replay.lean), copied with one change: the
-kernel gets `opts` (the header's `maxHeartbeats`) where the original passes `{}` (issue 26, 7d). -/
+kernel gets `opts` (`kernelOptions`: the REPL's `maxHeartbeats`) where the original passes `{}` (issue 26, 7d; issue 38, class 6). -/
 
 structure Context where
   newConstants : Std.HashMap Name ConstantInfo
@@ -330,7 +366,7 @@ unsafe def check (cache : IO.Ref (Std.HashMap String HeaderState)) (req : Reques
       throw ("unsafe_constant", s!"{name} depends on the unsafe constant {n}")
     if ci.isPartial then
       throw ("partial_constant", s!"{name} depends on the partial constant {n}")
-  let env ← match ← (replayWith (headerOptions hs) constants hs.imported).toBaseIO with
+  let env ← match ← (replayWith (kernelOptions hs req.maxHeartbeats) constants hs.imported).toBaseIO with
     | .ok env => pure env
     | .error e => throw ("kernel_rejected", s!"the kernel rejects a declaration: {e}")
   let some ci := env.find? name

@@ -1,6 +1,6 @@
 """A stand-in for lean/SgsKernelCheck.lean (the kernel re-check): same protocol, no Lean.
 
-Reads JSON requests `{"id", "header", "statement", "name", "pickle"}` separated by blank lines
+Reads JSON requests `{"id", "header", "statement", "name", "pickle", "maxHeartbeats"}` separated by blank lines
 and answers `{"id", "ok", "reason", "axioms", "detail"}` followed by a blank line, like the real
 checker. The "pickle" is what fake_repl.py's `pickleTo` writes: the env's history as JSON. The
 verdict is picked by markers in that history, standing for what the real kernel replay finds:
@@ -16,8 +16,12 @@ judged by the rules of lean/SgsKernelCheck.lean, in its order: a statement with 
 block is refused before anything (`statement_code`); a constant mentioning a name under one of
 the Lean file's own `forbiddenRoots` (read from that file) is `forbidden_constant`; the theorem is
 looked up by the request's full name; unsafe constants are skipped unless the theorem reaches
-them (`unsafe_constant`); the kernel's budget is the header's `maxHeartbeats` (0 = unlimited,
-else the default 200000 that a FAKE_KERNEL_HEAVY theorem exceeds); every constant the theorem
+them (`unsafe_constant`); the kernel's budget is the request's `maxHeartbeats` (issue 38, class 6:
+the statement's own `set_option maxHeartbeats N in`, else the header's), or the header's when it
+is null, as the Lean file's `kernelOptions` does (0 = unlimited, else at most the default 200000
+that a FAKE_KERNEL_HEAVY theorem exceeds); a request without exactly these keys is `bad_request`
+(stricter than the Lean file, which ignores extra keys: a client that forgets one is caught here);
+every constant the theorem
 reaches must mean what the statement's own does (`meaning_changed`).
 """
 
@@ -51,6 +55,16 @@ def header_heartbeats(header: str) -> int:
     return int(m[-1]) if m else DEFAULT_HEARTBEATS
 
 
+REQUEST_KEYS = frozenset({"id", "header", "statement", "name", "pickle", "maxHeartbeats"})
+
+
+def kernel_budget(req: dict) -> int:
+    """`kernelOptions` of lean/SgsKernelCheck.lean: the request's `maxHeartbeats`, else the header's."""
+    requested = req["maxHeartbeats"]
+    assert requested is None or (isinstance(requested, int) and requested >= 0), requested
+    return header_heartbeats(req["header"]) if requested is None else requested
+
+
 def reachable(constants: dict[str, dict], start: list[str]) -> list[str]:
     seen: list[str] = []
     todo = list(start)
@@ -77,7 +91,7 @@ def model_checks(req: dict, history: str, constants: dict[str, dict]) -> tuple[s
     for n in reachable(constants, [name]):
         if constants[n]["unsafe"]:
             return "unsafe_constant", f"{name} depends on the unsafe constant {n}"
-    budget = header_heartbeats(req["header"])
+    budget = kernel_budget(req)
     if constants[name].get("heavy") and budget != 0 and budget <= DEFAULT_HEARTBEATS:
         return "kernel_rejected", "(kernel) deterministic timeout"
     reference = constants_of(req["statement"] + " sorry")  # the statement elaborated on its own
@@ -94,6 +108,8 @@ def reference_name(reference: dict[str, dict]) -> str:
 
 def answer(req: dict) -> dict:
     base = {"id": req["id"], "ok": False, "axioms": [], "detail": ""}
+    if set(req) != REQUEST_KEYS:
+        return {**base, "reason": "bad_request", "detail": f"request keys {sorted(req)}, expected {sorted(REQUEST_KEYS)}"}
     pickle = Path(req["pickle"])
     if not pickle.exists():
         return {**base, "reason": "no_pickle", "detail": f"{pickle} does not exist"}

@@ -25,6 +25,9 @@ each followed by a blank line) on stdout, like the REPL v4.15.0. Two modes:
   `.FS.writeFile` against an expected `IO _` does), FAKE_REDEFINE_MATCHER (the pickle's matcher
   differs from the statement's), FAKE_USES_UNSAFE (the theorem uses an unsafe constant),
   FAKE_KERNEL_HEAVY (the kernel needs more than the default heartbeat budget),
+  Issue 38 markers: `FAKE_RESOLVES_TO <Name>` (the theorem mentions <Name> after name resolution,
+  as `(p : FilePath).readDir` under `open System` does), `FAKE_AUX_RESOLVES_TO <Name>` (an
+  auxiliary constant `NAME._auxLemma_1` that the theorem does not reach mentions it),
   FAKE_LEAVE_WRITER (a background process keeps rewriting every `*.olean` under the scratch:
   the attack on the next proof's pickle; it needs fork, which the process filter denies).
   In a header, `namespace X` makes `theorem t` declare `X.t` (answered by that name only).
@@ -63,6 +66,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import resource
 import signal
 import socket
@@ -205,7 +209,8 @@ def rules() -> None:
         elif "\n#check @" in cmd:  # the reference: statement + sorry, then #check
             name = cmd.rsplit("#check @", 1)[1].strip().removeprefix("_root_.")
             messages.append(msg("warning", "declaration uses 'sorry'"))
-            messages.append(msg("info", f"{name} : {statement_of(cmd)}", 2))
+            decl = "theorem" + cmd.split("theorem", 1)[1] if "theorem" in cmd else cmd  # `set_option .. in` prefixes
+            messages.append(msg("info", f"{name} : {statement_of(decl)}", 2))
         elif "FAKE_SORRY_BACKTICK" in cmd:
             messages.append(msg("warning", "declaration uses `sorry`"))
         elif "FAKE_SORRY" in cmd:
@@ -250,12 +255,16 @@ def constants_of(history: str) -> dict[str, dict]:
     name = declared(history)
     statement = statement_text(history)
     uses = ["IO.FS.writeFile"] if "FAKE_RESOLVES_IO" in history else []
+    uses += re.findall(r"\bFAKE_RESOLVES_TO ([\w.']+)", history)
     out: dict[str, dict] = {}
     if "match" in statement or "fun (" in statement:
         value = "REDEFINED" if "FAKE_REDEFINE_MATCHER" in history else f"matcher of {statement}"
         out[f"{name}.match_1"] = {"kind": "def", "value": value, "uses": [], "unsafe": False}
         out[f"{name}.match_1._cstage1"] = {"kind": "def", "value": "", "uses": [], "unsafe": True}
         uses.append(f"{name}.match_1")
+    aux = re.findall(r"\bFAKE_AUX_RESOLVES_TO ([\w.']+)", history)
+    if aux:
+        out[f"{name}._auxLemma_1"] = {"kind": "theorem", "value": "aux", "uses": aux, "unsafe": False}
     if "FAKE_USES_UNSAFE" in history:
         out[f"{name}.helper"] = {"kind": "def", "value": "", "uses": [], "unsafe": True}
         uses.append(f"{name}.helper")

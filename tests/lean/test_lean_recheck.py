@@ -9,14 +9,17 @@ option, a swapped theorem, a forbidden axiom). Whatever they do, no proof may co
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
-from leanlib import run_pool, settings
+from fake_checker import forbidden_roots
+from fake_repl import constants_of
+from leanlib import FAKE_CHECKER_COMMAND, run_pool, settings
 
 from sgsbatch.verification.pool import ReplPool
-from sgsbatch.verification.recheck import RecheckResult, parse_reply
+from sgsbatch.verification.recheck import KernelChecker, RecheckResult, kernel_heartbeats, parse_reply
 from sgsbatch.verification.repl import EXITED, MISMATCH, SURPLUS, ReplSystemError, reply_problem
 from sgsbatch.verification.verdict import ERROR, FAILED, VERIFIED, ProofJob
 
@@ -156,3 +159,118 @@ def test_pool_refuses_recheck_without_a_checker(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="verification.checker_command"):
         settings(tmp_path, checker_command=())
     assert os.path.exists(tmp_path)
+
+
+# ------------------------------------------------------------- issue 38, class 6: the kernel's budget
+@pytest.mark.parametrize(("header", "theorem", "budget"), [
+    ("import Mathlib\n", "theorem t : True := by", None),  # Lean's default on both sides
+    ("import Mathlib\nset_option maxHeartbeats 400000\n", "theorem t : True := by", 400000),
+    ("import Mathlib\n", "set_option maxHeartbeats 0 in\ntheorem t : True := by", 0),
+    ("import Mathlib\nset_option maxHeartbeats 0\n", "set_option maxHeartbeats 1000 in theorem t : True := by", 1000),
+    # the innermost prefix is the one in force when the theorem is declared; `«»` and doc comments
+    ("import Mathlib\n", "set_option maxHeartbeats 1000 in\nopen Real in\n/-- d -/\n"
+     "set_option «maxHeartbeats» 0 in\ntheorem t : True := by", 0),
+    ("import Mathlib\n", "set_option maxRecDepth 10000 in\ntheorem t : True := by", None),
+    # one inside the proof bounds the tactic, not the declaration's `addDecl`
+    ("import Mathlib\n", "theorem t : True := by\n  set_option maxHeartbeats 0 in trivial", None),
+    ("import Mathlib\nsection\nset_option maxHeartbeats 0\nend\n", "theorem t : True := by", None),
+    ("import Mathlib\nnamespace A\nset_option maxHeartbeats 0\n", "theorem t : True := by", 0),
+])
+def test_kernel_heartbeats_is_the_budget_the_repl_had(header: str, theorem: str, budget: int | None) -> None:
+    assert kernel_heartbeats(header, theorem) == budget
+
+
+@pytest.mark.parametrize(("header", "theorem", "proof", "budget"), [
+    # a proof's own option is the budget of the auxiliary declarations its tactic adds: the largest wins
+    ("import Mathlib\n", "theorem t : True := by", "\n  set_option maxHeartbeats 400000 in\n  decide", 400000),
+    ("import Mathlib\n", "theorem t : True := by", "\n  set_option maxHeartbeats 0 in decide", 0),
+    ("import Mathlib\n", "theorem t : True := by", "\n  set_option maxHeartbeats 1000 in decide", 200000),
+    ("import Mathlib\nset_option maxHeartbeats 0\n", "theorem t : True := by",
+     "\n  set_option maxHeartbeats 400000 in decide", 0),
+    ("import Mathlib\n", "set_option maxHeartbeats 300000 in theorem t : True := by",
+     "\n  set_option maxHeartbeats 100000 in decide", 300000),
+    ("import Mathlib\n", "theorem t : True := by", "\n  set_option maxRecDepth 10000 in decide", None),
+    ("import Mathlib\n", "theorem t : True := by", "\n  decide -- set_option maxHeartbeats 0 in", None),
+])
+def test_kernel_heartbeats_takes_the_proofs_own_budgets(header: str, theorem: str, proof: str,
+                                                        budget: int | None) -> None:
+    assert kernel_heartbeats(header, theorem, proof) == budget
+
+
+def test_the_checker_gets_the_proofs_own_budget(tmp_path: Path) -> None:
+    """`decide (config := { kernel := true })` under a tactic-level `set_option maxHeartbeats 0 in`:
+    its auxiliary lemma is checked by the REPL's kernel under that budget, so the replay gets it too."""
+    theorem = "theorem t_tac (x : ℕ) : x + 0 = x := by"
+    proof = "\n  set_option maxHeartbeats 0 in\n  decide -- FAKE_KERNEL_HEAVY"
+    history = f"{HEADER}\n{theorem}{proof}"
+    pickle = tmp_path / "env.json"
+    pickle.write_text(json.dumps({"history": history, "constants": constants_of(history)}))
+    checker = KernelChecker(FAKE_CHECKER_COMMAND, tmp_path)
+    try:
+        with_proof = checker.check(header=HEADER, theorem=theorem, name="t_tac", pickle=pickle, timeout_s=10.0,
+                                   proof=proof)
+        without = checker.check(header=HEADER, theorem=theorem, name="t_tac", pickle=pickle, timeout_s=10.0)
+    finally:
+        checker.close()
+    assert with_proof.ok, with_proof
+    assert (without.ok, without.reason) == (False, "kernel_rejected"), without
+
+
+def _heavy(key: str, header: str, prefix: str) -> ProofJob:
+    return ProofJob(key, header, f"{prefix}theorem t_{key} (x : ℕ) : x + 0 = x := by", "\n  decide -- FAKE_KERNEL_HEAVY")
+
+
+def test_the_kernel_gets_the_statement_heartbeat_budget(tmp_path: Path) -> None:
+    """Issue 38, class 6: the statement's own `set_option maxHeartbeats N in` is the budget the REPL's
+    `addDecl` had; the re-check used only the header's and refused kernel-heavy honest proofs."""
+    d3k = "import Mathlib\nset_option maxHeartbeats 0\n"
+    got = _run(tmp_path, [
+        _heavy("zero", HEADER, "set_option maxHeartbeats 0 in\n"),
+        _heavy("large", HEADER, "set_option maxHeartbeats 1000000 in\n"),
+        _heavy("none", HEADER, ""),  # the header's budget (Lean's default) still applies
+        _heavy("d3k", d3k, ""),  # the header's `maxHeartbeats 0` when the statement sets none
+        _heavy("smaller", d3k, "set_option maxHeartbeats 100000 in\n"),  # the statement's wins
+    ])
+    assert got["zero"][:2] == (VERIFIED, None), got["zero"]
+    assert got["large"][:2] == (VERIFIED, None), got["large"]
+    assert got["d3k"][:2] == (VERIFIED, None), got["d3k"]
+    assert got["none"][:2] == (FAILED, "recheck_kernel_rejected"), got["none"]
+    assert got["smaller"][:2] == (FAILED, "recheck_kernel_rejected"), got["smaller"]
+
+
+# ------------------------------------------------------------- issue 38, class 2: resolved names
+# Every root that gives a proof term the outside world, threads or the elaborator (lean/SgsKernelCheck.lean).
+REQUIRED_ROOTS = ("System", "IO", "EIO", "BaseIO", "EStateM", "ST", "EST", "Task", "unsafeBaseIO", "unsafeIO",
+                  "unsafeEIO", "dbgTrace", "dbgSleep", "ptrAddrUnsafe", "withPtrAddr", "Lean.Elab", "Lean.Meta",
+                  "Lean.Core", "Lean.Environment", "Lean.Kernel", "Lean.evalConst", "Lean.importModules")
+
+
+def test_forbidden_roots_cover_the_outside_world_and_threads() -> None:
+    roots = forbidden_roots()  # read from lean/SgsKernelCheck.lean, as the stand-in does
+    assert set(REQUIRED_ROOTS) <= set(roots), set(REQUIRED_ROOTS) - set(roots)
+    for honest in ("Lean", "Lean.Omega", "Lean.Data.AC", "panicWithPosWithDecl", "Nat", "Mathlib"):
+        assert honest not in roots, honest
+
+
+@pytest.mark.parametrize("name", [
+    "System.FilePath.readDir", "System.FilePath.pathExists", "Task.spawn", "Task.Priority.dedicated",
+    "IO.asTask", "BaseIO.asTask", "EIO.asTask", "IO.Process.spawn", "ST.Ref.get", "EStateM.run",
+    "unsafeBaseIO", "dbgSleep", "withPtrAddr", "Lean.Elab.Term.evalTerm", "Lean.Meta.evalExpr",
+    "Lean.importModules",
+])
+def test_a_name_that_resolves_to_the_outside_world_fails_the_recheck(tmp_path: Path, name: str) -> None:
+    # The marker stands for a proof whose names pass the allow-list and resolve to `name` (`open System in`,
+    # `(p : FilePath).readDir`, a leading dot against an expected type); markers sit in comments.
+    got = _run(tmp_path, [_job("main", f"simp -- FAKE_RESOLVES_TO {name}"),
+                          _job("aux", f"simp -- FAKE_AUX_RESOLVES_TO {name}")])
+    for key in ("main", "aux"):  # the theorem's own term, and an auxiliary constant it does not reach
+        assert got[key][:2] == (FAILED, "recheck_forbidden_constant"), (key, got[key])
+        assert any(name in m for m in got[key][2]), got[key]
+
+
+def test_honest_resolved_names_pass_the_recheck(tmp_path: Path) -> None:
+    names = ["Lean.Omega.LinearCombo.eval", "Lean.Data.AC.Context.eval", "panicWithPosWithDecl", "Nat.le_of_lt",
+             "Finset.sum_range_succ", "Mathlib.Tactic.Ring.add_pf_add_zero", "SystemOfUnits.x", "TaskFoo.bar"]
+    got = _run(tmp_path, [_job(f"n{i}", f"simp -- FAKE_RESOLVES_TO {n}") for i, n in enumerate(names)])
+    for i, n in enumerate(names):
+        assert got[f"n{i}"][:2] == (VERIFIED, None), (n, got[f"n{i}"])
