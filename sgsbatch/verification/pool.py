@@ -505,8 +505,10 @@ class ReplPool:
                 slot.checker.close()
             slot.reset()
 
-    def _checker_result(self, slot: _Slot, header: str, theorem: str, name: str, env: int) -> RecheckResult:
-        """The slot's checker's answer about env `env` of its REPL against `header` + `theorem`."""
+    def _checker_result(self, slot: _Slot, header: str, theorem: str, name: str, env: int,
+                        proof: str = "") -> RecheckResult:
+        """The slot's checker's answer about env `env` of its REPL against `header` + `theorem` (the
+        kernel's budget includes `proof`'s own `set_option maxHeartbeats N in`)."""
         s, repl = self.settings, slot.repl
         assert repl is not None
         if slot.scratch is None:
@@ -520,13 +522,14 @@ class ReplPool:
                                           writable=False)
                 slot.checker = KernelChecker(argv, s.project_dir, limits=self._limits)
                 slot.checker_pids.append(slot.checker.pid)
-            return slot.checker.check(header=header, theorem=theorem, name=name, pickle=pickle, timeout_s=s.timeout_s)
+            return slot.checker.check(header=header, theorem=theorem, name=name, pickle=pickle, timeout_s=s.timeout_s,
+                                      proof=proof)
         finally:
             pickle.unlink(missing_ok=True)
 
     def _recheck(self, slot: _Slot, job: ProofJob, name: str, env: int, verdict: Verdict) -> Verdict:
         """The kernel re-check of a proof the REPL called verified (recheck.py): its verdict is final."""
-        result = self._checker_result(slot, job.header, job.theorem, name, env)
+        result = self._checker_result(slot, job.header, job.theorem, name, env, job.proof)
         if result.ok:
             return Verdict(VERIFIED, None, [*verdict.messages,
                                             "kernel re-check: ok, axioms " + ", ".join(result.axioms or ["none"])])

@@ -238,6 +238,13 @@ def test_the_kernel_gets_the_statement_heartbeat_budget(tmp_path: Path) -> None:
     assert got["smaller"][:2] == (FAILED, "recheck_kernel_rejected"), got["smaller"]
 
 
+def test_the_pool_passes_the_proofs_own_budget_to_the_kernel(tmp_path: Path) -> None:
+    """The pool sends the proof with the request's budget (`set_option maxHeartbeats N in` inside the proof)."""
+    theorem = "theorem t_own (x : ℕ) : x + 0 = x := by"
+    got = _run(tmp_path, [ProofJob("own", HEADER, theorem, "\n  set_option maxHeartbeats 0 in\n  decide -- FAKE_KERNEL_HEAVY")])
+    assert got["own"][:2] == (VERIFIED, None), got["own"]
+
+
 # ------------------------------------------------------------- issue 38, class 2: resolved names
 # Every root that gives a proof term the outside world, threads or the elaborator (lean/SgsKernelCheck.lean).
 REQUIRED_ROOTS = ("System", "IO", "EIO", "BaseIO", "EStateM", "ST", "EST", "Task", "unsafeBaseIO", "unsafeIO",
