@@ -7,7 +7,8 @@ header); the other honest proofs and every cheat on the configured pool (honest 
 `verified`, no cheat may be; the verdict and reason of each are shown); the kernel checker asked
 directly about an honest proof against a changed statement (it must refuse); the looping proof on
 a one-process pool with `canary.loop_timeout_s` (it must time out), then an honest proof on that
-same pool (it must still be `verified`: the pool recovered). Figures: proofs/s per process, header
+same pool (it must still be `verified`: the pool recovered). One row says whether per-slot cgroup
+quotas (cgroups.py) are there, or why not (never a failure). Figures: proofs/s per process, header
 time, the median time of a verified proof (REPL, audit and kernel re-check). Not covered: Lean's
 speed on the run's own statements (bench/bench_lean.py), a site's Lean beyond these few proofs.
 """
@@ -61,6 +62,20 @@ def _sandbox_row(v: VerificationConfig) -> Row | None:
     return Row(C, "sandbox starts", True, f"bwrap with a user namespace, tmpfs {v.sandbox_tmpfs_mb} MB")
 
 
+def _quota_row(v: VerificationConfig) -> Row:
+    """Whether per-slot cgroup quotas are there: one slot group made (with the keys' quotas) and
+    removed again, as a pool makes them (cgroups.py); the reason where the site has none. Never a
+    failure: without them the pool's restarts (leftover.py) and the job's cgroup still hold."""
+    from sgsbatch.verification.cgroups import SlotGroups
+
+    groups = SlotGroups.make(1, v.slot_cpus, v.slot_pids)
+    there = bool(groups.dirs)
+    groups.remove()
+    return Row(C, "per-slot quotas", True, ("yes: " if there else "none: ") + groups.note.removeprefix(
+        "no per-slot cgroup quotas: ") + ("" if there else " (per slot only rlimits; a proof's threads can take the "
+                                           "CPU of the task's other slots while that proof runs)"))
+
+
 def check_verification(cfg: Config, processes: int) -> list[Row]:
     v = cfg.verification
     if v.backend != "lean":
@@ -71,6 +86,7 @@ def check_verification(cfg: Config, processes: int) -> list[Row]:
         rows.append(sandbox)
         if not sandbox.ok:
             return rows
+    rows.append(_quota_row(v))
     processes = max(1, min(processes, len(HONEST) + len(CHEATS)))
     try:
         first, first_s = _run(v, 1, HONEST[:1])

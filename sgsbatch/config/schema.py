@@ -419,6 +419,11 @@ class VerificationConfig:
                                          "REPL used more than this many CPU-seconds per wall second (or held more "
                                          "than thread_slack extra threads), is checked once more on a fresh REPL; "
                                          "0 = never.")
+    slot_cpus: float = key(1.0, "Per pool slot (REPL and checker) a cgroup v2 group with cpu.max of this many "
+                                "cores, where the verify task's cgroup is delegated to the user (the canary says "
+                                "whether it is); elsewhere nothing. 0 = no cpu.max.")
+    slot_pids: int = key(2048, "The same per-slot group's pids.max (processes and threads of the slot's REPL and "
+                               "checker together); 0 = no pids.max.")
     process_filter: bool = key(True, "A seccomp filter denies REPL and checker process creation (threads "
                                      "allowed; x86_64 and aarch64).")
     max_heartbeats_option: int = key(0, "Largest `maxHeartbeats` / `synthInstance.maxHeartbeats` a proof or "

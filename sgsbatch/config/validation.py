@@ -148,6 +148,8 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     for name in ("idle_check_ms", "idle_cpu_fraction", "thread_slack", "timeout_cpu_factor"):
         value = getattr(v, name)
         check(value >= 0, f"verification.{name}", f"must be >= 0 (0 turns the check off), got {value}")
+    check(v.slot_cpus >= 0, "verification.slot_cpus", f"must be >= 0 cores (0 = no cpu.max), got {v.slot_cpus}")
+    check(v.slot_pids >= 0, "verification.slot_pids", f"must be >= 0 tasks (0 = no pids.max), got {v.slot_pids}")
     check(not v.kernel_recheck or len(v.checker_command) >= 1, "verification.checker_command",
           "must name a program when verification.kernel_recheck = true")
     for phase in ("conjecture", "solve", "guide"):

@@ -145,6 +145,8 @@ class LeanVerifier:
             scratch_parent=Path(vcfg.scratch_dir).expanduser() if vcfg.scratch_dir else None,
             leftover=LeftoverLimits(idle_check_ms=vcfg.idle_check_ms, idle_cpu_fraction=vcfg.idle_cpu_fraction,
                                     thread_slack=vcfg.thread_slack, timeout_cpu_factor=vcfg.timeout_cpu_factor),
+            slot_cpus=vcfg.slot_cpus,
+            slot_pids=vcfg.slot_pids,
         )
         _preflight(self.settings.command, self.settings.project_dir)
         if vcfg.process_filter:
@@ -159,8 +161,9 @@ class LeanVerifier:
         self.settings = replace(self.settings, sandbox_user_namespace=sandbox.user_namespace,
                                 sandbox_tmpfs_mb=sandbox.tmpfs_mb, process_limit=sandbox.process_limit,
                                 scratch_tmpfs=sandbox.scratch_mb > 0)
-        log.info("verify limits per process: %s; %s", describe(self.settings), cgroup_note())
         self.pool = ReplPool(self.settings)
+        log.info("verify limits per process: %s; %s", describe(self.settings),
+                 cgroup_note(per_slot=self.pool.slot_groups.note))
 
     def verify_stream(self, jobs: Sequence[ProofJob]) -> Iterator[Result]:
         return results_only(self.verify_feed(FixedFeed(jobs)))

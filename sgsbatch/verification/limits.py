@@ -30,11 +30,13 @@ then bounds the threads a proof can start.
 cgroups: under Slurm with `task/cgroup` (and `ConstrainCores`, `ConstrainRAMSpace`) the job's
 cgroup already bounds the whole verify task: its cores (a proof's threads can only take CPU from
 the task's own other slots), its memory (tmpfs pages included, which RLIMIT_AS does not see) and,
-with a pids limit, its tasks. This module does not make a cgroup per slot (that needs a delegated
-cgroup v2 subtree and moving the pool itself into a leaf of it); `cgroup_note` says at startup which
-cgroup bounds the task here, or that none does, and so what is not enforced. Instead of a per-slot
-quota, the pool restarts a REPL whose process tree works while idle or keeps threads after a proof,
-and checks a timeout beside such work again on a fresh REPL (leftover.py, pool.py).
+with a pids limit, its tasks. Per slot, where the task's cgroup v2 group is delegated to the verify
+user, cgroups.py gives each slot (REPL and checker) a group of its own with `cpu.max`
+(`verification.slot_cpus`) and `pids.max` (`verification.slot_pids`), which the processes join here,
+in `Limits.preexec`; elsewhere none is made. `cgroup_note` says at startup which cgroup bounds the
+task, whether per-slot groups exist (or why not), and so what is not enforced. Either way the pool
+restarts a REPL whose process tree works while idle or keeps threads after a proof, and checks a
+timeout beside such work again on a fresh REPL (leftover.py, pool.py).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Limits:
     memory_mb: int = 0  # RLIMIT_AS
     file_mb: int = 0  # RLIMIT_FSIZE
     cpu_s: int = 0  # RLIMIT_CPU
+    cgroup_procs: str = ""  # the slot's cgroup.procs the process joins before exec (cgroups.py); "" = none
 
     def rlimits(self) -> list[tuple[int, int]]:
         """(resource, value) pairs to set, RLIMIT_CORE = 0 always."""
@@ -81,11 +84,23 @@ class Limits:
     def preexec(self) -> Callable[[], None]:
         """A `preexec_fn` that sets them: soft = hard (no process inside can raise them again), but
         for RLIMIT_CPU, whose hard limit is one second later: the kernel sends SIGXCPU at the soft
-        limit (the exit status then says `cpu_limit`) and SIGKILL at the hard one."""
+        limit (the exit status then says `cpu_limit`) and SIGKILL at the hard one. With `cgroup_procs`
+        the child first joins that cgroup (writes 0 to it), so all it starts is inside from the start;
+        a join that fails leaves it where it is (the pool checks membership: cgroups.member_of)."""
         pairs = [(which, (value, value + 1 if which == resource.RLIMIT_CPU else value))
                  for which, value in self.rlimits()]
+        procs = self.cgroup_procs
 
         def apply() -> None:  # runs in the child between fork and exec: keep it minimal
+            if procs:
+                try:
+                    fd = os.open(procs, os.O_WRONLY)
+                    try:
+                        os.write(fd, b"0")
+                    finally:
+                        os.close(fd)
+                except OSError:
+                    pass
             for which, soft_hard in pairs:
                 resource.setrlimit(which, soft_hard)
 
@@ -127,15 +142,15 @@ def nproc_applies(sandbox_kind: str, user_namespace: bool, release: str | None =
     return None
 
 
-LEFTOVER_NOTE = ("no per-slot cgroup quota is made: the pool restarts a REPL that works while idle or keeps "
-                 "threads after a proof (verification.idle_check_ms, thread_slack; pool.py)")
+LEFTOVER_NOTE = ("the pool restarts a REPL that works while idle or keeps threads after a proof "
+                 "(verification.idle_check_ms, thread_slack; pool.py)")
 
 
 def cgroup_note(cgroup_text: str | None = None, environ: Mapping[str, str] | None = None,
-                root: Path = Path("/sys/fs/cgroup")) -> str:
+                root: Path = Path("/sys/fs/cgroup"), per_slot: str = "no per-slot cgroup quotas") -> str:
     """One line: which cgroup controllers apply to this process (and so to every slot together), or
-    that none does and so what is not enforced. It reads the process's cgroups (v1 or v2), not
-    the limits set in them."""
+    that none does and so what is not enforced, then `per_slot` (the pool's `SlotGroups.note`). It
+    reads the process's cgroups (v1 or v2), not the limits set in them."""
     env = os.environ if environ is None else environ
     if cgroup_text is None:
         try:
@@ -158,8 +173,7 @@ def cgroup_note(cgroup_text: str | None = None, environ: Mapping[str, str] | Non
     job = f"Slurm job {env['SLURM_JOB_ID']}" if env.get("SLURM_JOB_ID") else "no Slurm job"
     if limited:
         return (f"{job}: the cgroup controllers {', '.join(limited)} apply to the whole verify task "
-                "(all slots together: their limits, where set, bound it); per slot only rlimits and the "
-                f"sandbox's tmpfs caps hold; {LEFTOVER_NOTE}")
+                f"(all slots together: their limits, where set, bound it); {per_slot}; {LEFTOVER_NOTE}")
     return (f"{job}, no cgroup limits this process: nothing bounds how many cores the slots' threads use "
             "at once or the RAM of their tmpfs (RLIMIT_CPU bounds each process's lifetime CPU, "
-            f"RLIMIT_AS its address space, --size each tmpfs); {LEFTOVER_NOTE}")
+            f"RLIMIT_AS its address space, --size each tmpfs); {per_slot}; {LEFTOVER_NOTE}")

@@ -38,7 +38,9 @@ than after its header plus `thread_slack`, the REPL is killed and the next proof
 process (the proof keeps its verdict, with a note; `leftover_restarts` counts these). A proof that
 times out on a REPL that had checked proofs before, while that REPL used more than
 `timeout_cpu_factor` CPU-seconds per wall second (or too many threads), is checked once more on a
-fresh process and only that verdict counts; a timeout on a fresh process is a verdict.
+fresh process and only that verdict counts; a timeout on a fresh process is a verdict. Where the
+verify task's cgroup v2 group is delegated, each slot's REPL and checker run in a cgroup of the
+slot's own with `slot_cpus` cores and `slot_pids` tasks (cgroups.py: `slot_groups.note` says which).
 
 Not covered: static checks (checks.py, run before the pool by lean.py) and the verdict rules.
 """
@@ -55,9 +57,10 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from sgsbatch.verification import cgroups
 from sgsbatch.verification.checks import declared_name
 from sgsbatch.verification.leftover import LeftoverLimits, Usage, busy_during, poisoned, usage
 from sgsbatch.verification.limits import Limits, cpu_seconds
@@ -120,6 +123,8 @@ class PoolSettings:
     process_filter: bool = False  # the config's default is true: no process creation inside (process_filter.py)
     scratch_parent: Path | None = None  # where the pool's scratch directory goes (None: the temp dir)
     leftover: LeftoverLimits = field(default_factory=LeftoverLimits)  # work a proof leaves behind (leftover.py)
+    slot_cpus: float = 0.0  # the config's default is 1.0 (LeanVerifier passes it): cpu.max per slot (cgroups.py)
+    slot_pids: int = 0  # the config's default is 2048: pids.max per slot (cgroups.py); both 0 = no slot groups
 
     def __post_init__(self) -> None:
         if self.processes < 1:
@@ -130,7 +135,8 @@ class PoolSettings:
             raise ValueError("kernel_recheck needs a checker command (verification.checker_command)")
         check_choice(self.sandbox)
         for key, value in (("scratch_mb", self.scratch_mb), ("cpu_time_factor", self.cpu_time_factor),
-                           ("process_limit", self.process_limit), ("memory_limit_mb", self.memory_limit_mb)):
+                           ("process_limit", self.process_limit), ("memory_limit_mb", self.memory_limit_mb),
+                           ("slot_cpus", self.slot_cpus), ("slot_pids", self.slot_pids)):
             if value < 0:
                 raise ValueError(f"verification.{key} must be >= 0 (0 = no limit), got {value}")
 
@@ -222,12 +228,14 @@ class _Slot:
     checker_pids: list[int] = field(default_factory=list)
     scratch: Path | None = None  # the process's one writable directory (sandbox.py); pickles are written here
     checker_dir: Path | None = None  # the checker's (read-only to it); no REPL can write it
+    cgroup: Path | None = None  # the slot's cgroup (cgroups.py), kept across restarts; None where none
 
     def reset(self) -> None:
         if self.repl is not None:
             self.repl.kill()
         if self.checker is not None:
             self.checker.kill()
+        cgroups.kill(self.cgroup)  # what left the process groups (a proof's own session) goes too
         for path in (self.scratch, self.checker_dir):
             if path is not None:
                 shutil.rmtree(path, ignore_errors=True)
@@ -249,6 +257,9 @@ class ReplPool:
         self._sandbox = settings.make_sandbox()
         self._limits = settings.limits()
         self._scratch_root: Path | None = None  # made on first use, removed by close()
+        self.slot_groups = cgroups.SlotGroups.make(settings.processes, settings.slot_cpus, settings.slot_pids)
+        for i, slot in enumerate(self._slots):
+            slot.cgroup = self.slot_groups.dirs[i] if self.slot_groups.dirs else None
         self.leftover_restarts: Counter[str] = Counter()  # REPLs restarted for work a proof left, by cause
 
     @property
@@ -317,6 +328,21 @@ class ReplPool:
         if self._scratch_root is not None:
             shutil.rmtree(self._scratch_root, ignore_errors=True)
             self._scratch_root = None
+        for slot in self._slots:
+            slot.cgroup = None
+        self.slot_groups.remove()
+
+    def _slot_limits(self, slot: _Slot) -> Limits:
+        """The rlimits of `slot`'s processes, and the cgroup they join before exec (where it has one)."""
+        if slot.cgroup is None:
+            return self._limits
+        return replace(self._limits, cgroup_procs=str(slot.cgroup / "cgroup.procs"))
+
+    def _joined(self, slot: _Slot, pid: int) -> None:
+        """Warn when process `pid` did not join its slot's cgroup (it then runs without the slot's quotas)."""
+        if slot.cgroup is not None and not cgroups.member_of(pid, slot.cgroup):
+            log.warning("process %d did not join its slot's cgroup %s: it runs without the slot's quotas "
+                        "(verification.slot_cpus, slot_pids)", pid, slot.cgroup)
 
     def _new_scratch(self, prefix: str = "repl-") -> Path:
         """A fresh per-process scratch directory under this pool's own temp directory."""
@@ -370,8 +396,10 @@ class ReplPool:
         slot.scratch = self._new_scratch()
         started = time.monotonic()
         argv = self._sandbox.wrap(s.command, cwd=s.project_dir, scratch=slot.scratch)
-        slot.repl = ReplProcess(argv, s.project_dir, env=self._sandbox.env(slot.scratch), limits=self._limits)
+        slot.repl = ReplProcess(argv, s.project_dir, env=self._sandbox.env(slot.scratch),
+                                limits=self._slot_limits(slot))
         slot.pids.append(slot.repl.pid)
+        self._joined(slot, slot.repl.pid)
         try:
             reply = slot.repl.command(header, None, s.header_timeout_s)
         except ReplTimeout as e:
@@ -520,8 +548,9 @@ class ReplPool:
             if slot.checker is None:
                 argv = self._sandbox.wrap(s.checker_command, cwd=s.project_dir, scratch=slot.checker_dir,
                                           writable=False)
-                slot.checker = KernelChecker(argv, s.project_dir, limits=self._limits)
+                slot.checker = KernelChecker(argv, s.project_dir, limits=self._slot_limits(slot))
                 slot.checker_pids.append(slot.checker.pid)
+                self._joined(slot, slot.checker.pid)
             return slot.checker.check(header=header, theorem=theorem, name=name, pickle=pickle, timeout_s=s.timeout_s,
                                       proof=proof)
         finally:

@@ -44,6 +44,30 @@ def test_faithful_stand_ins_pass_every_check(tmp_path: Path) -> None:
     assert rows["loop times out"].figure.startswith("timeout")
     assert rows["pool healthy after the loop"].figure.startswith("verified")
     assert "proofs/s per process" in rows["speed"].figure
+    quotas = rows["per-slot quotas"]  # this machine has no delegated cgroup v2 group: said, not failed
+    assert quotas.ok and quotas.figure.startswith(("none: ", "yes: ")), quotas
+
+
+def test_the_table_says_where_per_slot_quotas_are_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sgsbatch.canary.lean import _quota_row
+    from sgsbatch.verification import cgroups
+
+    group = tmp_path / "cg" / "job_7" / "task_0"
+    group.mkdir(parents=True)
+    (tmp_path / "cg" / "cgroup.controllers").write_text("cpu pids memory\n")
+    (group / "cgroup.controllers").write_text("cpu pids memory\n")
+    (group / "cgroup.procs").write_text("")
+    (group / "cgroup.subtree_control").write_text("")
+    (tmp_path / "self").write_text("0::/job_7/task_0\n")
+    monkeypatch.setattr(cgroups, "ROOT", tmp_path / "cg")
+    monkeypatch.setattr(cgroups, "SELF", tmp_path / "self")
+    row = _quota_row(VerificationConfig(slot_cpus=1.0, slot_pids=512))
+    assert row.ok and row.figure == "yes: per-slot cgroups under /job_7/task_0: cpu.max 1 core, pids.max 512 per " \
+                                    "slot (REPL and checker together)", row
+    assert [p.name for p in group.iterdir() if p.is_dir()] == [cgroups.LEAF], "the probe's slot group is gone"
+    (tmp_path / "self").write_text("0::/\n")
+    none = _quota_row(VerificationConfig())
+    assert none.ok and none.figure.startswith("none: this process is in the root cgroup"), none
 
 
 def test_a_checker_that_refuses_honest_proofs_fails(tmp_path: Path) -> None:
