@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sgsbatch.verification.lexer import Token, lex
+from sgsbatch.verification.lexer import CLOSERS, OPENERS, Token, glued, lex
 from sgsbatch.verification.skeleton import walk
 from sgsbatch.verification.vocabulary import (
     AXIOM,
@@ -96,8 +96,6 @@ __all__ = [
 _OPEN_PARTS = {"hiding", "renaming", "scoped", "(", ")", "→", "->"}
 _OPEN_STOP = {"in", "open", "set_option"}  # besides keywords: where an `open`'s namespaces end
 _DECL_START = {"theorem", "lemma"}
-_PAIRS = {")": "(", "]": "[", "}": "{", "⟩": "⟨", "⦄": "⦃", "⟧": "⟦", "⟯": "⟮"}
-_OPENERS = {"(", "[", "{", "⟨", "⦃", "⟦", "⟮", "@["}
 
 
 @dataclass(frozen=True)
@@ -113,10 +111,6 @@ def _word(tok: Token) -> str | None:
     return tok.text if tok.kind == "ident" and len(tok.parts) == 1 and tok.text == tok.parts[0] else None
 
 
-def _glued(a: Token, b: Token | None) -> bool:
-    return b is not None and a.end == b.start
-
-
 def _lexical(toks: Sequence[Token], what: str, balanced: bool = True) -> Rejection | None:
     """Tokenizing errors and (with `balanced`) unbalanced brackets: Lean fails such text anyway."""
     stack: list[Token] = []
@@ -126,10 +120,10 @@ def _lexical(toks: Sequence[Token], what: str, balanced: bool = True) -> Rejecti
             return Rejection(LEX_ERROR, f"Lean cannot read {tok.text[:40]!r} at {where}")
         if tok.kind != "sym" or not balanced:
             continue
-        if tok.text in _OPENERS:
+        if tok.text in OPENERS:
             stack.append(tok)
-        elif tok.text in _PAIRS:
-            if not stack or stack[-1].text.lstrip("@") != _PAIRS[tok.text]:
+        elif tok.text in CLOSERS:
+            if not stack or stack[-1].text.lstrip("@") != CLOSERS[tok.text]:
                 return Rejection(LEX_ERROR, f"unbalanced `{tok.text}` at {where}")
             stack.pop()
     if stack:
@@ -169,11 +163,11 @@ def _token_rule(toks: Sequence[Token], i: int, what: str, header: bool = False) 
         return Rejection(COMMAND, f"a doc comment `{tok.text[:3]}` (it starts a command or declaration) at {where}")
     if tok.kind == "name" or tok.text == "`":
         return Rejection(META, f"a name literal or syntax quotation `{tok.text}` at {where}")
-    if tok.text == "#" and nxt is not None and nxt.kind == "ident" and _glued(tok, nxt):
+    if tok.text == "#" and nxt is not None and nxt.kind == "ident" and glued(tok, nxt):
         reason = hash_reason("#" + nxt.text)
         if reason is not None:
             return Rejection(reason, f"`#{nxt.text}` at {where}")
-    if word == "eval" and nxt is not None and nxt.text == "%" and _glued(tok, nxt):
+    if word == "eval" and nxt is not None and nxt.text == "%" and glued(tok, nxt):
         return Rejection(EVAL, f"`eval%` at {where}")
     if word == "open":
         j = _open_end(toks, i)
@@ -216,38 +210,10 @@ def _token_rule(toks: Sequence[Token], i: int, what: str, header: bool = False) 
 
 def _leading_dot(toks: Sequence[Token], i: int) -> bool:
     """True if the identifier at `i` follows a `.` that follows no term (`.FS.writeFile`, not `(f x).le.trans`)."""
-    if i == 0 or toks[i - 1].text != "." or not _glued(toks[i - 1], toks[i]):
+    if i == 0 or toks[i - 1].text != "." or not glued(toks[i - 1], toks[i]):
         return False
     before = toks[i - 2] if i >= 2 else None
-    return before is None or not _glued(before, toks[i - 1]) or (before.kind == "sym" and before.text in _OPENERS)
-
-
-# A config value may hold only these tokens: literals, brackets, field names and `.ctor` atoms.
-_LITERAL_SYMS = frozenset({"{", "}", "[", "]", "(", ")", ",", ":=", "-", "."})
-_LITERAL_WORDS = frozenset({"true", "false", "with"})
-
-
-def _literal(value: Sequence[Token]) -> bool:
-    """True if a `(name := value)` value is a literal: one name or number, or a structure instance /
-    list / tuple of numbers, `true`/`false`, `.ctor` atoms and `{ source with field := literal }`."""
-    if len(value) == 1 and value[0].kind in ("ident", "num"):
-        return True
-    for k, tok in enumerate(value):
-        nxt = value[k + 1] if k + 1 < len(value) else None
-        prev = value[k - 1] if k > 0 else None
-        if tok.kind == "num" or (tok.kind == "sym" and tok.text in _LITERAL_SYMS):
-            continue
-        if tok.kind != "ident":
-            return False
-        if len(tok.parts) == 1 and (tok.text in _LITERAL_WORDS or (prev is not None and prev.text == "."
-                                                                     and _glued(prev, tok))):
-            continue
-        if nxt is not None and nxt.text in (":=", "with") and prev is not None and prev.text in ("{", ",", "with"):
-            continue  # a field name, or the source of `{ src with ... }`
-        if prev is not None and prev.text in (":=", ",", "[", "-") and (nxt is None or nxt.text in (",", "}", "]", ")")):
-            continue  # a constant as a field's value, applied to nothing (`decide := Bool.true`)
-        return False
-    return True
+    return before is None or not glued(before, toks[i - 1]) or (before.kind == "sym" and before.text in OPENERS)
 
 
 def _resource_options(toks: Sequence[Token], what: str, bounds: OptionBounds) -> Rejection | None:
@@ -266,17 +232,14 @@ def _resource_options(toks: Sequence[Token], what: str, bounds: OptionBounds) ->
                              "the value must be a number")
         if bound and not 0 < int(value.text) <= bound:
             return Rejection(SET_OPTION, f"`set_option {name} {value.text}` at line {tok.line} of the {what}: "
-                             f"over the bound {bound} (verification.max_"
-                             f"{'heartbeats' if 'Heartbeats' in name else 'rec_depth'}_option; 0 = no limit)")
+                             f"over the bound {bound} (verification.{bounds.key(name)}; 0 = no limit)")
     return None
 
 
 def _tactics(toks: Sequence[Token]) -> Rejection | None:
     """Every tactic of the proof on the allow-list, every configuration literal (skeleton.py, tactics.py)."""
-    _, finding = walk(toks, _literal)
-    if finding is None:
-        return None
-    return Rejection(UNKNOWN_TACTIC if finding.kind == "unknown_tactic" else CONFIG, finding.detail)
+    _, finding = walk(toks)
+    return None if finding is None else Rejection(finding.reason, finding.detail)
 
 
 def _starts_command(tok: Token) -> bool:
@@ -313,13 +276,13 @@ def _layout(toks: Sequence[Token]) -> Rejection | None:
                              f"proof's indentation (column {block}) it would start a new command")
         line = tok.line
         if tok.kind == "sym":
-            depth += (tok.text in _OPENERS) - (tok.text in _PAIRS)
+            depth += (tok.text in OPENERS) - (tok.text in CLOSERS)
     return None
 
 
 def tactic_names(proof: str) -> list[tuple[str, str]]:
     """The (mode, tactic) pairs of a proof's tactic block in order, as far as the allow-list walk reaches."""
-    return walk(lex(proof), _literal)[0]
+    return walk(lex(proof))[0]
 
 
 def check_proof(proof: str, bounds: OptionBounds = DEFAULT_BOUNDS) -> Rejection | None:

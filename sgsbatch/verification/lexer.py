@@ -47,6 +47,16 @@ class Token:
     parts: tuple[str, ...] = ()
 
 
+# Brackets as Lean pairs them: each closer with its opener (`@[` closes with `]`).
+CLOSERS: dict[str, str] = {")": "(", "]": "[", "}": "{", "⟩": "⟨", "⦄": "⦃", "⟧": "⟦", "⟯": "⟮"}
+OPENERS: frozenset[str] = frozenset({"(", "[", "{", "⟨", "⦃", "⟦", "⟮", "@["})
+
+
+def glued(a: Token, b: Token | None) -> bool:
+    """True if `b` starts where `a` ends (no space or comment between them)."""
+    return b is not None and a.end == b.start
+
+
 def is_letter_like(ch: str) -> bool:
     """Lean's `isLetterLike` (Greek but λ Π Σ, Coptic, Greek Extended, letter-like block, math letters)."""
     v = ord(ch)

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sgsbatch.verification.lexer import Token
+from sgsbatch.verification.lexer import CLOSERS, OPENERS, Token, glued
 from sgsbatch.verification.tactics import (
     ALTS,
     ARROW,
@@ -47,20 +47,18 @@ from sgsbatch.verification.tactics import (
     Tactic,
     lookup,
 )
+from sgsbatch.verification.vocabulary import CONFIG, UNKNOWN_TACTIC
 
-_CLOSERS = {")": "(", "]": "[", "}": "{", "⟩": "⟨", "⦄": "⦃", "⟧": "⟦", "⟯": "⟮"}
-_OPENERS = frozenset({"(", "[", "{", "⟨", "⦃", "⟦", "⟮", "@["})
 # Words that start a tactic block inside a term (`decreasing_by` of a `let rec` in a proof term).
 BLOCK_WORDS = frozenset({"by", "decreasing_by"})
 
 
 @dataclass(frozen=True)
 class Finding:
-    """Why the walk refuses: `kind` is "unknown_tactic" or "config"; `detail` a sentence."""
+    """Why the walk refuses: `reason` is UNKNOWN_TACTIC or CONFIG (vocabulary.py), `detail` a sentence."""
 
-    kind: str
+    reason: str
     detail: str
-    name: str = ""
 
 
 class _Refused(Exception):
@@ -69,8 +67,32 @@ class _Refused(Exception):
         self.finding = finding
 
 
-def _glued(a: Token, b: Token) -> bool:
-    return a.end == b.start
+# A config value may hold only these tokens: literals, brackets, field names and `.ctor` atoms.
+_LITERAL_SYMS = frozenset({"{", "}", "[", "]", "(", ")", ",", ":=", "-", "."})
+_LITERAL_WORDS = frozenset({"true", "false", "with"})
+
+
+def _literal(value: Sequence[Token]) -> bool:
+    """True if a `(name := value)` value is a literal: one name or number, or a structure instance /
+    list / tuple of numbers, `true`/`false`, `.ctor` atoms and `{ source with field := literal }`."""
+    if len(value) == 1 and value[0].kind in ("ident", "num"):
+        return True
+    for k, tok in enumerate(value):
+        nxt = value[k + 1] if k + 1 < len(value) else None
+        prev = value[k - 1] if k > 0 else None
+        if tok.kind == "num" or (tok.kind == "sym" and tok.text in _LITERAL_SYMS):
+            continue
+        if tok.kind != "ident":
+            return False
+        if len(tok.parts) == 1 and (tok.text in _LITERAL_WORDS or (prev is not None and prev.text == "."
+                                                                     and glued(prev, tok))):
+            continue
+        if nxt is not None and nxt.text in (":=", "with") and prev is not None and prev.text in ("{", ",", "with"):
+            continue  # a field name, or the source of `{ src with ... }`
+        if prev is not None and prev.text in (":=", ",", "[", "-") and (nxt is None or nxt.text in (",", "}", "]", ")")):
+            continue  # a constant as a field's value, applied to nothing (`decide := Bool.true`)
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -83,24 +105,20 @@ class _Stops:
 
 
 class _Walker:
-    def __init__(self, toks: Sequence[Token], literal: object) -> None:
+    def __init__(self, toks: Sequence[Token]) -> None:
         self.t = toks
         self.n = len(toks)
-        self.literal = literal  # checks._literal: a config value's test (passed in: checks imports us)
         self.heads: list[tuple[str, str]] = []  # (mode, name) of every tactic seen, in order
         self.cols: list[int] = []  # the columns of the open tactic blocks, outermost first
 
     # -- token shapes -------------------------------------------------------------------------
-    def text(self, i: int) -> str:
-        return self.t[i].text if i < self.n else ""
-
     def sym_run(self, i: int, s: str) -> bool:
         """True if the glued symbols at `i` spell `s` (`=>`, `<;>`, `<|>`)."""
         if i + len(s) > self.n:
             return False
         for k, ch in enumerate(s):
             tok = self.t[i + k]
-            if tok.kind != "sym" or tok.text != ch or (k and not _glued(self.t[i + k - 1], tok)):
+            if tok.kind != "sym" or tok.text != ch or (k and not glued(self.t[i + k - 1], tok)):
                 return False
         return True
 
@@ -132,7 +150,7 @@ class _Walker:
         if depth > 0:
             return False
         if tok.kind == "sym":
-            if tok.text in _CLOSERS or (tok.text == ";" and not self.sym_run(i - 1, "<;>")):
+            if tok.text in CLOSERS or (tok.text == ";" and not self.sym_run(i - 1, "<;>")):
                 return True
             if self.sym_run(i, "<;>") or self.sym_run(i, "<|>"):
                 return True
@@ -175,7 +193,7 @@ class _Walker:
 
     def at_stop(self, i: int, stops: _Stops) -> bool:
         tok = self.t[i]
-        return (tok.kind == "sym" and (tok.text in _CLOSERS or (stops.bar and self.bar_sep(i))
+        return (tok.kind == "sym" and (tok.text in CLOSERS or (stops.bar and self.bar_sep(i))
                                        or (stops.comma and tok.text == ","))) or (
             tok.kind == "ident" and tok.text in stops.words)
 
@@ -196,9 +214,9 @@ class _Walker:
             shown, kind = tok.text[:40], "tactic" if mode == "tactic" else f"{mode} tactic"
             where = f"line {tok.line}"
             if name is None:
-                raise _Refused(Finding("unknown_tactic", f"`{shown}` at {where}: no {kind} starts with it", shown))
-            raise _Refused(Finding("unknown_tactic", f"`{shown}` at {where}: not a {kind} on the allow-list "
-                                   "(sgsbatch/verification/tactics.py)", shown))
+                raise _Refused(Finding(UNKNOWN_TACTIC, f"`{shown}` at {where}: no {kind} starts with it"))
+            raise _Refused(Finding(UNKNOWN_TACTIC, f"`{shown}` at {where}: not a {kind} on the allow-list "
+                                   "(sgsbatch/verification/tactics.py)"))
         self.heads.append((mode, entry.name))
         j = self.config(i + 1, entry, mode)
         return self.args(j, col, stops, entry, mode)
@@ -207,7 +225,7 @@ class _Walker:
         """The `optConfig` right after a head: `(name := literal)`, `+opt`, `-opt`; tactic-valued options walked."""
         while i < self.n:
             tok = self.t[i]
-            if (tok.text in ("+", "-") and tok.kind == "sym" and i + 1 < self.n and _glued(tok, self.t[i + 1])
+            if (tok.text in ("+", "-") and tok.kind == "sym" and i + 1 < self.n and glued(tok, self.t[i + 1])
                     and self.t[i + 1].kind == "ident"):
                 i += 2
                 continue
@@ -218,11 +236,10 @@ class _Walker:
             option = self.t[i + 1].text
             if option in entry.tactic_options:
                 self.seq(i + 3, _Stops(), "tactic")
-            elif not self.literal(self.t[i + 3 : close]):  # type: ignore[operator]
+            elif not _literal(self.t[i + 3 : close]):
                 text = " ".join(t.text for t in self.t[i + 3 : close])[:60]
-                raise _Refused(Finding("config", f"`({option} := {text})` of `{entry.name}` at line {tok.line}: "
-                                       "a tactic configuration is evaluated as code, so it must be a literal",
-                                       entry.name))
+                raise _Refused(Finding(CONFIG, f"`({option} := {text})` of `{entry.name}` at line {tok.line}: "
+                                       "a tactic configuration is evaluated as code, so it must be a literal"))
             i = close + 1
         return i
 
@@ -232,7 +249,7 @@ class _Walker:
         for j in range(i, self.n):
             text = self.t[j].text
             if self.t[j].kind == "sym":
-                depth += (text in _OPENERS) - (text in _CLOSERS)
+                depth += (text in OPENERS) - (text in CLOSERS)
             if depth == 0:
                 return j
         return self.n
@@ -266,9 +283,9 @@ class _Walker:
                     and self.t[i + 1].kind == "ident" and self.t[i + 2].text == ":="):
                 i = self.config(i, entry, mode)  # clauses in any order (`aesop (add ...) (simp_config := ...)`)
                 continue
-            if tok.kind == "sym" and tok.text in _OPENERS:
+            if tok.kind == "sym" and tok.text in OPENERS:
                 depth += 1
-            elif tok.kind == "sym" and tok.text in _CLOSERS:
+            elif tok.kind == "sym" and tok.text in CLOSERS:
                 depth -= 1
                 if depth < 0:
                     return i
@@ -301,11 +318,9 @@ class _Walker:
         return i
 
 
-def walk(toks: Sequence[Token], literal: object) -> tuple[list[tuple[str, str]], Finding | None]:
-    """The tactics of a proof's block (mode, name) in order, and the first refusal (None if none).
-
-    `literal(tokens) -> bool` decides whether a configuration value is a literal (checks.py)."""
-    walker = _Walker(toks, literal)
+def walk(toks: Sequence[Token]) -> tuple[list[tuple[str, str]], Finding | None]:
+    """The tactics of a proof's block (mode, name) in order, and the first refusal (None if none)."""
+    walker = _Walker(toks)
     try:
         i = walker.seq(0, _Stops())
         while i < walker.n:  # text after an unmatched closer: Lean fails it; still judge what follows

@@ -134,7 +134,7 @@ _UNSAFE_PART = re.compile(r"^unsafe(?:[A-Z]|$)|Unsafe")
 PROOF_OPTIONS: frozenset[str] = frozenset({"push_neg.use_distrib", "simprocs", "autoImplicit",
                                            "relaxedAutoImplicit", "tactic.hygienic"})
 # Resource options (issue 38 class 5): provers set them in proofs and statements; accepted with a numeric
-# value within `verification.max_heartbeats_option` / `max_rec_depth_option` (checks.resource_option_rule).
+# value within `verification.max_heartbeats_option` / `max_rec_depth_option` (checks._resource_options).
 HEARTBEAT_OPTIONS: frozenset[str] = frozenset({"maxHeartbeats", "synthInstance.maxHeartbeats"})
 DEPTH_OPTIONS: frozenset[str] = frozenset({"maxRecDepth", "synthInstance.maxSize"})
 RESOURCE_OPTIONS: frozenset[str] = HEARTBEAT_OPTIONS | DEPTH_OPTIONS
@@ -154,6 +154,11 @@ class OptionBounds:
 
     def bound(self, name: str) -> int:
         return self.max_heartbeats if name in HEARTBEAT_OPTIONS else self.max_rec_depth
+
+    @staticmethod
+    def key(name: str) -> str:
+        """The config key (under `verification.`) that bounds resource option `name`."""
+        return "max_heartbeats_option" if name in HEARTBEAT_OPTIONS else "max_rec_depth_option"
 
 
 DEFAULT_BOUNDS = OptionBounds()
