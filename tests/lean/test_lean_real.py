@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from leanlib import need_real_lean
 
 from sgsbatch.config.schema import VerificationConfig
 from sgsbatch.verification.lean import LeanVerifier, resolve_project_dir
@@ -18,15 +18,11 @@ from sgsbatch.verification.verdict import FAILED, TIMEOUT, VERIFIED, ProofJob
 pytestmark = pytest.mark.lean
 CFG = VerificationConfig()
 PROJECT = resolve_project_dir(CFG.project_dir)
-REPL = PROJECT / CFG.repl_command[-1]
 
 
 @pytest.fixture(scope="module")
 def verifier() -> Iterator[LeanVerifier]:
-    if shutil.which("lake") is None:
-        pytest.skip("real Lean tests need `lake` on PATH: install with ./setup.sh --lean")
-    if not REPL.exists():
-        pytest.skip(f"real Lean tests need the REPL built at {REPL}: run ./setup.sh --lean")
+    need_real_lean()
     v = LeanVerifier(VerificationConfig(timeout_s=60.0), processes=2)
     yield v
     v.close()
@@ -69,8 +65,7 @@ def test_real_a_thread_left_spinning_costs_the_next_proof_nothing() -> None:
     """Issue 38, nothing outlives its proof: a proof that leaves a dedicated task looping (through the
     pool directly: the tactic allow-list would refuse `run_tac`) gets its REPL restarted; the next
     proof runs on a fresh process and is verified. Not yet run against real Lean when written."""
-    if shutil.which("lake") is None or not REPL.exists():
-        pytest.skip("real Lean tests need `lake` and the built REPL: run ./setup.sh --lean")
+    need_real_lean()
     v = LeanVerifier(VerificationConfig(timeout_s=60.0), processes=1)
     try:
         jobs = [_job("spin", "theorem spin_left (x : ℕ) : x + 0 = x := by", SPIN),
@@ -84,8 +79,7 @@ def test_real_a_thread_left_spinning_costs_the_next_proof_nothing() -> None:
 
 
 def test_real_timeout() -> None:
-    if shutil.which("lake") is None or not REPL.exists():
-        pytest.skip("real Lean tests need `lake` and the built REPL: run ./setup.sh --lean")
+    need_real_lean()
     v = LeanVerifier(VerificationConfig(timeout_s=2.0), processes=1)
     try:
         slow = "\n  nlinarith [sq_nonneg (x - y), sq_nonneg (x + y), sq_nonneg (x * y - 1), sq_nonneg (x * y + 1)]"
@@ -97,14 +91,10 @@ def test_real_timeout() -> None:
 
 
 # ------------------------------------------------------------------ the kernel re-check, for real
-CHECKER = PROJECT / CFG.checker_command[-1]
 
 
 def _need_checker() -> None:
-    if shutil.which("lake") is None or not REPL.exists():
-        pytest.skip("real Lean tests need `lake` and the built REPL: run ./setup.sh --lean")
-    if not CHECKER.exists():
-        pytest.skip(f"the kernel re-check is not built at {CHECKER}: run ./setup.sh --lean")
+    need_real_lean(checker=True)
 
 
 def test_real_recheck_through_the_pool(tmp_path: Path) -> None:

@@ -4,27 +4,22 @@ built REPL is absent; here only the refusals' static half runs, in test_tactic_a
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 
 import pytest
+from leanlib import need_real_lean
 
 from sgsbatch.config.schema import VerificationConfig
-from sgsbatch.verification.lean import LeanVerifier, resolve_project_dir
+from sgsbatch.verification.lean import LeanVerifier
 from sgsbatch.verification.verdict import FAILED, VERIFIED, ProofJob
 
 pytestmark = pytest.mark.lean
-CFG = VerificationConfig()
-REPL = resolve_project_dir(CFG.project_dir) / CFG.repl_command[-1]
 HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat\n"
 
 
 @pytest.fixture(scope="module")
 def verifier() -> Iterator[LeanVerifier]:
-    if shutil.which("lake") is None:
-        pytest.skip("real Lean tests need `lake` on PATH: install with ./setup.sh --lean")
-    if not REPL.exists():
-        pytest.skip(f"real Lean tests need the REPL built at {REPL}: run ./setup.sh --lean")
+    need_real_lean()
     v = LeanVerifier(VerificationConfig(timeout_s=120.0), processes=2)
     yield v
     v.close()

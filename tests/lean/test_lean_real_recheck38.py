@@ -11,10 +11,10 @@ with a message instead of passing vacuously.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
+from leanlib import need_real_lean
 
 from sgsbatch.config.schema import VerificationConfig
 from sgsbatch.verification.lean import resolve_project_dir
@@ -26,8 +26,6 @@ from sgsbatch.verification.verdict import VERIFIED, ProofJob
 pytestmark = pytest.mark.lean
 CFG = VerificationConfig()
 PROJECT = resolve_project_dir(CFG.project_dir)
-REPL = PROJECT / CFG.repl_command[-1]
-CHECKER = PROJECT / CFG.checker_command[-1]
 
 # A `decide` the kernel checks (`kernel := true`: the elaborator leaves the work to `addDecl`).
 HEAVY = "theorem heavy38_{key} : (List.range 20000).foldl (· + ·) 0 = 199990000 := by"
@@ -35,10 +33,7 @@ HEAVY_PROOF = "\n  decide (config := { kernel := true })"
 
 
 def _need_checker() -> None:
-    if shutil.which("lake") is None or not REPL.exists():
-        pytest.skip("real Lean tests need `lake` and the built REPL: run ./setup.sh --lean")
-    if not CHECKER.exists():
-        pytest.skip(f"the kernel re-check is not built at {CHECKER}: run ./setup.sh --lean")
+    need_real_lean(checker=True)
 
 
 def test_real_class6_the_recheck_uses_the_statement_heartbeat_budget() -> None:
