@@ -110,8 +110,25 @@ class LeftoverLimits:
                 raise ValueError(f"verification.{key} must be >= 0, got {value}")
 
 
-def poisoned(root: int, baseline_threads: int, limits: LeftoverLimits) -> str | None:
-    """Why the idle REPL tree `root` runs work a proof left (threads beyond `baseline_threads` +
+@dataclass(frozen=True)
+class Leftover:
+    """Work a proof left in its REPL: `cause` is the counter's name (`leftover_cpu`, `leftover_threads`)."""
+
+    cause: str
+    detail: str
+
+
+def _extra_threads(threads: int, baseline_threads: int, limits: LeftoverLimits) -> str | None:
+    """Why `threads` are too many for a REPL that had `baseline_threads` after its header, or None."""
+    extra = threads - baseline_threads
+    if extra > limits.thread_slack:
+        return (f"it holds {extra} threads more than after its header "
+                f"(verification.thread_slack = {limits.thread_slack})")
+    return None
+
+
+def poisoned(root: int, baseline_threads: int, limits: LeftoverLimits) -> Leftover | None:
+    """The work the idle REPL tree `root` runs that a proof left (threads beyond `baseline_threads` +
     slack, or CPU while it waits for a command), or None; None without a check (idle_check_ms 0)."""
     if limits.idle_check_ms <= 0:
         return None
@@ -121,12 +138,10 @@ def poisoned(root: int, baseline_threads: int, limits: LeftoverLimits) -> str | 
     wall = max(second.at - first.at, 1e-6)
     busy = max(second.run_ns - first.run_ns, 0) / 1e9 / wall
     if busy > limits.idle_cpu_fraction:
-        return f"it used {busy:.2f} of a core while waiting for a command (verification.idle_cpu_fraction)"
-    extra = second.threads - baseline_threads
-    if extra > limits.thread_slack:
-        return (f"it holds {extra} threads more than after its header "
-                f"(verification.thread_slack = {limits.thread_slack})")
-    return None
+        return Leftover("leftover_cpu", f"it used {busy:.2f} of a core while waiting for a command "
+                                        "(verification.idle_cpu_fraction)")
+    threads = _extra_threads(second.threads, baseline_threads, limits)
+    return None if threads is None else Leftover("leftover_threads", threads)
 
 
 def busy_during(before: Usage, after: Usage, baseline_threads: int, limits: LeftoverLimits) -> str | None:
@@ -139,6 +154,4 @@ def busy_during(before: Usage, after: Usage, baseline_threads: int, limits: Left
     rate = (after.cpu_s - before.cpu_s) / wall
     if rate > limits.timeout_cpu_factor:
         return f"the REPL used {rate:.2f} CPU-seconds per second (verification.timeout_cpu_factor)"
-    if after.threads - baseline_threads > limits.thread_slack:
-        return f"the REPL held {after.threads - baseline_threads} threads more than after its header"
-    return None
+    return _extra_threads(after.threads, baseline_threads, limits)

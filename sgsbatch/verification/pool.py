@@ -466,13 +466,13 @@ class ReplPool:
                 item.timeout_retried = True
                 return self._check(slot, item)
             return Verdict(TIMEOUT, "timeout", [f"{e} ({why})"])
-        why_left = poisoned(repl.pid, slot.base_threads, s.leftover) if repl.alive() else None
-        if why_left is not None:
-            log.warning("restarting the REPL after %s: %s", job.key, why_left)
-            self._count("leftover_threads" if "threads" in why_left else "leftover_cpu")
+        left = poisoned(repl.pid, slot.base_threads, s.leftover) if repl.alive() else None
+        if left is not None:
+            log.warning("restarting the REPL after %s: %s", job.key, left.detail)
+            self._count(left.cause)
             slot.reset()
             return Verdict(verdict.verdict, verdict.reason,
-                           [*verdict.messages, f"the REPL was restarted after this proof: {why_left}"])
+                           [*verdict.messages, f"the REPL was restarted after this proof: {left.detail}"])
         slot.proofs += 1
         if slot.proofs >= s.max_proofs:
             slot.reset()
