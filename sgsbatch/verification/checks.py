@@ -232,7 +232,7 @@ def _resource_options(toks: Sequence[Token], what: str, bounds: OptionBounds) ->
                              "the value must be a number")
         if bound and not 0 < int(value.text) <= bound:
             return Rejection(SET_OPTION, f"`set_option {name} {value.text}` at line {tok.line} of the {what}: "
-                             f"over the bound {bound} (verification.{bounds.key(name)}; 0 = no limit)")
+                             f"over the bound {bound} (verification.{bounds.key(name)}, fixed at launch; 0 = no limit)")
     return None
 
 
