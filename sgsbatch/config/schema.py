@@ -194,7 +194,12 @@ class GenerationConfig:
 class SolverConfig:
     """The Solver: sampling, rewards and training."""
 
-    samples: int = key(8, "Proofs sampled per target and per conjecture each round.")
+    samples: int = key(8, "Proofs sampled per target and per conjecture each round (solver.mode = \"search\": "
+                          "independent searches per problem).")
+    # "search": the solve phase runs tactic-level proof search (sgsbatch/search/, docs/search.md)
+    mode: Literal["whole_proof", "search"] = key(
+        "whole_proof", "\"whole_proof\": the Solver writes whole proofs (the reference); \"search\": tactic-level "
+                       "proof search, the [search] keys (docs/search.md).")
     temperature: float = key(1.0, "Sampling temperature.")
     max_tokens: int = key(8192, "Completion tokens per proof.")
     # reinforce (REINFORCE-1/2), cispo, ei (Expert Iteration), or the GRPO family: grpo, dr_grpo, dapo,
@@ -272,6 +277,50 @@ class SolverConfig:
     def window_rounds(self) -> int:
         """Rounds whose proofs one round's training reads: `ei_rounds` for Expert Iteration, else 1."""
         return self.ei_rounds if self.selection_mode() in WINDOW_SELECTIONS else 1
+
+
+_SIMULATED_ENV = "SIMULATED tactic environment only (search/simulated.py): "
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Tactic-level proof search, the solve phase when `solver.mode = "search"` (docs/search.md).
+
+    Defaults: best-first search as BFS-Prover (arXiv 2502.03438) runs it; the mcts_* keys are nanoproof's
+    published SearchConfig defaults (Kripner/nanoproof nanoproof/search.py)."""
+
+    algorithm: Literal["best_first", "mcts"] = key(
+        "best_first", "\"best_first\": expand the open node of highest cumulative tactic log-probability (BFS-Prover); "
+                      "\"mcts\": AlphaProof-style UCB with progressive sampling (nanoproof).")
+    environment: Literal["lean", "simulated", "replay"] = key(
+        "lean", "Where tactics run: \"lean\" (the REPL's tactic mode in verify's sandbox), \"simulated\" (SIMULATED "
+                "proof states, tests and rehearsals) or \"replay\" (recorded REPL transcripts, tests).")
+    replay_dir: str = key("", "environment = \"replay\": the directory of recorded transcripts (X.in, X.expected.out).")
+    width: int = key(8, "Tactics sampled per expansion (k).")
+    max_expansions: int = key(600, "Expansions per search before it gives up.")
+    time_limit_s: float = key(600.0, "Wall-clock seconds per search before it gives up (0 = none).")
+    max_depth: int = key(64, "Tactics on a path before a node is no longer expanded.")
+    tactic_timeout_s: float = key(10.0, "Seconds one tactic may take in Lean (a slower one is a failed edge).")
+    tactic_max_tokens: int = key(256, "Completion tokens per sampled tactic.")
+    temperature: float = key(1.1, "Sampling temperature of tactics.")
+    length_alpha: float = key(0.0, "best_first: a node's priority is its path's summed log-probability / "
+                                   "depth ** this (0 = none; BFS-Prover's length normalisation).")
+    max_goal_chars: int = key(4096, "A proof state longer than this many characters is cut in the prompt.")
+    concurrent: int = key(64, "Searches a task runs at once; one engine call per wave serves all of them.")
+    lean_processes: int = key(4, "Lean REPL processes of one search task (its CPU cores for Lean).")
+    mcts_simulations: int = key(50, "mcts: simulations per search (nanoproof num_simulations); max_expansions "
+                                    "still bounds it.")
+    mcts_c_base: float = key(3200.0, "mcts: UCB exploration base (nanoproof pb_c_base).")
+    mcts_c_init: float = key(0.001, "mcts: UCB exploration init (nanoproof pb_c_init).")
+    mcts_discount: float = key(0.99, "mcts: value discount (nanoproof value_discount).")
+    mcts_prior_temperature: float = key(200.0, "mcts: softmax temperature of the tactics' log-probabilities as "
+                                               "priors (nanoproof prior_temperature).")
+    mcts_no_actions_value: float = key(-40.0, "mcts: the value of a node with no legal tactic (nanoproof "
+                                              "no_legal_actions_value).")
+    mcts_ps_c: float = key(0.01, "mcts: progressive sampling coefficient (nanoproof ps_c).")
+    mcts_ps_alpha: float = key(0.6, "mcts: progressive sampling exponent (nanoproof ps_alpha).")
+    simulated_branching: float = key(0.35, _SIMULATED_ENV + "the chance a sampled tactic is a legal move.")
+    simulated_depth: int = key(4, _SIMULATED_ENV + "the most tactics a simulated proof needs.")
 
 
 @dataclass(frozen=True)
@@ -669,6 +718,7 @@ class Config:
     prompts: PromptsConfig = field(default_factory=PromptsConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     solver: SolverConfig = field(default_factory=SolverConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
     conjecturer: ConjecturerConfig = field(default_factory=ConjecturerConfig)
     extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
     guide: GuideConfig = field(default_factory=GuideConfig)

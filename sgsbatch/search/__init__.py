@@ -1,0 +1,1 @@
+"""Tactic-level proof search: the solve phase when `solver.mode = "search"` (docs/search.md)."""
