@@ -736,9 +736,11 @@ class Config:
 
     @property
     def simulated(self) -> bool:
-        """True when any SIMULATED component (verifier, generation, trainer) is in use."""
+        """True when any SIMULATED component (verifier, generation, trainer, a search's tactic environment
+        other than Lean) is in use."""
         return (self.verification.backend == "simulated" or self.generation.backend == "simulated"
-                or self.train.backend == "simulated" or self.run.rehearsal)
+                or self.train.backend == "simulated" or self.run.rehearsal
+                or (self.solver.mode == "search" and self.search.environment != "lean"))
 
     def phase_resources(self, phase: str) -> SlurmPhaseConfig:
         res: SlurmPhaseConfig = getattr(self.slurm, phase)

@@ -8,6 +8,8 @@ keys themselves and their defaults (config/schema.py), reading TOML (config/load
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sgsbatch.config.schema import (
     MAX_CPUS,
     MAX_GPUS,
@@ -110,6 +112,11 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
           f"must be \"auto\", \"less_16_proofs\" or \"stp_improved_ei\" with solver.objective = \"ei\", got "
           f"{s.selection!r} (for a band of one round's proofs use solver.objective = \"reinforce\")")
     check(s.proof_cap >= 1, "solver.proof_cap", f"must be >= 1, got {s.proof_cap}")
+    check(s.mode != "search" or s.objective in ("reinforce", "ei"), "solver.objective",
+          f"must be \"reinforce\" or \"ei\" with solver.mode = \"search\" (a search Solver trains on the (goal "
+          f"state, tactic) steps of verified proofs: expert iteration; a failed search has no steps to give a "
+          f"negative advantage), got {s.objective!r}")
+    _search_errors(cfg, check)
     check(0.0 < c.stp_threshold <= 1.0, "conjecturer.stp_threshold", f"must be within (0, 1], got {c.stp_threshold}")
     check(0.0 <= c.stp_elegance_quantile < 1.0, "conjecturer.stp_elegance_quantile",
           f"must be within [0, 1), got {c.stp_elegance_quantile}")
@@ -219,3 +226,24 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
         check(r.nodes == 1 or (phase == "train" and 1 <= r.nodes <= 1024), f"slurm.{phase}.nodes",
               "must be 1 (only the train job spans nodes)" if phase != "train" else f"must be >= 1 and <= 1024, got {r.nodes}")
     return errs
+
+
+def _search_errors(cfg: Config, check: Callable[[bool, str, str], None]) -> None:
+    """The [search] keys (tactic-level search, solver.mode = "search")."""
+    x = cfg.search
+    for key in ("width", "max_expansions", "max_depth", "tactic_max_tokens", "max_goal_chars", "concurrent",
+                "lean_processes", "mcts_simulations"):
+        check(getattr(x, key) >= 1, f"search.{key}", f"must be >= 1, got {getattr(x, key)}")
+    for key in ("time_limit_s", "length_alpha"):
+        check(getattr(x, key) >= 0, f"search.{key}", f"must be >= 0, got {getattr(x, key)}")
+    check(x.tactic_timeout_s > 0, "search.tactic_timeout_s", f"must be > 0 seconds, got {x.tactic_timeout_s}")
+    check(x.temperature >= 0, "search.temperature", f"must be >= 0, got {x.temperature}")
+    check(x.mcts_c_base > 0 and x.mcts_prior_temperature > 0, "search.mcts_c_base",
+          "search.mcts_c_base and search.mcts_prior_temperature must be > 0")
+    check(0 < x.mcts_discount <= 1, "search.mcts_discount", f"must be within (0, 1], got {x.mcts_discount}")
+    check(0 < x.simulated_branching <= 1, "search.simulated_branching",
+          f"must be within (0, 1], got {x.simulated_branching}")
+    check(x.simulated_depth >= 1, "search.simulated_depth", f"must be >= 1, got {x.simulated_depth}")
+    check(x.environment != "replay" or bool(x.replay_dir) or cfg.solver.mode != "search", "search.replay_dir",
+          "must name a directory of recorded REPL transcripts (X.in, X.expected.out) with search.environment = "
+          "\"replay\"")

@@ -1,5 +1,6 @@
 """Solve phase: `solver.samples` Solver samples for every target and every conjecture of the round.
 
+With `solver.mode = "search"` the phase is tactic-level search instead (phases/search.py).
 Extraction happens here so verify only sees extracted proofs; the file Lean sees is always the
 dataset header + dataset statement + extracted proof (extraction.solver_file).
 """
@@ -17,6 +18,11 @@ from sgsbatch.round.results import Problem, solve_problems
 
 
 def run(task: Task) -> None:
+    if task.cfg.solver.mode == "search":  # tactic-level search (phases/search.py)
+        from sgsbatch.phases import search
+
+        search.run(task)
+        return
     cfg = task.cfg.solver
     rule = task.cfg.extraction.declarations
 

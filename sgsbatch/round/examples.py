@@ -13,7 +13,9 @@ REINFORCE-1/2 with `R_guide * (1 - s)` min-max normalised over the in-band conje
 in-band conjecture is an example, weight 0 included (the reference trains on all of them, and its
 WeightedTrainer divides by every token of the batch, so a zero-weight example still counts in the
 normaliser); STP's (`conjecturer.reward = "stp"`): weight 1 on its band. Training sequences are the
-chat-templated prompt ids plus the sampled token ids, never re-tokenised text.
+chat-templated prompt ids plus the sampled token ids, never re-tokenised text. A search Solver's
+(`solver.mode = "search"`) verified sample trains as one sequence per (goal state, tactic) step of
+its proof (`sample_examples`), with the sample's weight (REINFORCE-1/2 or Expert Iteration).
 """
 
 from __future__ import annotations
@@ -83,17 +85,37 @@ def solver_selection(cfg: Config, results: dict[str, ProblemResult], unsolved: C
                              include_high=s.band_include_high)
 
 
+def sample_examples(arrays: RecordArrays, k: int, smp: dict[str, Any], weight: float) -> list[Example]:
+    """Sample k's training sequences with `weight`: the prompt and its completion, or for a search's sample
+    (solver.mode = "search", phases/search.py) one per step of its proof: (the step's prompt: theorem,
+    tactics so far, goals; the tactic), split from the sample's concatenated ids by its `steps` counts."""
+    if "steps" not in smp:
+        return [Example(arrays.prompt_ids, arrays.token_ids(k), weight)]
+    ids, out, at = arrays.token_ids(k), [], 0
+    for n_prompt, n_tactic in smp["steps"]:
+        out.append(Example(ids[at:at + n_prompt], ids[at + n_prompt:at + n_prompt + n_tactic], weight))
+        at += n_prompt + n_tactic
+    assert at == len(ids), "a search sample's steps cover its token ids"
+    return out
+
+
+def _length(smp: dict[str, Any]) -> int:
+    """The tokens the length penalty judges: a whole proof's; none for a search's (its tactics are short
+    by construction: search.tactic_max_tokens each)."""
+    return 0 if "steps" in smp else token_count(smp)
+
+
 def _reinforce(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -> list[Example]:
     s = cfg.solver
     out = []
     for key in sorted(band):
         res = results[key]
         for k, smp in enumerate(res.samples):
-            w = solver_weight(smp.get("proof") or "", smp["verdict"] == "verified", True, token_count(smp),
+            w = solver_weight(smp.get("proof") or "", smp["verdict"] == "verified", True, _length(smp),
                               max_tokens=s.max_tokens, length_penalty_start=s.length_penalty_start,
                               zero_try=s.zero_try, try_comments=s.try_comments)
             if w is not None:
-                out.append(Example(res.arrays.prompt_ids, res.arrays.token_ids(k), w))
+                out += sample_examples(res.arrays, k, smp, w)
     return out
 
 
@@ -196,10 +218,10 @@ def _expert_iteration(cfg: Config, paths: RunPaths, stored: Iterable[tuple[int, 
                                                                              shards_at(cfg, paths, rnd, "solve"))}
         it, arrays = items[rnd][pid]
         smp = it["samples"][sample]
-        w = solver_weight(smp.get("proof") or "", True, True, token_count(smp), max_tokens=s.max_tokens,
+        w = solver_weight(smp.get("proof") or "", True, True, _length(smp), max_tokens=s.max_tokens,
                           length_penalty_start=s.length_penalty_start, zero_try=s.zero_try, try_comments=s.try_comments)
         if w is not None:
-            out.append(Example(arrays.prompt_ids, arrays.token_ids(sample), w))
+            out += sample_examples(arrays, sample, smp, w)
     return out
 
 

@@ -32,6 +32,7 @@ from sgsbatch.round.compaction import token_count
 from sgsbatch.round.examples import in_band_conjectures
 from sgsbatch.round.refusals import refusal_metrics, tally
 from sgsbatch.round.results import ProblemResult, guide_reviews, round_conjectures, round_results, run_targets
+from sgsbatch.round.search_metrics import search_metrics
 from sgsbatch.round.timing import round_spans
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.handle import RunHandle
@@ -105,7 +106,7 @@ def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemR
     try_proofs = long_samples = 0
     for pid, res in results.items():
         for k, smp in enumerate(res.samples):
-            if not smp["ok"]:
+            if not smp["ok"] and "search" not in smp:  # a search without a proof is no extraction failure
                 extract_fail[smp["reason"]] = extract_fail.get(smp["reason"], 0) + 1
             try_proofs += smp["verdict"] == VERIFIED and uses_try(smp.get("proof") or "", cfg.solver.try_comments)
             long_samples += length_penalty(token_count(smp), cfg.solver.max_tokens,
@@ -153,6 +154,7 @@ def round_rows(cfg: Config, paths: RunPaths, r: int, results: dict[str, ProblemR
         if wall is not None:
             m[M.wall_s(phase)] = wall
     m.update(generation_metrics(cfg, paths, r))
+    m.update(search_metrics(cfg, paths, r, results))
     # the scaling law's C counts Conjecturer and Solver samples only (the SGS paper, the reference); not reviews
     m[M.GENERATIONS_ROUND] = funnel.generated + n_attempts
     m[M.GUIDE_REVIEWS] = len(out.reviews)

@@ -91,6 +91,19 @@ def solve_rate_hist(kind: str, k: int) -> str:
 
 
 GEN_STATS = ("tokens_per_s", "startup_s", "sequences", "tokens")
+# tactic-level search (solver.mode = "search"; round/search_metrics.py): per round, over the solve tasks
+SEARCH_STATS = ("searches", "found", "verified", "tactic_mode_rejected", "expansions", "depth_mean", "edges",
+                "failed_edges", "malformed", "lean_cpu_s", "generated_tokens", "waves", "tokens_per_call",
+                "calls_per_s", "stop_exhausted", "stop_expansions", "stop_time", "stop_start_failed")
+
+
+def search(what: str) -> str:
+    """`search/<what>` (SEARCH_STATS): searches run, found in tactic mode, verified by the verify phase, found
+    but not verified (tactic mode is not the verdict), expansions, mean depth of found proofs, tactics applied
+    and failed, malformed tactic replies, Lean seconds, generated tokens, engine calls (waves), generated tokens
+    per call, calls per engine second, and how the searches without a proof ended."""
+    assert what in SEARCH_STATS, what
+    return f"search/{what}"
 ROLE_OF_PHASE = {"conjecture": "conjecturer", "solve": "solver", "guide": "guide"}
 CISPO_CLIP_FRACTION = "train/solver_clip_fraction"  # CISPO: completion tokens whose weight hit cispo_clip_max;
 # the GRPO family: completion tokens on either clipped side of the ratio (TRL's clip_ratio/region_mean)
