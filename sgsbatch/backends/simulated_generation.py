@@ -24,6 +24,9 @@ What is drawn, per role (numbers are `generation.simulated_*` keys):
   the draw) ending in `:= by sorry`, or at `simulated_malformed_conjecturer` one of several
   malformed replies (no fence, no `:= by`, two statements).
 - Guide: the three scores between the configured Guide tags, or (malformed) a tag missing.
+- A search's tactic prompt (solver.mode = "search": it ends in search/policy.py's `:::`): one tactic
+  from SIMULATED_TACTICS (steps and closing tactics), `simulated_tactic_tokens` median tokens, or
+  (malformed) an empty reply.
 
 `simulated_tokens_per_s > 0` sleeps generated tokens / that rate per step (decode time of the
 whole engine, not per request). `projection.simulated_time_scale > 0` instead sleeps the
@@ -52,6 +55,7 @@ from sgsbatch.backends.generation import (
 )
 from sgsbatch.config.simulated_time import SimulatedTime, simulated_time, sleep
 from sgsbatch.prompts import GuideTags
+from sgsbatch.search.policy import SEPARATOR
 from sgsbatch.verification.simulated import normalise, stable_unit
 
 DRAW_TAG = "SGSBATCH-SIMULATED-DRAW"
@@ -79,6 +83,7 @@ class SimulatedSettings:
     difficulty_sharpness: float
     success_in_reach: float
     tokens_per_s: float = 0.0
+    tactic_tokens: int = 16  # median reply tokens of a search's tactic prompt (generation.simulated_tactic_tokens)
     max_model_len: int | None = None
     clock: SimulatedTime | None = None  # projection.simulated_time_scale > 0: sleep the projection's times
     gpus: int = 0  # the task's GPUs (what the decode time divides by; 0 stands for one)
@@ -153,6 +158,17 @@ def _guide_text(tags: GuideTags, rng: random.Random, malformed: bool) -> str:
     return "\n".join(parts)
 
 
+# what a SIMULATED tactic reply is drawn from: closing tactics (verification/simulated.py's) and steps
+SIMULATED_TACTICS = ("intro h", "constructor", "have h2 := sq_nonneg (x - y)", "rw [add_comm]", "norm_num",
+                     "linarith", "nlinarith [sq_nonneg (x - y), sq_nonneg (x + y)]", "positivity", "simp", "omega",
+                     "field_simp", "ring_nf")
+
+
+def is_tactic_prompt(messages: list[dict[str, str]]) -> bool:
+    """True for a search policy's prompt (search/policy.py: it ends in SEPARATOR): the reply is one tactic."""
+    return bool(messages) and messages[-1]["content"].rstrip().endswith(SEPARATOR)
+
+
 class SimulatedGenerator(_Engine):
     """SIMULATED engine: replies drawn from statistics (module docstring); loads nothing."""
 
@@ -208,7 +224,9 @@ class SimulatedGenerator(_Engine):
         s = self.s
         rng = random.Random(f"{s.role}:{s.round}:{req.seed}:{i}")
         malformed = rng.random() < s.malformed
-        if s.role == "solver":
+        if s.role == "solver" and is_tactic_prompt(req.messages):  # a search's expansion (search/policy.py)
+            text = "" if malformed else SIMULATED_TACTICS[rng.randrange(len(SIMULATED_TACTICS))]
+        elif s.role == "solver":
             ok = rng.random() < attempt_probability(s, statement)
             text = _solver_text(statement, ok, rng, malformed)
         elif s.role == "conjecturer":
@@ -216,7 +234,8 @@ class SimulatedGenerator(_Engine):
         else:
             assert self.tags is not None
             text = _guide_text(self.tags, rng, malformed)
-        n = max(1, int(rng.lognormvariate(math.log(s.median_tokens), s.token_sigma)))
+        median = s.tactic_tokens if s.role == "solver" and is_tactic_prompt(req.messages) else s.median_tokens
+        n = max(1, int(rng.lognormvariate(math.log(median), s.token_sigma)))
         finish = "stop"
         if n > budget:
             n, finish = budget, "length"
@@ -240,4 +259,5 @@ def settings_from(cfg: Any, role: str, round_index: int, gpus: int = 0) -> Simul
                              c_mid=sc.paper_c_mid, b=sc.paper_b, generations_per_round=g.simulated_generations_per_round,
                              difficulty_sharpness=g.simulated_difficulty_sharpness,
                              success_in_reach=g.simulated_success_in_reach, tokens_per_s=g.simulated_tokens_per_s,
-                             max_model_len=g.max_model_len, clock=simulated_time(cfg), gpus=gpus)
+                             max_model_len=g.max_model_len, clock=simulated_time(cfg), gpus=gpus,
+                             tactic_tokens=g.simulated_tactic_tokens)

@@ -175,6 +175,8 @@ class GenerationConfig:
                                              "by the completion budget).")
     simulated_conjecturer_tokens: int = key(2500, _SIMULATED_ONLY + "median Conjecturer reply tokens.")
     simulated_guide_tokens: int = key(1000, _SIMULATED_ONLY + "median Guide reply tokens.")
+    simulated_tactic_tokens: int = key(16, _SIMULATED_ONLY + "median tokens of a search's tactic reply "
+                                           "(solver.mode = \"search\").")
     simulated_token_sigma: float = key(0.5, _SIMULATED_ONLY + "sigma of the log-normal token counts.")
     simulated_malformed_solver: float = key(0.03, _SIMULATED_ONLY + "share of malformed Solver replies.")
     simulated_malformed_conjecturer: float = key(0.15, _SIMULATED_ONLY + "share of malformed Conjecturer "

@@ -20,7 +20,9 @@ the searches that had not finished. Not covered: the search itself, the environm
 from __future__ import annotations
 
 import json
+import logging
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -29,11 +31,17 @@ from sgsbatch.config.schema import Config
 from sgsbatch.phases.sampling import generator_for
 from sgsbatch.phases.task import Task
 from sgsbatch.round.results import Problem, solve_problems
+from sgsbatch.run.attempts import attempts
 from sgsbatch.run.progress import ProgressLine
 from sgsbatch.run.token_arrays import TokenArrays
 from sgsbatch.search.driver import Outcome, SearchJob, run_searches
 from sgsbatch.search.environment import TacticEnvironment
 from sgsbatch.search.policy import linearize
+
+log = logging.getLogger(__name__)
+# test aid: "SHARD:N" kills (SIGKILL) that solve shard's task right after its N-th search is journalled, on its
+# first attempt only (tests/integration/test_search_run.py: a kill mid-search, then identical results)
+KILL_ENV = "SGSBATCH_SEARCH_KILL_AFTER"
 
 
 def environment_for(cfg: Config) -> TacticEnvironment:
@@ -136,6 +144,9 @@ def run(task: Task) -> None:
                                                                 [r["logprobs"] for r in rows]))
         progress.step()
 
+    if finished:
+        log.info("search: %d finished searches read from %s; %d searches to run", len(finished), journal, len(jobs))
+    kill_after = _kill_after(task)
     for p in todo:  # every search of these finished in earlier attempts
         if all(f"{p.problem_id}#{j}" in finished for j in range(n)):
             write_item(p)
@@ -144,6 +155,8 @@ def run(task: Task) -> None:
             row = search_row(o)
             _append(journal, row)
             finished[o.job.key] = row
+            if kill_after is not None and len(finished) >= kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)
             p = by_id[o.job.problem_id]
             if p.problem_id not in done and all(f"{p.problem_id}#{j}" in finished for j in range(n)):
                 write_item(p)
@@ -159,3 +172,11 @@ def run(task: Task) -> None:
             gen.close()
         meta.update(gen.stats.as_dict(), search=waves.as_dict())
     shard.finish([done[p.problem_id] for p in mine], meta)
+
+
+def _kill_after(task: Task) -> int | None:
+    spec = os.environ.get(KILL_ENV, "")
+    if not spec or len(attempts(task.shard)) > 1:
+        return None
+    shard, n = spec.split(":")
+    return int(n) if int(shard) == task.shard.index else None

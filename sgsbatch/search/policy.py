@@ -18,7 +18,7 @@ state, the completion the tactic); the theorem and the tactics so far are added 
 (InternLM2.5-StepProver and nanoproof give the state only). Goals longer than
 `search.max_goal_chars` are cut (their head kept). The reply: its text up to the first blank line,
 dedented; a reply that wrote a whole ```lean4 proof gives the first tactic after its `:= by`
-(a whole-proof model used as a tactic policy). An empty reply has no tactic (a failed edge,
+(a whole-proof model used as a tactic policy), or none when it has no `:= by`. An empty reply has no tactic (a failed edge,
 counted as `malformed`). Not covered: a value prompt (nanoproof's value bins).
 """
 
@@ -59,8 +59,9 @@ def tactic_of(reply: str) -> str | None:
     text = reply.replace("\r\n", "\n")
     if FENCE in text:
         code = text.split(FENCE, 2)[1].partition("\n")[2]
-        if ":= by" in code:
-            code = code.split(":= by", 1)[1]
+        if ":= by" not in code:
+            return None  # a statement without its proof (a reply cut at search.tactic_max_tokens)
+        code = code.split(":= by", 1)[1]
         lines = [ln.strip() for ln in code.split("\n") if ln.strip()]
         return lines[0] if lines else None
     text = text.lstrip("\n").split("\n\n", 1)[0]

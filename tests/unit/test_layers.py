@@ -17,7 +17,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config", "prompts", "preamble", "extraction", "review", "selection", "rewards", "data"),  # config + pure SGS logic
     ("state",),  # the state store: a leaf
     ("run",),  # run directory, shard files, the run handle, checkpoint protocol
-    ("backends", "models", "verification"),  # generation/training engines, tiny models, Lean
+    ("backends", "models", "verification", "search"),  # generation/training engines, tiny models, Lean, tactic search
     ("round",),  # what happens between phases
     ("phases",),  # one module per phase
     ("scheduling",),  # worker, supervisor, executors, the chain
