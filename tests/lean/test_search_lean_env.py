@@ -8,11 +8,11 @@ from __future__ import annotations
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from leanlib import FAKE, REAL_REPL, need_real_lean
+from leanlib import FAKE, need_real_lean
 from test_lean_sandbox import _wait_gone, needs_bwrap
 
 from sgsbatch.config.schema import SearchConfig, VerificationConfig
@@ -25,7 +25,7 @@ THEOREM = "theorem t_{i} (n : Nat) (h : n > 0) : n = n → n > 0 := by sorry"
 
 
 @pytest.fixture
-def make_env(tmp_path: Path) -> Iterator[tuple[str, object]]:
+def make_env(tmp_path: Path) -> Iterator[Callable[..., LeanTacticEnvironment]]:
     """A factory of LeanTacticEnvironments over the stand-in; every one is closed and its processes gone."""
     token = f"lean-env-test-{uuid.uuid4().hex}"
     made: list[LeanTacticEnvironment] = []
@@ -38,16 +38,15 @@ def make_env(tmp_path: Path) -> Iterator[tuple[str, object]]:
         made.append(env)
         return env
 
-    yield token, make
+    yield make
     for env in made:
         env.close()
     assert _wait_gone(token) == [], "close() ends every process the environment started"
 
 
 @needs_bwrap
-def test_a_path_a_failed_edge_and_a_refused_tactic(make_env: tuple[str, object]) -> None:
-    _, make = make_env
-    env = make()  # type: ignore[operator]
+def test_a_path_a_failed_edge_and_a_refused_tactic(make_env: Callable[..., LeanTacticEnvironment]) -> None:
+    env = make_env()
     (root,) = env.start_many([Start("a", HEADER, THEOREM.format(i=0))])
     assert root.ok and root.state == 0 and root.goals == ("n : Nat\nh : n > 0\n⊢ n = n → n > 0",)
     intro, wrong, refused, unknown = env.apply_many([
@@ -68,9 +67,8 @@ def test_a_path_a_failed_edge_and_a_refused_tactic(make_env: tuple[str, object])
 
 
 @needs_bwrap
-def test_statements_that_cannot_start(make_env: tuple[str, object]) -> None:
-    _, make = make_env
-    env = make()  # type: ignore[operator]
+def test_statements_that_cannot_start(make_env: Callable[..., LeanTacticEnvironment]) -> None:
+    env = make_env()
     no_sorry, code, header = env.start_many([
         Start("a", HEADER, "theorem a (n : Nat) : n = n := by rfl"),
         Start("b", HEADER, "theorem b (n : Nat) : n = (by exact n) := by sorry"),
@@ -81,9 +79,8 @@ def test_statements_that_cannot_start(make_env: tuple[str, object]) -> None:
 
 
 @needs_bwrap
-def test_timeout_restarts_the_process_and_replays_from_the_root(make_env: tuple[str, object]) -> None:
-    _, make = make_env
-    env = make(tactic_timeout_s=1.0)  # type: ignore[operator]
+def test_timeout_restarts_the_process_and_replays_from_the_root(make_env: Callable[..., LeanTacticEnvironment]) -> None:
+    env = make_env(tactic_timeout_s=1.0)
     (root,) = env.start_many([Start("a", HEADER, THEOREM.format(i=0))])
     (intro,) = env.apply_many([Apply("a", 0, "intro e")])
     (hang,) = env.apply_many([Apply("a", intro.state or 0, "skip FAKE_HANG")])
@@ -94,12 +91,15 @@ def test_timeout_restarts_the_process_and_replays_from_the_root(make_env: tuple[
     assert env.replayed == 1 and len(env.pool.started_pids) == 2
     (again,) = env.apply_many([Apply("a", 0, "intro f")])  # the root lives on the new process now
     assert again.ok and env.replayed == 1
+    (crash,) = env.apply_many([Apply("a", again.state or 0, "skip FAKE_CRASH")])  # a crash: a failed edge too
+    assert crash.error == "repl_crash" and env.restarts == 2
+    (after,) = env.apply_many([Apply("a", again.state or 0, "exact h")])
+    assert after.solved and env.replayed == 2 and len(env.pool.started_pids) == 3
 
 
 @needs_bwrap
-def test_apply_many_runs_processes_in_parallel(make_env: tuple[str, object]) -> None:
-    _, make = make_env
-    env = make(processes=2)  # type: ignore[operator]
+def test_apply_many_runs_processes_in_parallel(make_env: Callable[..., LeanTacticEnvironment]) -> None:
+    env = make_env(processes=2)
     roots = env.start_many([Start(k, HEADER, THEOREM.format(i=i)) for i, k in enumerate("ab")])
     assert all(r.ok for r in roots) and len(env.pool.started_pids) == 2, "each search pinned to its own process"
     calls = [Apply(k, 0, "skip FAKE_SLOW") for _ in range(4) for k in "ab"]
@@ -151,4 +151,3 @@ def test_real_lean_applies_a_tactic(tmp_path: Path) -> None:
         assert done.solved, done
     finally:
         env.close()
-    assert REAL_REPL.exists()
