@@ -3,7 +3,8 @@
 Covered: `search.lean_processes` REPL processes started exactly as the verify pool starts them
 (`pool_settings` of verification/lean.py and a `ReplPool`'s slots: the same sandbox, process
 filter, rlimits, cgroups, scratch, header elaborated once per process); each search (`key`) is
-pinned to one process (the least loaded, a process already holding its header first) and
+pinned to one process (one without searches of another header first, then the least loaded;
+searches of several headers on one process restart it at each switch) and
 `start_many`/`apply_many` run each process's calls in order in that process's own long-lived
 thread, the processes in parallel. Every tactic first passes the verifier's static checks (checks.py
 `check_proof`): a refused one is `refused: <reason>` and never reaches Lean; a statement or
@@ -124,9 +125,11 @@ class LeanTacticEnvironment:
 
     # ------------------------------------------------------------------ scheduling
     def _pin(self, header: str) -> int:
-        """The least loaded process, one whose searches have `header` first (a header change restarts it)."""
-        headers = [{s.header for s in self._searches.values() if s.process == i} for i in range(len(self._load))]
-        return min(range(len(self._load)), key=lambda i: (self._load[i], header not in headers[i], i))
+        """A process none of whose searches has another header (a header change restarts it), then the
+        least loaded."""
+        others = [any(s.header != header for s in self._searches.values() if s.process == i)
+                  for i in range(len(self._load))]
+        return min(range(len(self._load)), key=lambda i: (others[i], self._load[i], i))
 
     def _process_of(self, call: Start | Apply) -> int:
         search = self._searches.get(call.key)
