@@ -115,52 +115,63 @@ class _StaticFirst:
         return to_lean, ended
 
 
+def option_bounds(vcfg: VerificationConfig) -> OptionBounds:
+    """The bounds the static checks put on a proof's resource options (verification.*_option)."""
+    return OptionBounds(max_heartbeats=vcfg.max_heartbeats_option, max_rec_depth=vcfg.max_rec_depth_option)
+
+
+def pool_settings(vcfg: VerificationConfig, processes: int, kernel_recheck: bool | None = None) -> PoolSettings:
+    """The pool's settings from the config, checked now (the REPL and checker programs, the process
+    filter, bwrap probed: what this machine allows). The verify pool and the search's tactic
+    environment (search/lean_env.py, `kernel_recheck=False`) start their REPLs from these."""
+    if processes < 1:
+        raise ValueError(f"a Lean REPL pool needs at least 1 process, got {processes}")
+    recheck = vcfg.kernel_recheck if kernel_recheck is None else kernel_recheck
+    settings = PoolSettings(
+        command=tuple(vcfg.repl_command),
+        project_dir=resolve_project_dir(vcfg.project_dir),
+        processes=processes,
+        timeout_s=vcfg.timeout_s,
+        header_timeout_s=vcfg.header_timeout_s,
+        timeout_includes_header=vcfg.timeout_includes_header,
+        memory_limit_mb=vcfg.memory_limit_mb,
+        max_proofs=vcfg.max_proofs_per_process,
+        retries=vcfg.system_error_retries,
+        failed_warning_fails=vcfg.failed_warning_fails,
+        kernel_recheck=recheck,
+        checker_command=tuple(vcfg.checker_command),
+        sandbox=check_choice(vcfg.sandbox),
+        sandbox_tmpfs_mb=vcfg.sandbox_tmpfs_mb,
+        scratch_mb=vcfg.scratch_mb,
+        cpu_time_factor=vcfg.cpu_time_factor,
+        process_limit=vcfg.process_limit,
+        process_filter=vcfg.process_filter,
+        scratch_parent=Path(vcfg.scratch_dir).expanduser() if vcfg.scratch_dir else None,
+        leftover=LeftoverLimits(idle_check_ms=vcfg.idle_check_ms, idle_cpu_fraction=vcfg.idle_cpu_fraction,
+                                thread_slack=vcfg.thread_slack, timeout_cpu_factor=vcfg.timeout_cpu_factor),
+        slot_cpus=vcfg.slot_cpus,
+        slot_pids=vcfg.slot_pids,
+    )
+    _preflight(settings.command, settings.project_dir)
+    if vcfg.process_filter:
+        try:
+            process_filter.program(platform.machine(), 0)
+        except process_filter.FilterUnavailable as e:
+            raise ValueError(str(e)) from e
+    if recheck:
+        _preflight(settings.checker_command, settings.project_dir, "verification.checker_command")
+    # bwrap on PATH and able to run here, with what this machine allows (a warning if less)
+    sandbox = probe(settings.make_sandbox())
+    return replace(settings, sandbox_user_namespace=sandbox.user_namespace, sandbox_tmpfs_mb=sandbox.tmpfs_mb,
+                   process_limit=sandbox.process_limit, scratch_tmpfs=sandbox.scratch_mb > 0)
+
+
 class LeanVerifier:
     """The `Verifier` for real Lean: `verify_stream` yields every job exactly once, as it completes."""
 
     def __init__(self, vcfg: VerificationConfig, processes: int) -> None:
-        if processes < 1:
-            raise ValueError(f"LeanVerifier needs at least 1 process, got {processes}")
-        self.bounds = OptionBounds(max_heartbeats=vcfg.max_heartbeats_option,
-                                   max_rec_depth=vcfg.max_rec_depth_option)
-        self.settings = PoolSettings(
-            command=tuple(vcfg.repl_command),
-            project_dir=resolve_project_dir(vcfg.project_dir),
-            processes=processes,
-            timeout_s=vcfg.timeout_s,
-            header_timeout_s=vcfg.header_timeout_s,
-            timeout_includes_header=vcfg.timeout_includes_header,
-            memory_limit_mb=vcfg.memory_limit_mb,
-            max_proofs=vcfg.max_proofs_per_process,
-            retries=vcfg.system_error_retries,
-            failed_warning_fails=vcfg.failed_warning_fails,
-            kernel_recheck=vcfg.kernel_recheck,
-            checker_command=tuple(vcfg.checker_command),
-            sandbox=check_choice(vcfg.sandbox),
-            sandbox_tmpfs_mb=vcfg.sandbox_tmpfs_mb,
-            scratch_mb=vcfg.scratch_mb,
-            cpu_time_factor=vcfg.cpu_time_factor,
-            process_limit=vcfg.process_limit,
-            process_filter=vcfg.process_filter,
-            scratch_parent=Path(vcfg.scratch_dir).expanduser() if vcfg.scratch_dir else None,
-            leftover=LeftoverLimits(idle_check_ms=vcfg.idle_check_ms, idle_cpu_fraction=vcfg.idle_cpu_fraction,
-                                    thread_slack=vcfg.thread_slack, timeout_cpu_factor=vcfg.timeout_cpu_factor),
-            slot_cpus=vcfg.slot_cpus,
-            slot_pids=vcfg.slot_pids,
-        )
-        _preflight(self.settings.command, self.settings.project_dir)
-        if vcfg.process_filter:
-            try:
-                process_filter.program(platform.machine(), 0)
-            except process_filter.FilterUnavailable as e:
-                raise ValueError(str(e)) from e
-        if vcfg.kernel_recheck:
-            _preflight(self.settings.checker_command, self.settings.project_dir, "verification.checker_command")
-        # bwrap on PATH and able to run here, with what this machine allows (a warning if less)
-        sandbox = probe(self.settings.make_sandbox())
-        self.settings = replace(self.settings, sandbox_user_namespace=sandbox.user_namespace,
-                                sandbox_tmpfs_mb=sandbox.tmpfs_mb, process_limit=sandbox.process_limit,
-                                scratch_tmpfs=sandbox.scratch_mb > 0)
+        self.bounds = option_bounds(vcfg)
+        self.settings = pool_settings(vcfg, processes)
         self.pool = ReplPool(self.settings)
         log.info("verify limits per process: %s; %s", describe(self.settings),
                  cgroup_note(per_slot=self.pool.slot_groups.note))

@@ -332,6 +332,28 @@ class ReplPool:
             slot.cgroup = None
         self.slot_groups.remove()
 
+    def slot_repl(self, index: int, header: str) -> tuple[ReplProcess, int] | Verdict:
+        """Slot `index`'s live REPL with `header` elaborated, and the header's env (a fresh process when
+        it has none, a dead one or another header), or the header's `error` Verdict. For the search's
+        tactic environment (search/lean_env.py), which talks to the REPL itself; the caller must
+        `reset_slot` after a ReplTimeout or ReplSystemError."""
+        slot = self._slots[index]
+        if slot.repl is not None and not slot.repl.alive():
+            slot.reset()
+        bad = self._start(slot, header)
+        if bad is not None:
+            return bad
+        assert slot.repl is not None and slot.header_env is not None
+        return slot.repl, slot.header_env
+
+    def current_repl(self, index: int) -> ReplProcess | None:
+        """Slot `index`'s REPL now (None when it has none)."""
+        return self._slots[index].repl
+
+    def reset_slot(self, index: int) -> None:
+        """Kill slot `index`'s processes (the next `slot_repl` starts a fresh one)."""
+        self._slots[index].reset()
+
     def _slot_limits(self, slot: _Slot) -> Limits:
         """The rlimits of `slot`'s processes, and the cgroup they join before exec (where it has one)."""
         if slot.cgroup is None:

@@ -115,6 +115,9 @@ class ReplProcess:
         self._killed = False
         self.commands_sent = 0
         self.next_env = 0  # the REPL numbers the env of every command it runs 0, 1, 2, ...
+        # proof states (tactic mode, tactic_mode.py) are numbered 0, 1, 2, ... too, across commands'
+        # sorries, tactics and pickles: the next fresh one is at least this
+        self.next_proof_state = 0
 
     @property
     def pid(self) -> int:
@@ -156,6 +159,9 @@ class ReplProcess:
         if problem is not None:
             raise ReplSystemError(MISMATCH, problem)
         self.next_env += 1
+        for sorry in reply.get("sorries") or []:
+            if isinstance(sorry.get("proofState"), int):
+                self.next_proof_state = max(self.next_proof_state, sorry["proofState"] + 1)
         return reply
 
     def pickle(self, env: int, path: Path, timeout_s: float) -> None:

@@ -57,7 +57,9 @@ each followed by a blank line) on stdout, like the REPL v4.15.0. Two modes:
   (default 64) threads that sleep forever. While threads of FAKE_SPIN_* exist, every later proof
   command (not a reference or an audit) never answers: it models a proof starved of the CPU
   those threads take (in Lean it would run slowly and time out).
-With $FAKE_REPL_LOG set, every process appends `start <pid>` and `cmd <pid> <first line>`.
+Tactic mode (rules): `... := by sorry` commands, `{"tactic": ...}`, proof-state pickles: fake_tactics.py.
+With $FAKE_REPL_LOG set, every process appends `start <pid>`, `cmd <pid> <first line>` and
+`tactic <pid> <proofState> <tactic>`.
 """
 
 from __future__ import annotations
@@ -75,7 +77,10 @@ import sys
 import time
 from pathlib import Path
 
+from fake_tactics import ProofStates
+
 LOG = os.environ.get("FAKE_REPL_LOG")
+PROOF_STATES = ProofStates()  # tactic mode (fake_tactics.py)
 
 
 def log(line: str) -> None:
@@ -139,6 +144,10 @@ def rules() -> None:
     state = os.environ.get("FAKE_REPL_STATE")
     while (raw := read_command()) is not None:
         data = json.loads(raw)
+        if "tactic" in data or "unpickleProofStateFrom" in data or ("pickleTo" in data and "proofState" in data):
+            log(f"tactic {os.getpid()} {data.get('proofState')} {data.get('tactic', '<pickle>')}")
+            reply(PROOF_STATES.answer(data))  # tactic mode (fake_tactics.py)
+            continue
         cmd: str = data.get("cmd", "")
         env = data.get("env")
         log(f"cmd {os.getpid()} {cmd.strip().splitlines()[0] if cmd.strip() else '<empty>'}")
@@ -214,13 +223,16 @@ def rules() -> None:
         elif "FAKE_SORRY_BACKTICK" in cmd:
             messages.append(msg("warning", "declaration uses `sorry`"))
         elif "FAKE_SORRY" in cmd:
-            out["sorries"] = [{"proofState": 0, "pos": {"line": 2, "column": 2}, "goal": "⊢ False",
+            out["sorries"] = [{"proofState": PROOF_STATES.fresh(["⊢ False"]), "pos": {"line": 2, "column": 2}, "goal": "⊢ False",
                                "endPos": {"line": 2, "column": 7}}]
             messages.append(msg("warning", "declaration uses 'sorry'"))
         elif "FAKE_ERROR" in cmd:
             messages.append(msg("error", "unsolved goals\n⊢ False", 2))
         elif "FAKE_FAILED_WARNING" in cmd:
             messages.append(msg("warning", "linarith failed to find a contradiction", 2))
+        elif (sorry := PROOF_STATES.command_sorry(cmd)) is not None:  # `:= by sorry`: a root for tactic mode
+            out["sorries"] = [sorry]
+            messages.append(msg("warning", "declaration uses 'sorry'"))
         if messages:
             out["messages"] = messages
         envs.append(history)
