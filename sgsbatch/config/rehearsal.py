@@ -3,7 +3,8 @@
 Keeps every key of the config (rounds, shard counts, targets, partitions, accounts, QOS, gres,
 time limits, array sizes, dependencies, models named) and switches in only the SIMULATED
 generation backend (backends/simulated_generation.py), the SIMULATED verifier
-(verification/simulated.py) and the SIMULATED trainer (backends/simulated_trainer.py). The run
+(verification/simulated.py), the SIMULATED trainer (backends/simulated_trainer.py) and, for a
+search Solver, the SIMULATED tactic environment (search/simulated.py). The run
 is named `<name>-rehearsal` unless `--set run.name=...` says otherwise, and `run.rehearsal = true`
 makes status, logs and TensorBoard say REHEARSAL. A rehearsal proves the scheduling, state and
 storage of a run at its real shape; it proves nothing about models, Lean or training.
@@ -25,7 +26,8 @@ from sgsbatch.errors import ConfigError
 
 log = logging.getLogger(__name__)
 REHEARSAL_SUFFIX = "-rehearsal"
-SET_BY_REHEARSAL = ("generation.backend", "verification.backend", "train.backend", "run.rehearsal")
+SET_BY_REHEARSAL = ("generation.backend", "verification.backend", "train.backend", "search.environment",
+                    "run.rehearsal")
 
 
 def rehearsal_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Config:
@@ -42,4 +44,5 @@ def rehearsal_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -
              run=r(cfg.run, name=name, rehearsal=True),
              generation=r(cfg.generation, backend="simulated"),
              verification=r(cfg.verification, backend="simulated"),
-             train=r(cfg.train, backend="simulated"))
+             train=r(cfg.train, backend="simulated"),
+             search=r(cfg.search, environment="simulated"))

@@ -3,7 +3,8 @@
 Keeps every algorithm key of the config (objective, bands, samples, conditioning, guide on or
 off, ...) and replaces only scale and hardware: `tiny-random` models, the transformers backend,
 a handful of targets, 2 rounds and the local executor unless `--set` says otherwise, one CPU per
-task (each phase keeps its Slurm account, QOS and setup lines: the site's), short generations. The verifier stays the config's: a Lean config where the REPL's launcher
+task (each phase keeps its Slurm account, QOS and setup lines: the site's), short generations (a
+search Solver: one Lean process a task, at most 4 tactics an expansion and 12 expansions a search). The verifier stays the config's: a Lean config where the REPL's launcher
 (`lake`) is not on PATH is refused, never switched to the SIMULATED stand-in on its own; say so
 to smoke-test without Lean (`--smoke --set verification.backend=simulated`: the SIMULATED
 verifier, said loudly in the log, status and TensorBoard). The run name gets `-smoke`.
@@ -23,6 +24,7 @@ from sgsbatch.errors import ConfigError
 
 SMOKE_TARGETS = 12  # the embedded set whole: smoke runs share tiny.toml's tiny-random models (init cache key)
 SMOKE_MAX_TOKENS = 96
+SMOKE_EXPANSIONS = 12  # a search Solver's budget per search (solver.mode = "search")
 
 
 def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Config:
@@ -55,6 +57,10 @@ def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Co
         solver=r(cfg.solver, max_tokens=SMOKE_MAX_TOKENS, batch_size=min(cfg.solver.batch_size, 8)),
         conjecturer=r(cfg.conjecturer, max_tokens=SMOKE_MAX_TOKENS, batch_size=min(cfg.conjecturer.batch_size, 8)),
         guide=r(cfg.guide, max_tokens=SMOKE_MAX_TOKENS),  # the reference tags take ~50 tiny tokens
+        search=r(cfg.search, lean_processes=1, concurrent=min(cfg.search.concurrent, 8),
+                 width=min(cfg.search.width, 4), max_expansions=min(cfg.search.max_expansions, SMOKE_EXPANSIONS),
+                 mcts_simulations=min(cfg.search.mcts_simulations, SMOKE_EXPANSIONS),
+                 tactic_max_tokens=min(cfg.search.tactic_max_tokens, 48)),
         train=r(cfg.train, bf16=False, gradient_checkpointing=False, zero_stage=0),
         verification=r(cfg.verification, backend=verifier),
         shards=r(cfg.shards, conjecture=2, solve=2, guide=1, verify=0),

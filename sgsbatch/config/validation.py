@@ -244,6 +244,9 @@ def _search_errors(cfg: Config, check: Callable[[bool, str, str], None]) -> None
     check(0 < x.simulated_branching <= 1, "search.simulated_branching",
           f"must be within (0, 1], got {x.simulated_branching}")
     check(x.simulated_depth >= 1, "search.simulated_depth", f"must be >= 1, got {x.simulated_depth}")
+    check(cfg.solver.mode != "search" or x.environment != "lean" or cfg.slurm.solve.cpus >= x.lean_processes,
+          "slurm.solve.cpus", f"must be >= search.lean_processes ({x.lean_processes}): a search task holds the CPU "
+          f"cores of its own Lean pool, one REPL process a core; got {cfg.slurm.solve.cpus}")
     check(x.environment != "replay" or bool(x.replay_dir) or cfg.solver.mode != "search", "search.replay_dir",
           "must name a directory of recorded REPL transcripts (X.in, X.expected.out) with search.environment = "
           "\"replay\"")

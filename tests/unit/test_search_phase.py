@@ -57,3 +57,21 @@ def test_journal_keeps_finished_searches_and_drops_a_torn_line(tmp_path: Path) -
     assert set(rows) == {"p#0", "p#1"} and rows["p#1"]["sample"]["reason"] == "search_exhausted"
     assert path.read_text().count("\n") == 2
     assert read_journal(tmp_path / "missing.jsonl") == {}
+
+
+def test_search_config_errors_name_the_key() -> None:
+    from dataclasses import replace
+
+    from sgsbatch.config.schema import Config
+    from sgsbatch.config.validation import semantic_errors
+
+    base = Config()
+    search = replace(base, solver=replace(base.solver, mode="search"))
+    assert semantic_errors(search) == []  # the defaults: 4 Lean processes within slurm.solve.cpus
+    errs = dict(semantic_errors(replace(search, slurm=replace(base.slurm, solve=replace(base.slurm.solve, cpus=1)),
+                                        search=replace(base.search, lean_processes=4))))
+    assert "search.lean_processes (4)" in errs["slurm.solve.cpus"]
+    errs = dict(semantic_errors(replace(search, solver=replace(search.solver, objective="grpo"))))
+    assert '"reinforce" or "ei"' in errs["solver.objective"]
+    errs = dict(semantic_errors(replace(search, search=replace(base.search, width=0, environment="replay"))))
+    assert set(errs) >= {"search.width", "search.replay_dir"}
