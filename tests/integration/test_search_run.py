@@ -32,6 +32,16 @@ def test_search_solver_run_survives_a_kill_mid_search(tmp_path: Path, cli_env: d
     verified = [a for a in out["attempts"] if a[3] == "verified"]
     assert verified and all(p.startswith("\n  ") for *_, p in verified)  # linearized tactics, judged by verify
     assert any(role == "solver" and seqs > 0 for _, role, _, seqs in out["steps"])  # tactic pairs trained
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tmp_path / "srch" / "tb"), size_guidance={"scalars": 0})
+    acc.Reload()
+    assert [e.value for e in acc.Scalars("search/found")] == [
+        v for _, v in sorted(_round_values(tmp_path / "srch", "search/found"))]
+    page = tmp_path / "srch.html"
+    rep = sgsbatch("report", "srch", "--runs-dir", str(tmp_path), "--out", str(page), env=cli_env)
+    assert rep.returncode == 0, rep.stderr
+    assert "Tactic-level search per round" in page.read_text()
 
     killed = sgsbatch(*launch_args(tmp_path, "srchk", *SEARCH), "--wait",
                       env={**cli_env, "SGSBATCH_SEARCH_KILL_AFTER": "0:3"})
@@ -41,3 +51,13 @@ def test_search_solver_run_survives_a_kill_mid_search(tmp_path: Path, cli_env: d
     assert len(starts) == 2  # killed once, resumed once
     assert "finished searches read from" in (solve / "shard_00000.attempt.log").read_text()
     assert outcome(tmp_path / "srchk") == out
+
+
+def _round_values(run_dir: Path, name: str) -> list[tuple[int, float]]:
+    import sqlite3
+
+    con = sqlite3.connect(run_dir / "state.db")
+    try:
+        return list(con.execute("SELECT round, value FROM metrics WHERE name = ?", (name,)))
+    finally:
+        con.close()
