@@ -28,8 +28,16 @@ from sgsbatch.canary.record import canary_dir, measured
 from sgsbatch.config.loading import is_path_like
 from sgsbatch.config.schema import Config
 from sgsbatch.round import metrics as M
-from sgsbatch.round.projection import (SEARCH_FIGURES, Advice, Figures, Projection, advise, pace_cpus, project,
-                                       published)
+from sgsbatch.round.projection import (
+    SEARCH_FIGURES,
+    Advice,
+    Figures,
+    Projection,
+    advise,
+    pace_cpus,
+    project,
+    published,
+)
 from sgsbatch.round.search_projection import search_text
 from sgsbatch.run.progress import duration
 
