@@ -80,3 +80,22 @@ LOOP = Case(
 # The checker is also asked directly about an honest proof's environment against this statement:
 # it must refuse (the statement changed), or a kernel checker that accepts anything goes unseen.
 CHANGED_THEOREM = "theorem mathd_numbertheory_188 : Nat.gcd 180 168 = 13 := by"
+
+
+@dataclass(frozen=True)
+class SearchCase:
+    """A known proof as tactics, replayed one by one through a search's tactic environment."""
+
+    key: str
+    header: str
+    theorem: str  # ends in `:= by`, as a dataset row gives it
+    tactics: tuple[str, ...]
+    what: str
+
+
+# The GCD theorem H20231020 proves by `norm_num` (Lean v4.15.0 answered with no message), split in two
+# steps the REPL's recorded proof_step test takes (`have t : Nat := 42` then `exact t`): `norm_num`
+# on the same goal inside a `have`, then `exact` of that hypothesis. Not recorded as tactic mode here
+# (no Lean on this project's machines): a real Lean that refuses it shows as a failed row.
+SEARCH_PROOF = SearchCase("gcd_steps", HEADER, GCD, ("have h : Nat.gcd 180 168 = 12 := by norm_num", "exact h"),
+                          "norm_num inside a have, then exact (H20231020.in's proof in two tactics)")

@@ -24,6 +24,7 @@ FIXES = {
     "generation:conjecturer": "models.conjecturer / generation.*",
     "guide": "models.guide / generation.*",
     "verification": "verification.* (./setup.sh --lean builds the Lean project)",
+    "search": "search.* and verification.* on the solve nodes (./setup.sh --lean there)",
     "training": "train.* / slurm.train.*",
 }
 
@@ -72,6 +73,10 @@ def _component(cfg: Config, job: ShapeJob, name: str, workdir: Path, targets: li
         from sgsbatch.canary.lean import check_verification
 
         return check_verification(cfg, cfg.phase_resources("verify").cpus)
+    if name == "search":
+        from sgsbatch.canary.search import check_search
+
+        return check_search(cfg)
     if name == "training":
         from sgsbatch.canary.training import check_training
 

@@ -2,7 +2,8 @@
 
 A shape is what Slurm sees of a phase's job: partition, account, QOS, GPUs, CPUs, memory, nodes,
 extra sbatch options and the job script's setup lines. Phases of one shape share one canary job,
-which runs the checks of all their components (`COMPONENTS`); every job also checks its
+which runs the checks of all their components (`COMPONENTS`; with `solver.mode = "search"` the
+solve phase's also `search`: its Lean runs in the solve job); every job also checks its
 environment. The job's time limit is `canary.time_min`, never more than the smallest time limit of its phases.
 """
 
@@ -51,12 +52,16 @@ class ShapeJob:
     shape: JobShape
     phases: tuple[str, ...]
     time_min: int
+    search: bool = False  # solver.mode = "search": the solve phase runs Lean too
+
 
     @property
     def components(self) -> tuple[str, ...]:
         out: list[str] = []
         for phase in self.phases:
             out += [c for c in COMPONENTS[phase] if c not in out]
+            if phase == "solve" and self.search:
+                out.append("search")
         return ("environment", *out)
 
     @property
@@ -75,5 +80,6 @@ def shape_jobs(cfg: Config) -> list[ShapeJob]:
     by_shape: dict[JobShape, list[str]] = {}
     for phase in cfg.phases_of_round(0):
         by_shape.setdefault(shape_of(cfg, phase), []).append(phase)
-    return [ShapeJob(shape, tuple(phases), min(cfg.canary.time_min, *(cfg.phase_resources(p).time_min for p in phases)))
+    return [ShapeJob(shape, tuple(phases), min(cfg.canary.time_min, *(cfg.phase_resources(p).time_min for p in phases)),
+                     cfg.solver.mode == "search")
             for shape, phases in by_shape.items()]

@@ -695,6 +695,24 @@ class ProjectionConfig:
     checkpoint_write_s: float = key(60.0, "Seconds to write one trained role's weights at a round's end (bf16, "
                                           "checkpoints.estimate_gb_per_role at ~0.25 GB/s); " + _ESTIMATE
                                           + "the canary's checkpoint write speed replaces it.")
+    search_expansion_share: float = key(0.5, "solver.mode = \"search\": mean expansions of a search as a share of "
+                                             "its budget (search.max_expansions; mcts: also mcts_simulations): a "
+                                             "search that finds a proof stops early; " + _ESTIMATE
+                                             + "compare search/expansions with the searches x the budget.")
+    search_prompt_tokens: float = key(600.0, "solver.mode = \"search\": prompt tokens per expansion (instruction, "
+                                             "theorem, tactics so far, goals: search/policy.py); " + _ESTIMATE
+                                             + "longer than a whole-proof prompt by the goals printed.")
+    search_tactic_tokens: float = key(24.0, "solver.mode = \"search\": mean generated tokens per sampled tactic "
+                                            "(an expansion generates search.width of them); " + _ESTIMATE
+                                            + "one Lean tactic line of ~60-100 characters at ~3-4 characters a token.")
+    search_distinct_share: float = key(0.6, "solver.mode = \"search\": share of an expansion's search.width tactics "
+                                            "that are distinct and well formed (each one Lean call); " + _ESTIMATE
+                                            + "compare the search task's lean_calls with requests x width.")
+    search_solved_share: float = key(0.3, "solver.mode = \"search\": share of searches that find a proof (only "
+                                          "those go to verify); " + _ESTIMATE + "compare search/solved.")
+    lean_tactic_s: float = key(0.5, "solver.mode = \"search\": Lean seconds per tactic applied (REPL tactic mode, "
+                                    "failed and timed-out tactics included); " + _ESTIMATE + "the canary's known "
+                                    "proof replayed tactic by tactic measures a floor that raises it.")
     queue_wait_s: float = key(60.0, "Queue wait per hand-over from one phase's jobs to the next's; " + _ESTIMATE
                                     + "site-dependent (sacct's Start - Submit).")
     gpu_budget: int = key(0, "GPUs one phase may hold at once, for the shard advice; 0 = the train job's GPUs "

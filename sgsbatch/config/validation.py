@@ -200,13 +200,15 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(ca.time_min >= 1, "canary.time_min", f"must be >= 1 minute, got {ca.time_min}")
     check(ca.max_age_days > 0, "canary.max_age_days", f"must be > 0 days, got {ca.max_age_days}")
     pj = cfg.projection
-    for key in ("unsolved_share", "reviewed_share", "trained_share", "advice_margin"):
+    for key in ("unsolved_share", "reviewed_share", "trained_share", "advice_margin", "search_expansion_share",
+                "search_distinct_share", "search_solved_share"):
         check(0.0 <= getattr(pj, key) <= 1.0, f"projection.{key}", f"must be within [0, 1], got {getattr(pj, key)}")
     for key in ("mean_tokens", "decode_short_tokens_per_s", "decode_long_tokens_per_s", "lean_proofs_per_s",
                 "train_tokens_per_s"):
         check(getattr(pj, key) > 0, f"projection.{key}", f"must be > 0, got {getattr(pj, key)}")
     for key in ("hub_targets", "prompt_tokens", "repl_start_s", "model_load_s", "checkpoint_write_s",
-                "queue_wait_s", "gpu_budget", "cpu_budget", "simulated_time_scale"):
+                "queue_wait_s", "gpu_budget", "cpu_budget", "simulated_time_scale", "search_prompt_tokens",
+                "search_tactic_tokens", "lean_tactic_s"):
         check(getattr(pj, key) >= 0, f"projection.{key}", f"must be >= 0, got {getattr(pj, key)}")
     check(pj.simulated_time_scale == 0 or g.simulated_tokens_per_s == 0, "projection.simulated_time_scale",
           "and generation.simulated_tokens_per_s both set: choose one (the time scale decodes by the projection's "

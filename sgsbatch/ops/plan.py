@@ -11,7 +11,10 @@ What a canary replaces (`canary_figures`): `model_load_s` (its engines' start), 
 speed). Its rates bound the published ones only: its decode ran a few sequences at once, so its
 tokens/s is a floor on an engine's batched throughput (`decode_short_tokens_per_s` is raised to
 it); its Lean proofs are short and its cheats refused early, so its proofs/s is a ceiling
-(`lean_proofs_per_s` is lowered to it).
+(`lean_proofs_per_s` is lowered to it). With `solver.mode = "search"` its known proof replayed
+tactic by tactic (canary/search.py) gives the median tactic time: a few easy tactics, where a
+search's tactics include failing and timed-out ones, so it is a floor (`lean_tactic_s` is raised
+to it).
 """
 
 from __future__ import annotations
@@ -25,7 +28,17 @@ from sgsbatch.canary.record import canary_dir, measured
 from sgsbatch.config.loading import is_path_like
 from sgsbatch.config.schema import Config
 from sgsbatch.round import metrics as M
-from sgsbatch.round.projection import Advice, Figures, Projection, advise, pace_cpus, project, published
+from sgsbatch.round.projection import (
+    SEARCH_FIGURES,
+    Advice,
+    Figures,
+    Projection,
+    advise,
+    pace_cpus,
+    project,
+    published,
+)
+from sgsbatch.round.search_projection import search_text
 from sgsbatch.run.progress import duration
 
 if TYPE_CHECKING:
@@ -82,6 +95,8 @@ def canary_figures(cfg: Config, figures: Figures) -> tuple[Figures, str]:
         replaced["decode_short_tokens_per_s"] = (decode, "a floor")
     if found["lean_proofs_per_s"] and mean("lean_proofs_per_s") < figures["lean_proofs_per_s"]:
         replaced["lean_proofs_per_s"] = (mean("lean_proofs_per_s"), "a ceiling")
+    if found["lean_tactic_s"] and mean("lean_tactic_s") > figures["lean_tactic_s"]:
+        replaced["lean_tactic_s"] = (mean("lean_tactic_s"), "a floor")
     f = figures
     for name, (value, how) in replaced.items():
         f = f.with_figure(name, value, f"{label}: {how}")
@@ -115,7 +130,7 @@ def make_plan(cfg: Config, targets: int | None = None, where: str = "config") ->
 
 
 def _n(x: float) -> str:
-    return f"{x / 1e6:.1f}M" if x >= 1e6 else f"{x / 1e3:.1f}k" if x >= 1e4 else f"{x:,.0f}"
+    return f"{x / 1e9:.1f}G" if x >= 1e9 else f"{x / 1e6:.1f}M" if x >= 1e6 else f"{x / 1e3:.1f}k" if x >= 1e4 else f"{x:,.0f}"
 
 
 def _hours(x: float | None) -> str:
@@ -159,7 +174,8 @@ def plan_text(p: RunPlan) -> str:
         kind = f"{ph.gpus} GPU" if ph.gpus else f"{ph.cpus} CPU"
         work = f"{_n(ph.items)} {ph.unit}" + (f", {_n(ph.tokens)} tokens" if ph.tokens else "")
         rate = "no GPU: not projected" if ph.rate is None else (
-            f"{ph.rate:.3g} proofs/s" if ph.phase == "verify" else f"{_n(ph.rate)} tokens/s")
+            f"{ph.rate:.3g} proofs/s" if ph.phase == "verify" else f"{_n(ph.rate)} tokens/s"
+            + (" + Lean" if ph.unit == "searches" else ""))
         times = "".join(f"{'-' if t is None else duration(t):>{w}}" for t, w in ((ph.task_s, 8), (ph.wall_s, 9)))
         streams = "" if ph.path_s is None else f"  streams behind solve: {duration(ph.path_s)} after solve's end"
         lines.append(f"  {ph.phase:<11}{ph.shards:>3} x {kind:<9}{work:<30}{rate:<19}{times}"
@@ -176,6 +192,9 @@ def plan_text(p: RunPlan) -> str:
         lines.append(f"  run: {proj.rounds} rounds = {proj.run_days:.1f} days, "
                      f"{_hours(proj.rounds * proj.hours('gpu'))} GPU-hours, "
                      f"{_hours(proj.rounds * proj.hours('cpu'))} CPU-hours (round 0's init job not counted)")
+    solve = proj.phase("solve")
+    if proj.search is not None and solve is not None:
+        lines += search_text(proj.search, solve.gpu_hours, solve.cpus)
     if proj.not_projected:
         lines.append(f"  not projected: {', '.join(proj.not_projected)} (generation or training without GPUs: "
                      "no figure covers it)")
@@ -183,6 +202,8 @@ def plan_text(p: RunPlan) -> str:
         lines.append("  SIMULATED components: the figures are those of the real ones")
     by_source: dict[str, list[str]] = defaultdict(list)
     for name, value in proj.figures.values.items():
+        if name in SEARCH_FIGURES and proj.search is None:
+            continue
         by_source[proj.figures.sources[name]].append(f"{name}={value:.4g}")
     lines += [f"  figures, {src}: {', '.join(names)}" for src, names in by_source.items()]
     lines.append(f"  canary figures: {p.canary}")

@@ -25,6 +25,11 @@ Pure arithmetic over a config, a target count and throughput figures (`Figures`:
   after solve's end: the later of its own excess over solve and the last problem's proofs. The run:
   `run.rounds` such rounds (round 0's init job not counted).
 
+* `solver.mode = "search"`: the solve phase is a search phase, projected from per-expansion
+  figures by round/search_projection.py (its docstring: GPU side and Lean side of a task, one
+  after the other); verify then checks only the found proofs (`search_solved_share` of the
+  searches). `Projection.search` holds its figures.
+
 Not modelled: prefill, the unsolved set shrinking as the run goes, the slowest shard's tail,
 requeues and retries. A phase that
 generates or trains without GPUs (tiny configs) is not projected: no figure covers it.
@@ -38,12 +43,14 @@ from typing import Any
 
 from sgsbatch.config.schema import MAX_TASKS, Config
 from sgsbatch.config.simulated_time import decode_rate
+from sgsbatch.round.search_projection import SearchPlan, search_plan
 
 GENERATING = ("conjecture", "solve", "guide")
 SHARDED = (*GENERATING, "verify")
 # the throughput figures: a `[projection]` key each, which a canary's measurement may replace
 FIGURES = ("decode_short_tokens_per_s", "decode_long_tokens_per_s", "lean_proofs_per_s", "repl_start_s",
-           "model_load_s", "train_tokens_per_s", "checkpoint_write_s", "queue_wait_s")
+           "model_load_s", "train_tokens_per_s", "checkpoint_write_s", "queue_wait_s", "lean_tactic_s")
+SEARCH_FIGURES = ("lean_tactic_s",)  # used only with solver.mode = "search"
 PUBLISHED = "published ([projection] keys; `sgsbatch config keys projection` names each source)"
 
 
@@ -109,6 +116,7 @@ class Projection:
     rounds: int
     phases: tuple[PhasePlan, ...]
     figures: Figures
+    search: SearchPlan | None = None  # solver.mode = "search": the search phase's figures
 
     def phase(self, name: str) -> PhasePlan | None:
         return next((p for p in self.phases if p.phase == name), None)
@@ -146,15 +154,17 @@ class Projection:
                 "round_gpu_hours": self.hours("gpu"), "round_cpu_hours": self.hours("cpu"),
                 "run": {"days": self.run_days, "gpu_hours": self.rounds * self.hours("gpu"),
                         "cpu_hours": self.rounds * self.hours("cpu")},
-                "figures": {n: {"value": self.figures[n], "source": self.figures.sources[n]} for n in FIGURES}}
+                "figures": {n: {"value": self.figures[n], "source": self.figures.sources[n]} for n in FIGURES},
+                "search": self.search.to_json() if self.search else None}
 
 
 def _phase(cfg: Config, f: Figures, phase: str, items: float, unit: str, tokens: float, per_task: float,
-           startup_s: float, shards: int, gpus: int, cpus: int, work: float) -> PhasePlan:
-    """A phase of `shards` tasks sharing `work` (tokens or proofs) at `per_task` of it a second."""
+           startup_s: float, shards: int, gpus: int, cpus: int, work: float, busy_s: float | None = None) -> PhasePlan:
+    """A phase of `shards` tasks sharing `work` (tokens or proofs) at `per_task` of it a second
+    (`busy_s`: a task's seconds after its start-up, when that is not work / rate: a search task)."""
     if per_task <= 0:
         return PhasePlan(phase, shards, gpus, cpus, items, unit, tokens, None, startup_s, None, None, None, None)
-    task_s = startup_s + work / shards / per_task
+    task_s = startup_s + (work / shards / per_task if busy_s is None else busy_s)
     waves = math.ceil(shards / max(1, cfg.phase_resources(phase).array_parallelism))
     return PhasePlan(phase, shards, gpus, cpus, items, unit, tokens, per_task, startup_s, task_s,
                      f["queue_wait_s"] + waves * task_s, shards * gpus * task_s / 3600, shards * cpus * task_s / 3600)
@@ -168,19 +178,25 @@ def project(cfg: Config, targets: int, figures: Figures) -> Projection:
     samples = (targets + conj) * cfg.solver.samples
     reviews = conj * pj.reviewed_share if "guide" in phases else 0.0
     decode = decode_tokens_per_s(cfg, f)
+    search = (search_plan(cfg, samples, f["decode_short_tokens_per_s"], f["decode_long_tokens_per_s"],
+                          f["lean_tactic_s"]) if cfg.solver.mode == "search" else None)
+    proofs = samples if search is None else search.found  # a search's proof only when it found one
     out: list[PhasePlan] = []
     for phase in phases:
         res, n = cfg.phase_resources(phase), cfg.shard_count(phase)
-        if phase in GENERATING:
+        if phase == "solve" and search is not None:
+            out.append(_phase(cfg, f, phase, samples, "searches", search.tokens, search.rate, f["model_load_s"], n,
+                              res.gpus, res.cpus, search.tokens, busy_s=search.busy_s))
+        elif phase in GENERATING:
             items = {"conjecture": conj, "solve": samples, "guide": reviews}[phase]
             tokens = items * pj.mean_tokens
             out.append(_phase(cfg, f, phase, items, "samples", tokens, res.gpus * decode, f["model_load_s"], n,
                               res.gpus, res.cpus, tokens))
         elif phase == "verify":
-            per_core = samples / n / max(1, res.cpus)
+            per_core = proofs / n / max(1, res.cpus)
             starts = max(1, math.ceil(per_core / cfg.verification.max_proofs_per_process))
-            out.append(_phase(cfg, f, phase, samples, "proofs", 0.0, res.cpus * f["lean_proofs_per_s"],
-                              starts * f["repl_start_s"], n, 0, res.cpus, samples))
+            out.append(_phase(cfg, f, phase, proofs, "proofs", 0.0, res.cpus * f["lean_proofs_per_s"],
+                              starts * f["repl_start_s"], n, 0, res.cpus, proofs))
         else:  # train: one job of slurm.train.nodes nodes
             roles = 1 + int(cfg.conjecturer.enabled and cfg.conjecturer.train)
             seqs = samples * pj.trained_share * int(cfg.solver.train) + (reviews if roles == 2 else 0.0)
@@ -191,7 +207,7 @@ def project(cfg: Config, targets: int, figures: Figures) -> Projection:
     if cfg.verification.streaming:
         out = [_streamed(cfg, f, p, next(x for x in out if x.phase == "solve")) if p.phase == "verify" else p
                for p in out]
-    return Projection(targets, cfg.run.rounds, tuple(out), figures)
+    return Projection(targets, cfg.run.rounds, tuple(out), figures, search)
 
 
 def _streamed(cfg: Config, f: Figures, verify: PhasePlan, solve: PhasePlan) -> PhasePlan:
@@ -216,7 +232,7 @@ def pace_cpus(proj: Projection) -> int | None:
     if solve is None or verify is None or solve.wall_s is None or verify.path_s is None:
         return None
     decoding_s = solve.wall_s - proj.figures["queue_wait_s"] - solve.startup_s  # the first task's start-up aside
-    return math.ceil(solve.items / max(decoding_s, 1e-9) / proj.figures["lean_proofs_per_s"])
+    return math.ceil(verify.items / max(decoding_s, 1e-9) / proj.figures["lean_proofs_per_s"])
 
 
 @dataclass(frozen=True)
