@@ -6,7 +6,7 @@ jobs load and run, i.e. all but `run`, `canary` and the bookkeeping sections `al
 run/environment.MATTERS and Python), the site (Slurm's ClusterName), the time and every row.
 `<fingerprint>.json` holds the latest result, `history.jsonl` every one. A result also holds the
 `throughput_key` (the sections that decide how fast the jobs run: models, engine, verifier,
-trainer, resources) and its rows their measured numbers (`Row.measures`): `measured(runs_dir, cfg)`
+trainer, resources, a search Solver's search) and its rows their measured numbers (`Row.measures`): `measured(runs_dir, cfg)`
 finds the latest passed canary a projection of `cfg` may read (ops/plan.py), also one of another
 shard count or algorithm setting. `clearance(cfg)` says
 whether a launch of `cfg` may go ahead: a passed canary of the same fingerprint, run in the same
@@ -34,7 +34,7 @@ RUN_FILE = "canary.json"  # in a run directory: what cleared its launch (or that
 NOT_FINGERPRINTED = ("run", "canary", "alerts", "report", "scaling", "records", "checkpoints", "projection")
 
 
-THROUGHPUT_SECTIONS = ("models", "generation", "verification", "train", "slurm")
+THROUGHPUT_SECTIONS = ("models", "generation", "verification", "train", "slurm", "search")
 
 
 def _digest(cfg: Config, keep: Any) -> str:
@@ -49,7 +49,7 @@ def fingerprint(cfg: Config) -> str:
 
 
 def throughput_key(cfg: Config) -> str:
-    """What decides the canary's measured figures: the models, engine, verifier, trainer and resources."""
+    """What decides the canary's measured figures: the models, engine, verifier, trainer, resources and search."""
     return _digest(cfg, lambda k: k in THROUGHPUT_SECTIONS)
 
 
