@@ -156,10 +156,11 @@ def run_searches(jobs: Sequence[SearchJob], env: TacticEnvironment, gen: Generat
             stats.prompt_tokens += len(out.prompt_ids)
             edges: dict[str, Edge] = {}
             prompt = array("i", out.prompt_ids)
+            so_far = _tactics(node)
             for smp in out.samples:
                 lv.generated_tokens += len(smp.token_ids)
                 stats.generated_tokens += len(smp.token_ids)
-                tactic = tactic_of(smp.text)
+                tactic = tactic_of(smp.text, so_far)
                 if tactic is None:
                     lv.malformed += 1
                     stats.malformed += 1

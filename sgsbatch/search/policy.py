@@ -18,7 +18,8 @@ state, the completion the tactic); the theorem and the tactics so far are added 
 (InternLM2.5-StepProver and nanoproof give the state only). Goals longer than
 `search.max_goal_chars` are cut (their head kept). The reply: its text up to the first blank line,
 dedented; a reply that wrote a whole ```lean4 proof gives the first tactic after its `:= by`
-(a whole-proof model used as a tactic policy), or none when it has no `:= by`. An empty reply has no tactic (a failed edge,
+(a whole-proof model used as a tactic policy; the tactics so far, when it restates them first, are
+skipped), or none when it has no `:= by`. An empty reply has no tactic (a failed edge,
 counted as `malformed`). Not covered: a value prompt (nanoproof's value bins).
 """
 
@@ -54,15 +55,18 @@ def prompt_messages(theorem: str, tactics: list[str], goals: tuple[str, ...], ma
     return [{"role": "user", "content": content}]
 
 
-def tactic_of(reply: str) -> str | None:
-    """The tactic in a reply (see the module docstring), or None."""
+def tactic_of(reply: str, so_far: list[str] | None = None) -> str | None:
+    """The tactic in a reply (see the module docstring), or None. `so_far`: the tactics already applied,
+    which a reply written as a whole proof may restate before its next tactic (they are skipped)."""
     text = reply.replace("\r\n", "\n")
     if FENCE in text:
         code = text.split(FENCE, 2)[1].partition("\n")[2]
         if ":= by" not in code:
             return None  # a statement without its proof (a reply cut at search.tactic_max_tokens)
-        code = code.split(":= by", 1)[1]
-        lines = [ln.strip() for ln in code.split("\n") if ln.strip()]
+        lines = [ln.strip() for ln in code.split(":= by", 1)[1].split("\n") if ln.strip()]
+        done = [ln.strip() for t in so_far or [] for ln in t.split("\n") if ln.strip()]
+        if done and lines[:len(done)] == done:
+            lines = lines[len(done):]
         return lines[0] if lines else None
     text = text.lstrip("\n").split("\n\n", 1)[0]
     tactic = textwrap.dedent(text).strip()

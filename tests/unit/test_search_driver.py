@@ -136,5 +136,8 @@ def test_prompt_and_reply_format() -> None:
     assert tactic_of("  nlinarith [sq_nonneg x]\n\nsomething else") == "nlinarith [sq_nonneg x]"
     assert tactic_of("cases h with\n  | inl h => simp\n  | inr h => simp") == "cases h with\n  | inl h => simp\n  | inr h => simp"
     assert tactic_of("```lean4\ntheorem t : 1 = 1 := by\n  rfl\n  simp\n```") == "rfl"
+    restated = "```lean4\ntheorem t : 1 = 1 := by\n  intro z\n  cases h with\n  | inl => simp\n  omega\n```"
+    assert tactic_of(restated, ["intro z", "cases h with\n| inl => simp"]) == "omega"  # the proof so far skipped
+    assert tactic_of(restated, ["intro y"]) == "intro z"  # not a restatement: its first tactic
     assert tactic_of("   \n") is None and tactic_of("```lean4\n```") is None
     assert linearize(["intro x", "cases h with\n| inl => simp"]) == "\n  intro x\n  cases h with\n  | inl => simp"
