@@ -50,6 +50,12 @@ EXPECTED = {
     # sgs_no_problem_conditioning.py: prompt_getter = get_deepseek_prover_v2_conjecturer_no_grounding_prompt;
     # guide_config = None
     "sgs_no_problem_conditioning": {"conjecturer.conditioned": False, "guide.enabled": False},
+    # tactic-level search alone (no reference script: issue 39; each number's source in jobs/search.toml):
+    # best-first with BFS-Prover's expansion width 2 (its "2048 x 2 x 600"; 600 expansions = the default),
+    # length normalisation 0.5, no wall-clock limit, nanoproof's 5 s tactic timeout, expert iteration
+    "search": {"solver.mode": "search", "solver.objective": "ei", "search.width": 2, "search.time_limit_s": 0.0,
+               "search.length_alpha": 0.5, "search.tactic_timeout_s": 5.0, "conjecturer.enabled": False,
+               "guide.enabled": False},
 }
 
 
