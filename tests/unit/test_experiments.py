@@ -55,7 +55,8 @@ EXPECTED = {
     # length normalisation 0.5, no wall-clock limit, nanoproof's 5 s tactic timeout, expert iteration
     "search": {"solver.mode": "search", "solver.objective": "ei", "search.width": 2, "search.time_limit_s": 0.0,
                "search.length_alpha": 0.5, "search.tactic_timeout_s": 5.0, "conjecturer.enabled": False,
-               "guide.enabled": False},
+               "guide.enabled": False, "search.lean_processes": 11, "slurm.solve.cpus": 12, "shards.verify": 0,
+               "slurm.verify.cpus": 16},
 }
 
 
