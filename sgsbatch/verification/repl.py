@@ -296,6 +296,11 @@ def reply_problem(reply: dict[str, Any], expected_env: int) -> str | None:
     extra = sorted(set(reply) - REPLY_KEYS)
     if extra:
         return f"reply with {len(extra)} unexpected keys"
+    return messages_problem(reply)
+
+
+def messages_problem(reply: dict[str, Any]) -> str | None:
+    """Why a reply's `messages` and `sorries` are not the REPL's (lists of objects, well-formed messages)."""
     for key in ("messages", "sorries"):
         if key in reply and not (isinstance(reply[key], list) and all(isinstance(m, dict) for m in reply[key])):
             return f"reply whose {key!r} is not a list of objects"

@@ -34,9 +34,9 @@ from typing import Any
 from sgsbatch.verification.repl import (
     GARBAGE,
     MISMATCH,
-    SEVERITIES,
     ReplProcess,
     ReplSystemError,
+    messages_problem,
     unquoted,
 )
 
@@ -66,12 +66,9 @@ def _cut(text: str) -> str:
 
 
 def _messages_problem(reply: dict[str, Any]) -> str | None:
-    for key in ("messages", "sorries"):
-        if key in reply and not (isinstance(reply[key], list) and all(isinstance(m, dict) for m in reply[key])):
-            return f"reply whose {key!r} is not a list of objects"
-    for m in reply.get("messages") or []:
-        if m.get("severity") not in SEVERITIES or not isinstance(m.get("data"), str):
-            return f"reply with a malformed message ({unquoted(json.dumps(m).encode())})"
+    problem = messages_problem(reply)
+    if problem is not None:
+        return problem
     for s in reply.get("sorries") or []:
         if not isinstance(s.get("proofState"), int) or not isinstance(s.get("goal"), str):
             return "reply with a malformed sorry (no integer proofState or no goal)"

@@ -1,12 +1,14 @@
-"""STP and a GRPO-family objective on the real local Slurm, 2 rounds each (issue 31's tests).
+"""STP, a GRPO-family objective and the search Solver on the real local Slurm, 2 rounds each (issues 31, 39).
 
 `launch jobs/stp.toml --smoke` and `launch jobs/dapo.toml --smoke` with `run.executor=slurm`: each
 experiment's algorithm (STP: seeded conjectures, Expert Iteration with STP's selection and proof
 cap, STP's Conjecturer reward; DAPO: its loss, dynamic sampling and overlong shaping) at tiny
-scale, every phase a Slurm job chained by dependencies. The two runs are launched together and
+scale, every phase a Slurm job chained by dependencies; `launch jobs/search.toml --smoke` with
+SIMULATED tactic states (its solve tasks search, verify judges the found proofs, train learns their
+tactic steps). The three runs are launched together and
 share the node (they wait on the scheduler much of the time). The SIMULATED verifier: no Lean
 here. stp.toml samples 8 proofs a problem instead of 32 (the same code, a quarter of the time).
-Covered: both complete 2 rounds on Slurm; STP's round 1 has conjectures seeded by round 0's proofs
+Covered: all complete 2 rounds on Slurm; the search run records its searches each round; STP's round 1 has conjectures seeded by round 0's proofs
 and no Guide reviews; DAPO's rounds record its dropped-group metrics. Not covered: any curve.
 """
 
@@ -20,7 +22,7 @@ import pytest
 from runlib import REPO, sgsbatch, status
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-RUNS = {"stp": ["--set", "solver.samples=8"], "dapo": []}
+RUNS = {"stp": ["--set", "solver.samples=8"], "dapo": [], "search": ["--set", "search.environment=simulated"]}
 
 
 def test_stp_and_dapo_complete_two_rounds_on_slurm(slurm_cluster: object, tmp_path: Path) -> None:
@@ -50,3 +52,7 @@ def test_stp_and_dapo_complete_two_rounds_on_slurm(slurm_cluster: object, tmp_pa
     dropped = {r for (r,) in con.execute("SELECT DISTINCT round FROM metrics WHERE name LIKE 'solver/dropped_groups/%'")}
     con.close()
     assert dropped == {0, 1}, dropped
+    con = sqlite3.connect(tmp_path / "search-smoke" / "state.db")
+    searched = dict(con.execute("SELECT round, value FROM metrics WHERE name = 'search/searches'").fetchall())
+    con.close()
+    assert set(searched) == {0, 1} and all(v > 0 for v in searched.values()), searched
