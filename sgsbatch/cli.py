@@ -135,7 +135,8 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
     st_row = h.row()
     click.echo(f"launched {st_row.name} ({st_row.executor}) in {h.paths.root}"
                + (" [REHEARSAL: SIMULATED generation, verifier and trainer]" if h.cfg.run.rehearsal
-                  else " [SIMULATED verifier: not Lean]" if st_row.simulated else ""))
+                  else f" [SIMULATED {', '.join(h.cfg.simulated_parts())}: not a model or Lean]" if st_row.simulated
+                  else ""))
     click.echo(f"follow it with `{command('status', h.paths)}`")
     if wait_:
         _wait(h)

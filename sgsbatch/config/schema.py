@@ -762,6 +762,17 @@ class Config:
                 or self.train.backend == "simulated" or self.run.rehearsal
                 or (self.solver.mode == "search" and self.search.environment != "lean"))
 
+    def simulated_parts(self) -> list[str]:
+        """Which components are SIMULATED (or replayed), in words: what launch, the plan and logs name."""
+        parts = [name for name, on in (("generation", self.generation.backend == "simulated"),
+                                       ("verifier", self.verification.backend == "simulated"),
+                                       ("trainer", self.train.backend == "simulated"),
+                                       ("tactic environment", self.solver.mode == "search"
+                                        and self.search.environment == "simulated"),
+                                       ("replayed tactic environment", self.solver.mode == "search"
+                                        and self.search.environment == "replay")) if on]
+        return parts
+
     def phase_resources(self, phase: str) -> SlurmPhaseConfig:
         res: SlurmPhaseConfig = getattr(self.slurm, phase)
         return res

@@ -60,7 +60,7 @@ class Plan:
         if self.rejected:
             lines.append(f"rejected data rows: {len(self.rejected)} (" + "; ".join(self.rejected[:5]) + ")")
         if c.simulated:
-            lines.append("verifier: SIMULATED (deterministic stand-in, not Lean)")
+            lines.append(f"SIMULATED: {', '.join(c.simulated_parts())} (deterministic stand-ins, not a model or Lean)")
         clip = (" (clip {:g} / {:g})".format(*c.solver.clip_range()) if c.solver.objective in PUBLISHED_CLIP
                 else "")
         cj = c.conjecturer

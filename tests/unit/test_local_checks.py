@@ -286,7 +286,7 @@ def test_smoke_refusal_and_the_explicit_way_out_through_the_command(tmp_path: Pa
     assert "--smoke --set verification.backend=simulated" in refused.stderr
     asked = _cli(*args, "--set", "verification.backend=simulated", env=env)
     assert asked.returncode == 0, asked.stderr
-    assert "verifier: SIMULATED" in asked.stdout
+    assert "SIMULATED: verifier (deterministic stand-ins" in asked.stdout
 
 
 def test_launch_help_documents_the_explicit_smoke_opt_in() -> None:

@@ -75,3 +75,16 @@ def test_search_config_errors_name_the_key() -> None:
     assert '"reinforce" or "ei"' in errs["solver.objective"]
     errs = dict(semantic_errors(replace(search, search=replace(base.search, width=0, environment="replay"))))
     assert set(errs) >= {"search.width", "search.replay_dir"}
+
+
+def test_simulated_parts_name_a_simulated_tactic_environment() -> None:
+    from dataclasses import replace
+
+    from sgsbatch.config.schema import Config
+
+    base = Config()
+    assert base.simulated_parts() == [] and not base.simulated
+    sim = replace(base, search=replace(base.search, environment="simulated"))
+    assert sim.simulated_parts() == [] and not sim.simulated  # only a search Solver uses it
+    search = replace(sim, solver=replace(base.solver, mode="search"))
+    assert search.simulated_parts() == ["tactic environment"] and search.simulated
