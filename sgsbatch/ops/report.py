@@ -254,8 +254,9 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
     data: dict[str, Any] = {"run": name, "metrics": metrics, "simulated": h.cfg.simulated}
     parts = [f"<h2>{esc(name)}{' [SIMULATED]' if h.cfg.simulated else ''}</h2>"]
     if h.cfg.simulated:
-        parts.append('<p class="sim">SIMULATED: this run uses a simulated component (verification.backend = '
-                     f'{esc(h.cfg.verification.backend)}); its numbers say nothing about Lean.</p>')
+        parts.append('<p class="sim">SIMULATED: this run uses simulated components '
+                     f'({esc(", ".join(h.cfg.simulated_parts()) or "rehearsal")}); its numbers say nothing about '
+                     'models or Lean.</p>')
     done = [r for r, m in metrics.items() if M.CUMULATIVE_SOLVE_RATE in m]
     parts.append(f"<p>{len(done)} completed round(s) of {h.cfg.run.rounds}; executor {esc(h.cfg.run.executor)}; "
                  f"seed {h.cfg.run.seed}.</p>")
