@@ -123,12 +123,17 @@ def group_indices(examples: Sequence[Example]) -> list[list[int]]:
     return list(by_key.values())
 
 
-def loss_scales(examples: Sequence[Example], step: Sequence[int], objective: str) -> dict[int, float]:
+def loss_scales(examples: Sequence[Example], step: Sequence[int], objective: str,
+                batch_size: int = 0) -> dict[int, float]:
     """Per-example factor c_x so that the step loss = sum_x c_x * term_x (term_x: backends/objectives.py).
 
     reinforce: weight / the step's completion tokens (term sum_t NLL); cispo: A / the group's tokens /
-    the step's groups (term sum_t w_t NLL); grpo, dr_grpo, gspo: 1 / the step's sequences (the mean
-    over sequences; A is inside the term); dapo: 1 / the step's completion tokens (token-level).
+    the groups of a full step, `batch_size` // G (term sum_t w_t NLL): the reference's fixed
+    `groups_per_batch` (sgs/training/custom_trainers.py GroupedImportanceSampledWeightedTrainer,
+    train_local.py: batch_size // group_size), so a short last step weighs its groups as a full step
+    does (never fewer than the step's own groups; `batch_size` 0: the step's groups); grpo, dr_grpo,
+    gspo: 1 / the step's sequences (the mean over sequences; A is inside the term); dapo: 1 / the
+    step's completion tokens (token-level).
     """
     if objective in SEQUENCE_MEAN:
         return {i: 1.0 / len(step) for i in step}
@@ -136,12 +141,13 @@ def loss_scales(examples: Sequence[Example], step: Sequence[int], objective: str
         total = sum(len(examples[i].completion_ids) for i in step)
         return {i: (examples[i].weight if objective == "reinforce" else 1.0) / max(total, 1) for i in step}
     groups = group_indices([examples[i] for i in step])
+    per_batch = max(len(groups), batch_size // len(groups[0]) if batch_size and groups else 0)
     scales: dict[int, float] = {}
     for g in groups:
         members = [step[j] for j in g]
         tokens = sum(len(examples[i].completion_ids) for i in members)
         for i in members:
-            scales[i] = examples[i].weight / max(tokens, 1) / len(groups)
+            scales[i] = examples[i].weight / max(tokens, 1) / per_batch
     return scales
 
 

@@ -205,7 +205,7 @@ def step_loss(logps: Sequence[Any], examples: Sequence[Example], settings: Train
     """One optimizer step's loss from each example's current per-token logprobs (pure torch: the
     trainer's arithmetic without a model; tests and checks). Plain log-softmax logprobs only."""
     step = list(range(len(examples)))
-    scales = loss_scales(examples, step, settings.objective)
+    scales = loss_scales(examples, step, settings.objective, settings.batch_size)
     total: Any = 0.0
     for i in step:
         total = total + scales[i] * sequence_term(logps[i], logps[i], examples[i], settings)

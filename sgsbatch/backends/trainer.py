@@ -115,7 +115,7 @@ def batch_loss(model: Any, examples: Sequence[Example], objective: str, clip_max
     """The loss of one optimizer step holding all of `examples` (pure torch; for tests and checks)."""
     settings = settings or TrainSettings(objective=objective, cispo_clip_max=clip_max)
     step = list(range(len(examples)))
-    scales = loss_scales(examples, step, settings.objective)
+    scales = loss_scales(examples, step, settings.objective, settings.batch_size)
     total: Any = 0.0
     for i in step:
         total = total + _example_loss(model, examples[i], scales[i], settings)[0]
@@ -308,7 +308,7 @@ def _optimizer_step(
     import torch
     import torch.distributed as dist
 
-    scales = loss_scales(examples, step, settings.objective)
+    scales = loss_scales(examples, step, settings.objective, settings.batch_size)
     shares = rank_shares(examples, step, settings.objective, world)
     local = shares[rank]
     mbs = settings.micro_batch_size

@@ -95,8 +95,12 @@ def test_cispo_gradient_matches_hand(tiny_dir: Path) -> None:
             tokens += len(nlls[i])
         hand_groups.append(num / tokens)
     hand = (hand_groups[0] + hand_groups[1]) / 2
-    ours = batch_loss(model, ex, "cispo", clip_max=4.0)
+    ours = batch_loss(model, ex, "cispo", settings=TrainSettings(objective="cispo", cispo_clip_max=4.0, batch_size=4))
     assert torch.allclose(ours, hand, rtol=1e-4, atol=1e-5)
+    # a short last step (2 groups where batch_size 8 holds 4): divided by the reference's fixed
+    # groups_per_batch = batch_size // G = 4, not by its own 2 groups (sgs/training/custom_trainers.py)
+    short = batch_loss(model, ex, "cispo", settings=TrainSettings(objective="cispo", cispo_clip_max=4.0, batch_size=8))
+    assert torch.allclose(short, hand * 2 / 4, rtol=1e-4, atol=1e-5)
     for g1, g2 in zip(_grads(model, ours), _grads(model, hand), strict=True):
         assert torch.allclose(g1, g2, rtol=1e-3, atol=1e-6)
 
