@@ -262,6 +262,10 @@ class SolverConfig:
     overlong_buffer: float = key(0.2, "DAPO: share of max_tokens at the end over which the reward drops "
                                       "linearly (0 = no overlong shaping).")
     overlong_penalty: float = key(1.0, "DAPO: the reward's drop at max_tokens (verl's penalty_factor).")
+    # DAPO §3.4's Overlong Filtering (the masking it compares with the shaping above; its final recipe uses the
+    # shaping): a truncated sample's tokens leave the loss; its reward still counts in its group's advantages
+    overlong_filter: bool = key(False, "DAPO: mask the loss of truncated samples (finish_reason \"length\"; DAPO "
+                                       "§3.4 Overlong Filtering), their rewards still in the group's advantages.")
     dapo_incorrect_reward: float = key(-1.0, "DAPO: the reward of an unverified proof (1 for a verified one).")
 
     def clip_range(self) -> tuple[float, float]:

@@ -160,6 +160,9 @@ def _family_groups(cfg: Config, results: dict[str, ProblemResult]) -> tuple[dict
     if dapo:
         metrics |= {M.dropped_groups("all_pass"): float(all_pass), M.dropped_groups("all_fail"): float(all_fail),
                     M.SOLVER_OVERLONG_SHAPED: float(shaped)}
+        if _filters_overlong(cfg):
+            metrics[M.SOLVER_OVERLONG_FILTERED] = float(sum(1 for k in groups for x in results[k].samples
+                                                            if x["finish_reason"] == "length"))
     return groups, metrics
 
 
@@ -170,8 +173,15 @@ def _grpo_family(cfg: Config, results: dict[str, ProblemResult]) -> list[Example
     for gid, (key, rewards) in enumerate(sorted(groups.items())):
         res = results[key]
         adv = grpo_advantages(rewards, s.grpo_eps, scale_std=s.objective != "dr_grpo")
-        out += _group_examples(res, adv, gid)
+        examples = _group_examples(res, adv, gid)
+        if _filters_overlong(cfg):  # DAPO §3.4: a truncated sample's tokens leave the loss (and its normaliser)
+            examples = [ex for ex, smp in zip(examples, res.samples, strict=True) if smp["finish_reason"] != "length"]
+        out += examples
     return out
+
+
+def _filters_overlong(cfg: Config) -> bool:
+    return cfg.solver.objective == "dapo" and cfg.solver.overlong_filter
 
 
 def _group_examples(res: ProblemResult, advantages: list[float], gid: int) -> list[Example]:

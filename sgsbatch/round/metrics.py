@@ -111,6 +111,7 @@ CISPO_CLIP_FRACTION = "train/solver_clip_fraction"  # CISPO: completion tokens w
 SOLVER_GROUPS = "solver/groups"  # groups the Solver trained on
 SOLVER_ZERO_STD_GROUPS = "solver/zero_std_groups"  # of those, groups whose rewards are all equal (advantage 0)
 SOLVER_OVERLONG_SHAPED = "solver/overlong_shaped"  # DAPO: samples whose reward got the overlong penalty
+SOLVER_OVERLONG_FILTERED = "solver/overlong_filtered"  # DAPO with solver.overlong_filter: truncated samples masked
 # the trainer's statistics over the completion tokens it ran (TrainResult fields, backends/objectives.py)
 TRAIN_RATIO_STATS = {"clip_fraction_low": "clip_low_fraction", "clip_fraction_high": "clip_high_fraction",
                      "sampler_kl": "sampler_kl", "seq_ratio_mean": "seq_ratio_mean", "seq_ratio_std": "seq_ratio_std"}

@@ -267,6 +267,15 @@ def test_grpo_family_trains_on_every_group_and_dapo_drops_the_uniform_ones(tmp_p
         "solver/groups": 5, "solver/zero_std_groups": 0, "solver/dropped_groups/all_pass": 1,
         "solver/dropped_groups/all_fail": 2, "solver/overlong_shaped": 1}
     assert solver_group_metrics(h.cfg, results) == {}  # reinforce
+    # DAPO's Overlong Filtering (solver.overlong_filter): t2's truncated sample (finish "length") leaves the loss,
+    # its reward still in t2's advantages; every other example as without the filter
+    filt_cfg = _cfg(tmp_path, "solver.objective=dapo", "solver.overlong_filter=true")
+    filtered = solver_examples(filt_cfg, h.paths, results)
+    t2 = kept.index("t2")
+    assert len(filtered) == 19 and [e.weight for e in filtered if e.group == t2] == pytest.approx(
+        [e.weight for e in dapo if e.group == t2][:1] + [e.weight for e in dapo if e.group == t2][2:], rel=1e-6)
+    assert all(len(e.completion_ids) != 86 for e in filtered)
+    assert solver_group_metrics(filt_cfg, results)["solver/overlong_filtered"] == 1
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
