@@ -704,6 +704,11 @@ class ProjectionConfig:
                                      "captured): docs/engines.md's 1.5-3 min; also each trained role's load.")
     train_tokens_per_s: float = key(3000.0, "Training tokens/s per GPU: Llama 2's 7B took 184,320 A100-hours for "
                                             "2T tokens (arXiv 2307.09288), ~3.0k tokens/s per GPU.")
+    # issue 40: the trainer's forward-only scoring passes (backends/reference.py); training a token is a forward
+    # and a backward (~3 forwards), ~4 with gradient checkpointing (bench/README.md, bench_kl.py: +28-32% on CPU)
+    scoring_pass_share: float = key(0.25, "A forward-only scoring pass (recomputed old log-probs, the KL's "
+                                          "reference) as a share of training the same tokens: ~1/4 with "
+                                          "gradient checkpointing, ~1/3 without.")
     checkpoint_write_s: float = key(60.0, "Seconds to write one trained role's weights at a round's end (bf16, "
                                           "checkpoints.estimate_gb_per_role at ~0.25 GB/s); " + _ESTIMATE
                                           + "the canary's checkpoint write speed replaces it.")
