@@ -4,8 +4,9 @@ Each function gives one sequence's loss term from its per-token log-probabilitie
 current policy (`logp`, with gradient) and under the old policy (`old`: `Example.sampler_logprobs`,
 the logprobs the sampler recorded with the sample, or with `train.old_logprobs = "recompute"` the
 trainer's own under the weights it starts the round from, filled in by backends/reference.py);
-`batches.loss_scales` gives the factor c_x of each term, so an optimizer step's loss is sum_x c_x * term_x over the step's sequences (whole groups; a step is the "batch" that
-TRL and verl normalise over). Notation: a group is the G samples y_i of one problem, T_i = |y_i|,
+`batches.loss_scales` gives the factor c_x of each term, so an optimizer step's loss is
+sum_x c_x * term_x over the step's sequences (whole groups; a step is the "batch" that TRL and verl
+normalise over). Notation: a group is the G samples y_i of one problem, T_i = |y_i|,
 A_i the sample's advantage (round/examples.py), r_{i,t} = exp(logp - old) the token ratio,
 clip(r) = clamp(r, 1 - eps_low, 1 + eps_high) (`solver.clip_low`, `solver.clip_high`),
 l_{i,t} = -min(r_{i,t} A_i, clip(r_{i,t}) A_i), N the step's sequences, L = `solver.max_tokens`.
