@@ -52,6 +52,14 @@ class TrainSettings:
     sampling_temperature: float = 1.0
     sampling_top_p: float = 1.0
     keep_fp32_master: bool = False  # fp32 weights + bf16 autocast; fp32 kept beside the bf16 export
+    # the GRPO family's KL to a reference policy (backends/reference.py): beta (0 = off), the estimator
+    # ("k3" or "k1") and the reference's weights (a directory or hub id; "" = none)
+    kl_beta: float = 0.0
+    kl_estimator: str = "k3"
+    kl_reference: str = ""
+    # the ratio's denominator: "sampler" (the sampler's logprobs) or "recompute" (the trainer's own
+    # logprobs under the weights it starts from, before its first update: pi_old as verl computes it)
+    old_logprobs: str = "sampler"
 
 
 @dataclass
@@ -64,6 +72,9 @@ class Example:
     weight: float  # REINFORCE weight, or the sample's advantage A (CISPO, the GRPO family)
     group: int | None = None
     sampler_logprobs: Logprobs | None = None
+    # the reference policy's logprobs of the completion (the trainer fills them when kl_beta > 0; never
+    # in the examples file)
+    ref_logprobs: Logprobs | None = None
 
 
 @dataclass
@@ -83,6 +94,7 @@ class TrainResult:
     sampler_kl: float = 0.0  # per token, KL(sampler || policy) estimated as r - 1 - log r (Schulman's k3)
     seq_ratio_mean: float = 0.0  # over sequences, s = exp(mean_t log r): the geometric mean of the token ratios
     seq_ratio_std: float = 0.0
+    ref_kl: float = 0.0  # per token, the KL estimate to the reference policy (solver.kl_estimator) in the loss
 
 
 def plan_steps(examples: Sequence[Example], settings: TrainSettings) -> list[list[int]]:
@@ -151,7 +163,8 @@ def loss_scales(examples: Sequence[Example], step: Sequence[int], objective: str
     return scales
 
 
-def rank_shares(examples: Sequence[Example], step: Sequence[int], objective: str, world: int) -> list[list[int]]:
+def rank_shares(examples: Sequence[Example], step: Sequence[int], objective: str, world: int,
+                kl_beta: float = 0.0) -> list[list[int]]:
     """The step's example indices per rank, balanced by tokens (prompt + completion).
 
     Units (examples; whole groups for CISPO) go largest first to the rank with the fewest tokens
@@ -162,7 +175,7 @@ def rank_shares(examples: Sequence[Example], step: Sequence[int], objective: str
     if objective == "cispo":
         units = [[step[j] for j in g] for g in group_indices([examples[i] for i in step])]
     else:
-        units = [[i] for i in step if contributes(examples[i], objective)]
+        units = [[i] for i in step if contributes(examples[i], objective, kl_beta)]
 
     def tokens(unit: list[int]) -> int:
         return sum(len(examples[i].prompt_ids) + len(examples[i].completion_ids) for i in unit)
@@ -177,11 +190,11 @@ def rank_shares(examples: Sequence[Example], step: Sequence[int], objective: str
     return [[i for i in step if owner.get(i) == r] for r in range(world)]
 
 
-def contributes(example: Example, objective: str) -> bool:
+def contributes(example: Example, objective: str, kl_beta: float = 0.0) -> bool:
     """False when the example's loss and gradient are exactly zero, so no rank runs it: advantage 0
-    under the GRPO family (-min(r * 0, clip(r) * 0) = 0; no KL term, solver.beta = 0), e.g. every
-    sample of a group whose rewards are all equal."""
-    return not (objective in GRPO_FAMILY and example.weight == 0.0)
+    under the GRPO family without a KL term (-min(r * 0, clip(r) * 0) = 0), e.g. every sample of a group
+    whose rewards are all equal. With kl_beta > 0 every example contributes (its KL term)."""
+    return not (objective in GRPO_FAMILY and example.weight == 0.0 and kl_beta == 0.0)
 
 
 def fingerprint(model_dir: Path, examples: Sequence[Example], settings: TrainSettings) -> str:

@@ -1,10 +1,12 @@
 r"""The Solver's training objectives: one pure torch function per objective, and their statistics.
 
 Each function gives one sequence's loss term from its per-token log-probabilities under the
-current policy (`logp`, with gradient) and under the sampler (`old`: the logprobs vLLM recorded
-with the sample); `batches.loss_scales` gives the factor c_x of each term, so an optimizer step's
-loss is sum_x c_x * term_x over the step's sequences (whole groups; a step is the "batch" that
-TRL and verl normalise over). Notation: a group is the G samples y_i of one problem, T_i = |y_i|,
+current policy (`logp`, with gradient) and under the old policy (`old`: `Example.sampler_logprobs`,
+the logprobs the sampler recorded with the sample, or with `train.old_logprobs = "recompute"` the
+trainer's own under the weights it starts the round from, filled in by backends/reference.py);
+`batches.loss_scales` gives the factor c_x of each term, so an optimizer step's loss is
+sum_x c_x * term_x over the step's sequences (whole groups; a step is the "batch" that TRL and verl
+normalise over). Notation: a group is the G samples y_i of one problem, T_i = |y_i|,
 A_i the sample's advantage (round/examples.py), r_{i,t} = exp(logp - old) the token ratio,
 clip(r) = clamp(r, 1 - eps_low, 1 + eps_high) (`solver.clip_low`, `solver.clip_high`),
 l_{i,t} = -min(r_{i,t} A_i, clip(r_{i,t}) A_i), N the step's sequences, L = `solver.max_tokens`.
@@ -12,7 +14,7 @@ l_{i,t} = -min(r_{i,t} A_i, clip(r_{i,t}) A_i), N the step's sequences, L = `sol
 - reinforce (REINFORCE-1/2, the reference's): sum_x weight_x sum_t NLL_{x,t} / sum_x T_x.
 - cispo: mean over groups of A_g sum_{x,t} w_{x,t} NLL_{x,t} / T_g, w = clamp(r, 0, cispo_clip_max)
   detached (MiniMax-M1, arXiv 2506.13585; TRL loss_type="cispo").
-- grpo: 1/N sum_i 1/T_i sum_t l_{i,t}. DeepSeekMath arXiv 2402.03300 §4.1 with beta = 0; TRL
+- grpo: 1/N sum_i 1/T_i sum_t l_{i,t}. DeepSeekMath arXiv 2402.03300 §4.1 (its KL below); TRL
   grpo_trainer.py `_compute_loss` loss_type="grpo"; verl core_algos.py compute_policy_loss_vanilla
   with agg_loss "seq-mean-token-mean".
 - dr_grpo: 1/(N L) sum_i sum_t l_{i,t} (no 1/T_i; no std in A). Dr. GRPO arXiv 2503.20783 §3.2;
@@ -24,8 +26,16 @@ l_{i,t} = -min(r_{i,t} A_i, clip(r_{i,t}) A_i), N the step's sequences, L = `sol
   GSPO arXiv 2507.18071 eq. (5) and its s_i; verl compute_policy_loss_gspo ("seq-mean-token-mean"); TRL
   importance_sampling_level="sequence" with loss_type="grpo".
 
-Not covered: the KL term beta * KL(pi || pi_ref) (the trainer holds no reference model; the
-config refuses solver.beta > 0), verl's dual-clip (clip_ratio_c; not in the papers or TRL), more
+The KL to a reference policy (the GRPO family, `solver.kl_beta` > 0; DeepSeekMath arXiv 2402.03300
+eq. (3)-(4)): per token k_t = exp(ref_t - logp_t) - (ref_t - logp_t) - 1 ("k3", Schulman's unbiased
+estimator, DeepSeekMath eq. (4), TRL GRPOTrainer, verl kl_penalty "low_var_kl") or k_t = logp_t - ref_t
+("k1", verl "kl"), added to each token's loss inside the objective's own token aggregate, as TRL does
+(`per_token_loss = per_token_loss + beta * per_token_kl`): grpo and gspo 1/T_i sum_t (l + beta k),
+dr_grpo sum_t (l + beta k) / L, dapo sum_t (l + beta k) over the step's tokens. `ref` are the reference
+policy's logprobs (`Example.ref_logprobs`, backends/reference.py), under the same sampling distribution
+as the ratio; verl's clamp of low_var_kl to [-10, 10] is not applied (TRL does not).
+
+Not covered: the KL for reinforce and cispo (refused by the config), verl's dual-clip (clip_ratio_c; not in the papers or TRL), more
 than one pass over a round's samples (TRL num_iterations; the ratio moves off 1 as the epoch's
 optimizer steps update the policy, from vLLM's numerics at the first step).
 
@@ -34,7 +44,7 @@ TrainResult fields): completion tokens, entropy sum, clipped tokens (CISPO: w cl
 low + high), tokens clipped low (r < 1 - eps_low with A < 0) and high (r > 1 + eps_high with A > 0)
 as TRL counts them (GSPO: its sequence ratio, counted for each of its tokens), the sampler KL
 sum_t (r - 1 - log r) (Schulman's k3 estimate of KL(sampler || policy) on the sampler's tokens),
-sequences, and the sums of s and s^2.
+sequences, the sums of s and s^2, and the reference KL sum_t k_t (0 without a KL term).
 """
 
 from __future__ import annotations
@@ -46,7 +56,8 @@ from typing import Any
 from sgsbatch.backends.batches import GRPO_FAMILY, RATIO_OBJECTIVES, Example, TrainSettings, loss_scales
 
 STATS = ("tokens", "entropy", "clipped", "clipped_low", "clipped_high", "sampler_kl", "sequences", "seq_ratio",
-         "seq_ratio_sq")
+         "seq_ratio_sq", "ref_kl")
+KL_ESTIMATORS = ("k3", "k1")
 
 
 def _old(example: Example, logp: Any) -> Any:
@@ -56,6 +67,40 @@ def _old(example: Example, logp: Any) -> Any:
     if example.sampler_logprobs is None or len(example.sampler_logprobs) != len(example.completion_ids):
         raise ValueError("this objective needs sampler_logprobs, one per completion token")
     return torch.tensor(example.sampler_logprobs, dtype=logp.dtype, device=logp.device)
+
+
+def _ref(example: Example, logp: Any) -> Any:
+    """The reference policy's logprobs of `example` as a tensor like `logp`."""
+    import torch
+
+    if example.ref_logprobs is None or len(example.ref_logprobs) != len(example.completion_ids):
+        raise ValueError("a KL term (kl_beta > 0) needs ref_logprobs, one per completion token")
+    return torch.tensor(example.ref_logprobs, dtype=logp.dtype, device=logp.device)
+
+
+def kl_per_token(logp: Any, ref: Any, estimator: str) -> Any:
+    """k3: exp(ref - logp) - (ref - logp) - 1 (DeepSeekMath eq. (4); TRL; verl "low_var_kl" without its
+    clamp); k1: logp - ref (verl "kl"). Gradient through `logp`."""
+    import torch
+
+    if estimator == "k3":
+        d = ref - logp
+        return torch.exp(d) - d - 1.0
+    if estimator == "k1":
+        return logp - ref
+    raise ValueError(f"unknown KL estimator {estimator!r}; valid: {', '.join(KL_ESTIMATORS)}")
+
+
+def kl_term(kl: Any, objective: str, max_tokens: int) -> Any:
+    """The per-token KL aggregated as `objective` aggregates its token losses (the step's factor
+    `loss_scales` is applied outside): mean over the sequence (grpo, gspo), sum / L (dr_grpo), sum (dapo)."""
+    if objective in ("grpo", "gspo"):
+        return kl.mean()
+    if objective == "dr_grpo":
+        return kl.sum() / max_tokens
+    if objective == "dapo":
+        return kl.sum()
+    raise ValueError(f"a KL term is for the GRPO family only ({', '.join(GRPO_FAMILY)}), not {objective!r}")
 
 
 def importance_ratio(current: Any, example: Example) -> Any:
@@ -142,7 +187,11 @@ def sequence_term(logp: Any, logp_ratio: Any, ex: Example, settings: TrainSettin
         return reinforce_loss(logp)
     if settings.objective == "cispo":
         return cispo_loss(logp, importance_ratio(logp_ratio, ex), settings.cispo_clip_max)
-    return family_loss(settings.objective, logp_ratio, _old(ex, logp_ratio), ex.weight, settings)
+    term = family_loss(settings.objective, logp_ratio, _old(ex, logp_ratio), ex.weight, settings)
+    if settings.kl_beta > 0:
+        kl = kl_per_token(logp_ratio, _ref(ex, logp_ratio), settings.kl_estimator)
+        term = term + settings.kl_beta * kl_term(kl, settings.objective, settings.max_tokens)
+    return term
 
 
 def _ratio_stats(objective: str, logp_ratio: Any, ex: Example, settings: TrainSettings) -> list[float]:
@@ -195,10 +244,13 @@ def example_loss(logits: Any, target: Any, ex: Example, scale: float, settings: 
             logp_ratio = sampling_logprobs(logits, *sampling).gather(1, target)[:, 0]
     term = sequence_term(logp, logp_ratio, ex, settings)
     ratio_stats = [0.0] * 7
+    ref_kl = 0.0
     if objective in RATIO_OBJECTIVES:
         with torch.no_grad():
             ratio_stats = _ratio_stats(objective, logp_ratio, ex, settings)
-    return scale * term, [float(len(ex.completion_ids)), entropy, *ratio_stats]
+            if settings.kl_beta > 0:
+                ref_kl = float(kl_per_token(logp_ratio, _ref(ex, logp_ratio), settings.kl_estimator).sum())
+    return scale * term, [float(len(ex.completion_ids)), entropy, *ratio_stats, ref_kl]
 
 
 def step_loss(logps: Sequence[Any], examples: Sequence[Example], settings: TrainSettings) -> Any:
@@ -221,4 +273,5 @@ def result_stats(stats: Sequence[float]) -> dict[str, Any]:
     var = max(v["seq_ratio_sq"] / seqs - mean * mean, 0.0) if seqs else 0.0
     return {"tokens": tokens, "entropy": v["entropy"] / per_token, "clip_fraction": v["clipped"] / per_token,
             "clip_low_fraction": v["clipped_low"] / per_token, "clip_high_fraction": v["clipped_high"] / per_token,
-            "sampler_kl": v["sampler_kl"] / per_token, "seq_ratio_mean": mean, "seq_ratio_std": math.sqrt(var)}
+            "sampler_kl": v["sampler_kl"] / per_token, "seq_ratio_mean": mean, "seq_ratio_std": math.sqrt(var),
+            "ref_kl": v["ref_kl"] / per_token}

@@ -19,7 +19,11 @@ loading, carrying and exporting weights live in backends/weights.py).
 Objectives (reinforce, cispo, grpo, dr_grpo, dapo, gspo): backends/objectives.py, the loss of
 each example from this module's forward pass; per-step factors in backends/batches.py.
 
-Not covered: LR schedules, KL/entropy terms (the spec has none), multi-node tests.
+KL and old log-probs: with `kl_beta > 0` (the GRPO family) the reference policy's logprobs, and with
+`old_logprobs = "recompute"` the starting weights' own, are computed once per call before the first
+update (backends/reference.py), also on resume, from the same weights on disk.
+
+Not covered: LR schedules, an entropy term (the spec has none), multi-node tests.
 """
 
 from __future__ import annotations
@@ -49,6 +53,17 @@ from sgsbatch.backends.batches import (
     rank_shares,
 )
 from sgsbatch.backends.objectives import STATS, example_loss, result_stats
+from sgsbatch.backends.reference import (
+    autocast_for,
+    needs_old,
+    needs_ref,
+    rank_examples,
+    reference_scores,
+    same_weights,
+    score,
+    with_scores,
+)
+from sgsbatch.backends.reference import completion_logits as _completion_logits
 from sgsbatch.backends.weights import (
     carry_weights,
     export_weights,
@@ -74,6 +89,7 @@ class TrainStep:
     loss: float
     tokens: int  # completion tokens trained on in this step, over all ranks
     step_s: float  # this rank's wall time for the step, its collectives included
+    ref_kl: float = 0.0  # mean per completion token of the KL estimate to the reference (0 without kl_beta)
 
 
 class TrainingInterrupted(Exception):
@@ -83,17 +99,6 @@ class TrainingInterrupted(Exception):
     def __init__(self, message: str, checkpoint_s: float = 0.0) -> None:
         super().__init__(message)
         self.checkpoint_s = checkpoint_s
-
-
-def _completion_logits(model: Any, prompt_ids: Ids, completion_ids: Ids) -> tuple[Any, Any]:
-    """(float32 logits predicting each completion token, the completion token ids as a column)."""
-    import numpy as np
-    import torch
-
-    both = np.concatenate([np.asarray(prompt_ids, dtype=np.int64), np.asarray(completion_ids, dtype=np.int64)])
-    ids = torch.from_numpy(both)[None].to(model.device)
-    logits = model(input_ids=ids, use_cache=False).logits[0, len(prompt_ids) - 1 : -1].float()
-    return logits, ids[0, len(prompt_ids) :, None]
 
 
 def completion_logprobs(model: Any, prompt_ids: Ids, completion_ids: Ids) -> Any:
@@ -221,6 +226,14 @@ def train(
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(settings.seed)
     device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+    fp = fingerprint(model_dir, examples, settings)  # of the examples as given (scores are recomputed on resume)
+    mine = rank_examples(examples, steps, settings, rank, world) if needs_old(settings) or needs_ref(settings) else []
+    # the reference's logprobs first, its copy freed before the policy loads (backends/reference.py)
+    reference = resolve_weights(settings.kl_reference) if needs_ref(settings) and settings.kl_reference else None
+    if needs_ref(settings) and reference is None:
+        raise ValueError("kl_beta > 0 needs kl_reference (the reference policy's weights)")
+    shared_ref = reference is not None and needs_old(settings) and same_weights(reference, model_dir)
+    ref = reference_scores(reference, examples, mine, settings, device) if reference and not shared_ref else None
     model = load_for_training(model_dir, settings, device)
     model.config.use_cache = False
     if settings.gradient_checkpointing:
@@ -231,7 +244,14 @@ def train(
     )
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=_ds_config(settings, world))
     try:
-        fp = fingerprint(model_dir, examples, settings)
+        if needs_old(settings):  # pi_old: the weights this call starts from, before any update or checkpoint
+            t0 = time.monotonic()
+            old = score(engine.module, examples, mine, settings)
+            log.info("train %s: old log-probs of %d examples recomputed in %.1f s", out_dir.name, len(mine),
+                     time.monotonic() - t0)
+            examples = with_scores(examples, old, old if shared_ref else ref)
+        elif ref is not None:
+            examples = with_scores(examples, None, ref)
         log.info("train %s: rank %d of %d, %d examples (fingerprint %s), %d optimizer steps", out_dir.name, rank,
                  world, len(examples), fp[:16], len(steps))
         done_steps, loss_sum, stats = 0, 0.0, [0.0] * len(STATS)
@@ -249,7 +269,8 @@ def train(
         for step_no in range(done_steps, len(steps)):
             t0 = time.monotonic()
             step_loss, *step_stats = _optimizer_step(engine, examples, steps[step_no], settings, rank, world)
-            report = TrainStep(step_no + 1, len(steps), step_loss, int(step_stats[0]), time.monotonic() - t0)
+            report = TrainStep(step_no + 1, len(steps), step_loss, int(step_stats[0]), time.monotonic() - t0,
+                               ref_kl=step_stats[STATS.index("ref_kl")] / max(step_stats[0], 1.0))
             loss_sum += step_loss
             stats = [a + b for a, b in zip(stats, step_stats, strict=True)]
             finished = step_no + 1
@@ -290,16 +311,6 @@ def _free(engine: Any, on_gpu: bool) -> None:
         torch.cuda.empty_cache()
 
 
-def _autocast(settings: TrainSettings, device: Any) -> Any:
-    import contextlib
-
-    import torch
-
-    if settings.keep_fp32_master and settings.bf16:
-        return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
 def _optimizer_step(
     engine: Any, examples: Sequence[Example], step: list[int], settings: TrainSettings, rank: int, world: int
 ) -> list[float]:
@@ -309,7 +320,7 @@ def _optimizer_step(
     import torch.distributed as dist
 
     scales = loss_scales(examples, step, settings.objective, settings.batch_size)
-    shares = rank_shares(examples, step, settings.objective, world)
+    shares = rank_shares(examples, step, settings.objective, world, settings.kl_beta)
     local = shares[rank]
     mbs = settings.micro_batch_size
     n_micro = max(1, -(-max(len(s) for s in shares) // mbs))
@@ -318,7 +329,7 @@ def _optimizer_step(
         chunk = local[m * mbs : (m + 1) * mbs]
         engine.set_gradient_accumulation_boundary(m == n_micro - 1)
         loss: Any = None
-        with _autocast(settings, engine.device):
+        with autocast_for(settings, engine.device):
             if chunk:
                 for i in chunk:
                     term, stats = _example_loss(engine.module, examples[i], scales[i], settings)

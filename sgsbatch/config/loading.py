@@ -302,6 +302,7 @@ def _convert(value: Any, tp: Any, source: str, key: str) -> Any:
 
 # Keys that existed once and did nothing; their errors say what to do instead.
 REMOVED_KEYS = {
+    "solver.beta": "renamed solver.kl_beta (the KL to the reference policy; solver.kl_estimator picks its estimator)",
     "train.epochs": "removed: every role trains exactly one epoch over the round's data (the SGS paper); delete the key",
     "slurm.submitit_folder": "removed: submitit's files always go to <run dir>/slurm/; delete the key",
 }

@@ -250,10 +250,15 @@ class SolverConfig:
                                "value: 0.2; GSPO 3e-4).")
     clip_high: float = key(0.0, "GRPO family: the ratio's upper clip 1 + clip_high (0 = the published value: 0.2; "
                                 "DAPO 0.28; GSPO 4e-4).")
-    # KL to a reference policy: 0 = off (TRL GRPOConfig.beta's default; DAPO §2.3 and Dr. GRPO drop
-    # it); > 0 is refused for now (the trainer holds no reference model)
-    beta: float = key(0.0, "GRPO family: weight of the KL to a reference policy (0 = off, TRL's default; > 0 is "
-                           "refused: no reference model yet).")
+    # KL to a reference policy frozen at the run's initial Solver weights (backends/reference.py), added per
+    # token inside the objective's token average (DeepSeekMath arXiv 2402.03300 eq. (3); TRL GRPOTrainer
+    # `per_token_loss + beta * per_token_kl`). 0 = off: TRL GRPOConfig.beta's default; DAPO §2.3, Dr. GRPO
+    # and GSPO drop it; DeepSeekMath uses 0.04 (jobs/grpo.toml)
+    kl_beta: float = key(0.0, "GRPO family: weight of the per-token KL to the reference policy (the run's "
+                              "initial Solver weights); 0 = off (TRL's default); DeepSeekMath 0.04.")
+    kl_estimator: Literal["k3", "k1"] = key(
+        "k3", "kl_beta > 0: the per-token KL estimate: \"k3\" = exp(ref - logp) - (ref - logp) - 1 "
+              "(DeepSeekMath eq. 4; TRL; verl low_var_kl), \"k1\" = logp - ref (verl kl).")
     # A = (r - mean) / (std + eps), unbiased std (verl compute_grpo_outcome_advantage's epsilon; TRL: 1e-4)
     grpo_eps: float = key(1e-6, "GRPO, DAPO, GSPO: added to the group's reward std before dividing.")
     # DAPO's overlong reward shaping (arXiv 2503.14476 §3.4; verl reward_manager/dapo.py overlong_buffer):
@@ -418,6 +423,13 @@ class TrainConfig:
                                         "generation); false (the reference): each round trains from the last "
                                         "bf16 weights.")
     cpu_ranks: int = key(1, "Training processes per node when slurm.train.gpus = 0 (gloo; CPU rehearsals).")
+    # pi_old of the ratio (CISPO, the GRPO family): the sampler's logprobs (the SGS reference's CISPO), or the
+    # trainer's own under the weights it starts the round from, computed before the first update (verl's
+    # old_log_prob; DeepSeekMath's pi_theta_old); backends/reference.py
+    old_logprobs: Literal["sampler", "recompute"] = key(
+        "sampler", "The importance ratio's denominator: \"sampler\" (the logprobs recorded by vLLM/transformers "
+                   "with the sample; the SGS reference's CISPO) or \"recompute\" (the trainer's own, under the "
+                   "round's starting weights, before its first update; verl, DeepSeekMath).")
     # the process group's timeout: a collective (NCCL or gloo) that waits this long for a dead or hung
     # rank fails its rank, so the job fails and is retried like a crash; it must exceed the longest wait
     # of the other ranks at a collective (rank 0's weight export, a checkpoint save, a slow model load)
@@ -696,6 +708,11 @@ class ProjectionConfig:
                                      "captured): docs/engines.md's 1.5-3 min; also each trained role's load.")
     train_tokens_per_s: float = key(3000.0, "Training tokens/s per GPU: Llama 2's 7B took 184,320 A100-hours for "
                                             "2T tokens (arXiv 2307.09288), ~3.0k tokens/s per GPU.")
+    # issue 40: the trainer's forward-only scoring passes (backends/reference.py); training a token is a forward
+    # and a backward (~3 forwards), ~4 with gradient checkpointing (bench/README.md, bench_kl.py: +28-32% on CPU)
+    scoring_pass_share: float = key(0.25, "A forward-only scoring pass (recomputed old log-probs, the KL's "
+                                          "reference) as a share of training the same tokens: ~1/4 with "
+                                          "gradient checkpointing, ~1/3 without.")
     checkpoint_write_s: float = key(60.0, "Seconds to write one trained role's weights at a round's end (bf16, "
                                           "checkpoints.estimate_gb_per_role at ~0.25 GB/s); " + _ESTIMATE
                                           + "the canary's checkpoint write speed replaces it.")

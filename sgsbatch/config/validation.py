@@ -78,9 +78,10 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(s.batch_size >= 1, "solver.batch_size", "must be >= 1")
     check(s.ei_rounds >= 1, "solver.ei_rounds", "must be >= 1")
     family = s.objective in PUBLISHED_CLIP
-    check(s.beta == 0.0, "solver.beta",
-          f"must be 0, got {s.beta}: a KL term to a reference policy is not supported yet (the trainer holds "
-          "no reference model); 0 is TRL's default and what DAPO, Dr. GRPO and GSPO use")
+    check(s.kl_beta >= 0.0, "solver.kl_beta", f"must be >= 0 (0 = no KL term), got {s.kl_beta}")
+    check(s.kl_beta == 0.0 or family, "solver.kl_beta",
+          f"must be 0 with solver.objective = \"{s.objective}\": the KL to a reference policy is built for the "
+          f"GRPO family only (grpo, dr_grpo, dapo, gspo), got {s.kl_beta}")
     check(0.0 <= s.clip_low < 1.0, "solver.clip_low", f"must be within [0, 1) (0 = the published value), got {s.clip_low}")
     check(s.clip_high >= 0.0, "solver.clip_high", f"must be >= 0 (0 = the published value), got {s.clip_high}")
     check(s.grpo_eps > 0, "solver.grpo_eps", f"must be > 0, got {s.grpo_eps}")

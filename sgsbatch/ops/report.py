@@ -235,7 +235,8 @@ def _ratio_figures(metrics: dict[int, dict[str, float]]) -> list[str]:
     clipped tokens per side, and the sampler KL beside the sequence ratio's spread."""
     sides = {side: _series(metrics, M.train_ratio("solver", f"clip_fraction_{side}")) for side in ("low", "high")}
     drift = {"KL(sampler || policy) per token": _series(metrics, M.train_ratio("solver", "sampler_kl")),
-             "std of the sequence ratio": _series(metrics, M.train_ratio("solver", "seq_ratio_std"))}
+             "std of the sequence ratio": _series(metrics, M.train_ratio("solver", "seq_ratio_std")),
+             "KL(policy || reference) per token": _series(metrics, M.train_ratio("solver", "ref_kl"))}
     out = []
     if any(x for x, _ in sides.values()):
         out.append(_img(lines_png("Solver: tokens clipped per side (GRPO family)", "round", "share of tokens",

@@ -50,11 +50,15 @@ REWARDS = "conjecturer_rewards.json"
 
 
 def settings_for(task: Task, role: str) -> TrainSettings:
-    return train_settings(task.cfg, role, task.round)
+    """`train_settings`, with the KL's reference policy: the run's initial Solver weights (round 0's)."""
+    kl = role == "solver" and task.cfg.solver.kl_beta > 0 and task.cfg.solver.objective in GRPO_FAMILY
+    return train_settings(task.cfg, role, task.round,
+                          reference=weights_for(task.cfg, task.paths, "solver", 0) if kl else "")
 
 
-def train_settings(cfg: Config, role: str, r: int) -> TrainSettings:
-    """How round r trains `role` (the train phase and the canary's training check)."""
+def train_settings(cfg: Config, role: str, r: int, reference: str = "") -> TrainSettings:
+    """How round r trains `role` (the train phase and the canary's training check); `reference` is the
+    KL's reference policy (the Solver under the GRPO family with solver.kl_beta > 0; "" = no KL term)."""
     sec = cfg.solver if role == "solver" else cfg.conjecturer
     seed = int(hashlib.sha256(f"{cfg.run.seed}:{r}:train:{role}".encode()).hexdigest()[:8], 16)
     # the Solver trains with its objective (Expert Iteration's proofs as REINFORCE-1/2); the Conjecturer with REINFORCE-1/2
@@ -70,7 +74,9 @@ def train_settings(cfg: Config, role: str, r: int) -> TrainSettings:
                          threads=cfg.train_threads_per_rank(),
                          sampling_temperature=cfg.solver.temperature if processed else 1.0,
                          sampling_top_p=cfg.generation.top_p if processed else 1.0,
-                         keep_fp32_master=cfg.train.keep_fp32_master)
+                         keep_fp32_master=cfg.train.keep_fp32_master,
+                         kl_beta=cfg.solver.kl_beta if reference else 0.0, kl_estimator=cfg.solver.kl_estimator,
+                         kl_reference=reference, old_logprobs=cfg.train.old_logprobs)
 
 
 def train_dir(task: Task) -> Path:

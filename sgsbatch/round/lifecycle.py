@@ -234,7 +234,7 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
                     new[M.CISPO_CLIP_FRACTION] = res["clip_fraction"]
                     # clip sides: the GRPO family's; results stored before these statistics existed have none
                     new |= {M.train_ratio(role, k): res[f] for k, f in M.TRAIN_RATIO_STATS.items()
-                            if f in res and (objective in GRPO_FAMILY or not k.startswith("clip_"))}
+                            if f in res and (objective in GRPO_FAMILY or not k.startswith(("clip_", "ref_")))}
             if "reward_mean" in res:
                 new[M.reward_mean(role)] = res["reward_mean"]
             new |= res.get("metrics", {})  # the examples' own (phases/train.prepare)

@@ -114,7 +114,8 @@ SOLVER_OVERLONG_SHAPED = "solver/overlong_shaped"  # DAPO: samples whose reward 
 SOLVER_OVERLONG_FILTERED = "solver/overlong_filtered"  # DAPO with solver.overlong_filter: truncated samples masked
 # the trainer's statistics over the completion tokens it ran (TrainResult fields, backends/objectives.py)
 TRAIN_RATIO_STATS = {"clip_fraction_low": "clip_low_fraction", "clip_fraction_high": "clip_high_fraction",
-                     "sampler_kl": "sampler_kl", "seq_ratio_mean": "seq_ratio_mean", "seq_ratio_std": "seq_ratio_std"}
+                     "sampler_kl": "sampler_kl", "seq_ratio_mean": "seq_ratio_mean", "seq_ratio_std": "seq_ratio_std",
+                     "ref_kl": "ref_kl"}
 
 
 def dropped_groups(kind: str) -> str:
@@ -126,7 +127,9 @@ def dropped_groups(kind: str) -> str:
 def train_ratio(role: str, what: str) -> str:
     """`train/<role>_<what>` for TRAIN_RATIO_STATS: clip fractions per side (ratio < 1 - clip_low with A < 0,
     ratio > 1 + clip_high with A > 0), the sampler KL (mean over tokens of r - 1 - log r: KL(sampler || policy)),
-    and the mean and std over sequences of s = exp(mean_t log r) (GSPO's sequence ratio)."""
+    the mean and std over sequences of s = exp(mean_t log r) (GSPO's sequence ratio), and (the GRPO family)
+    the mean per token of the KL estimate to the reference policy in the loss (solver.kl_estimator; 0 when
+    solver.kl_beta = 0)."""
     assert what in TRAIN_RATIO_STATS, what
     return f"train/{role}_{what}"
 

@@ -16,7 +16,9 @@ Pure arithmetic over a config, a target count and throughput figures (`Figures`:
 * A task: its start-up + its share of the work / its rate (generation: GPUs x decode rate;
   verify: CPUs x Lean proofs/s, plus `repl_start_s` per REPL start, one every
   `verification.max_proofs_per_process` proofs of a core; train: GPUs x nodes x train tokens/s,
-  plus `model_load_s` + `checkpoint_write_s` per trained role). A phase's wall: `queue_wait_s` +
+  plus `model_load_s` + `checkpoint_write_s` per trained role; the Solver's forward-only scoring passes,
+  `scoring_passes`, add `scoring_pass_share` of its tokens each, and the KL's reference one more
+  `model_load_s`; the reference is freed before the policy loads, so it adds no memory). A phase's wall: `queue_wait_s` +
   waves x task time, `slurm.<phase>.array_parallelism` tasks a wave; its GPU-hours (CPU-hours):
   tasks x GPUs (CPUs) x task time.
 * The round's phases run one after another (each waits for the one before), so the critical path
@@ -170,6 +172,16 @@ def _phase(cfg: Config, f: Figures, phase: str, items: float, unit: str, tokens:
                      f["queue_wait_s"] + waves * task_s, shards * gpus * task_s / 3600, shards * cpus * task_s / 3600)
 
 
+def scoring_passes(cfg: Config) -> int:
+    """Forward-only passes the trainer makes over the Solver's sequences before its first update
+    (backends/reference.py): the recomputed old log-probs (`train.old_logprobs = "recompute"`, CISPO and the
+    GRPO family) and the KL's reference (`solver.kl_beta` > 0); round 0, where one pass gives both, is not
+    told apart."""
+    family = cfg.solver.objective in ("grpo", "dr_grpo", "dapo", "gspo")
+    recompute = cfg.train.old_logprobs == "recompute" and (family or cfg.solver.objective == "cispo")
+    return int(recompute) + int(family and cfg.solver.kl_beta > 0)
+
+
 def project(cfg: Config, targets: int, figures: Figures) -> Projection:
     """The projection of a round of `cfg` with `targets` targets (see the module docstring)."""
     pj, f = cfg.projection, figures
@@ -202,8 +214,12 @@ def project(cfg: Config, targets: int, figures: Figures) -> Projection:
             seqs = samples * pj.trained_share * int(cfg.solver.train) + (reviews if roles == 2 else 0.0)
             tokens = seqs * (pj.prompt_tokens + pj.mean_tokens)
             gpus, cpus = res.gpus * res.nodes, res.cpus * res.nodes
+            passes = scoring_passes(cfg) * int(cfg.solver.train)
+            scoring = passes * pj.scoring_pass_share * samples * pj.trained_share * (pj.prompt_tokens + pj.mean_tokens)
+            ref_load = f["model_load_s"] if cfg.solver.train and cfg.solver.kl_beta > 0 else 0.0
             out.append(_phase(cfg, f, phase, seqs, "sequences", tokens, gpus * f["train_tokens_per_s"],
-                              roles * (f["model_load_s"] + f["checkpoint_write_s"]), 1, gpus, cpus, tokens))
+                              roles * (f["model_load_s"] + f["checkpoint_write_s"]) + ref_load, 1, gpus, cpus,
+                              tokens + scoring))
     if cfg.verification.streaming:
         out = [_streamed(cfg, f, p, next(x for x in out if x.phase == "solve")) if p.phase == "verify" else p
                for p in out]

@@ -9,7 +9,8 @@ the real trainer (`sgsbatch.backends.trainer.train`) on a tiny model, for each c
   yes after every optimizer step (the ranks must agree to stop, save a ZeRO checkpoint and raise
   TrainingInterrupted), called again until it finishes.
 
-Cases: `fp32-reinforce` and `fp32-cispo` (float32, ZeRO-2), `bf16-reinforce` (what jobs/sgs.toml
+Cases: `fp32-reinforce`, `fp32-cispo` and `fp32-grpo-kl` (GRPO with a KL term to the starting weights and
+recomputed old log-probs; float32, ZeRO-2), `bf16-reinforce` (what jobs/sgs.toml
 trains with: bf16, gradient checkpointing, ZeRO-2; plain only). Each rank writes
 `<out>/rank<R>.json`: its rank, world size, device, and per run the TrainResult, the number of
 interruptions and a sha256 of the weights its engine holds at the end (every rank holds all of
@@ -46,6 +47,8 @@ PROOFS = ["nlinarith [sq_nonneg (x - y), sq_nonneg (x + y)]", "omega", "norm_num
 CASES: dict[str, dict[str, Any]] = {
     "fp32-reinforce": {"objective": "reinforce"},
     "fp32-cispo": {"objective": "cispo"},
+    # the KL to a reference (the starting weights: one scoring pass also gives pi_old) and recomputed pi_old
+    "fp32-grpo-kl": {"objective": "grpo", "kl_beta": 0.1, "old_logprobs": "recompute"},
     "bf16-reinforce": {"objective": "reinforce", "bf16": True, "gradient_checkpointing": True},
 }
 
@@ -144,7 +147,8 @@ def main() -> None:
     exs = examples(args.model_dir)
     report: dict[str, Any] = {"runs": {}}
     for case, kw in CASES.items():
-        settings = TrainSettings(lr=LR, batch_size=4, micro_batch_size=1, zero_stage=2, seed=1, **kw)
+        ref = {"kl_reference": str(args.model_dir)} if kw.get("kl_beta") else {}
+        settings = TrainSettings(lr=LR, batch_size=4, micro_batch_size=1, zero_stage=2, seed=1, **kw, **ref)
         modes = ["plain"] if args.plain_only or case.startswith("bf16") else ["plain", "resumed"]
         for mode in modes:
             name = f"{case}-{mode}"

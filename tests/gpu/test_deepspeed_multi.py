@@ -79,7 +79,8 @@ def test_two_ranks_train_like_one(train_model_dir: Path, tmp_path: Path) -> None
     assert launch(1, train_model_dir, one, "--plain-only") == 0, (one / "ranks.log").read_text()[-6000:]
     rep2, rep1 = check_ranks(two, 2), check_ranks(one, 1)
     assert set(rep2["runs"]) == {"fp32-reinforce-plain", "fp32-reinforce-resumed", "fp32-cispo-plain",
-                                 "fp32-cispo-resumed", "bf16-reinforce-plain"}
+                                 "fp32-cispo-resumed", "fp32-grpo-kl-plain", "fp32-grpo-kl-resumed",
+                                 "bf16-reinforce-plain"}
     start = weights(train_model_dir)
     for name, run in rep2["runs"].items():
         res = run["result"]
@@ -92,7 +93,7 @@ def test_two_ranks_train_like_one(train_model_dir: Path, tmp_path: Path) -> None
         assert any(not (saved[k] == start[k]).all() for k in start), f"{name}: the weights did not change"
         assert digest(saved.items()) == run["digest"], f"{name}: the published weights are not the ranks' weights"
     bound = 2 * LR * 2 + 1e-6  # two AdamW steps
-    for objective in ("reinforce", "cispo"):
+    for objective in ("reinforce", "cispo", "grpo-kl"):
         plain, resumed = rep2["runs"][f"fp32-{objective}-plain"], rep2["runs"][f"fp32-{objective}-resumed"]
         assert resumed["interruptions"] == plain["result"]["steps"] - 1
         assert resumed["result"]["steps"] == plain["result"]["steps"]

@@ -143,3 +143,93 @@ def test_a_family_objective_needs_the_sampler_logprobs() -> None:
     examples[1].sampler_logprobs = None
     with pytest.raises(ValueError, match="sampler_logprobs"):
         step_loss(logps, examples, TrainSettings(objective="grpo"))
+
+
+# --- the KL to a reference policy (DeepSeekMath arXiv 2402.03300 eq. (3)-(4); TRL GRPOTrainer)
+
+def test_k3_and_k1_values_and_gradients_match_the_formula() -> None:
+    """k3 = exp(ref - logp) - (ref - logp) - 1 >= 0, d k3 / d logp = 1 - exp(ref - logp); k1 = logp - ref,
+    d k1 / d logp = 1 (hand-made logprobs; values from math.exp, not torch)."""
+    import torch
+
+    from sgsbatch.backends.objectives import kl_per_token
+
+    logp_v, ref_v = [-1.0, -2.0, -0.5, -3.0], [-1.2, -1.5, -0.5, -0.1]
+    logp = torch.tensor(logp_v, dtype=torch.float64, requires_grad=True)
+    ref = torch.tensor(ref_v, dtype=torch.float64)
+    k3 = kl_per_token(logp, ref, "k3")
+    want = [math.exp(r - p) - (r - p) - 1 for p, r in zip(logp_v, ref_v, strict=True)]
+    assert [float(x) for x in k3.detach()] == pytest.approx(want, rel=1e-12, abs=1e-15)
+    assert want[2] == 0.0 and min(want) >= 0.0
+    assert want[0] == pytest.approx(0.01873075307798185, rel=1e-12)  # e^-0.2 + 0.2 - 1
+    k3.sum().backward()
+    assert logp.grad is not None
+    assert [float(g) for g in logp.grad] == pytest.approx([1 - math.exp(r - p) for p, r in zip(logp_v, ref_v, strict=True)],
+                                                          rel=1e-12, abs=1e-15)
+    logp.grad = None
+    k1 = kl_per_token(logp, ref, "k1")
+    assert [float(x) for x in k1.detach()] == pytest.approx([p - r for p, r in zip(logp_v, ref_v, strict=True)], rel=1e-12)
+    k1.sum().backward()
+    assert [float(g) for g in logp.grad] == [1.0] * 4
+    with pytest.raises(ValueError, match="k3, k1"):
+        kl_per_token(logp, ref, "k2")
+
+
+REF_SHIFT = [[0.3, -0.2], [0.1, 0.0, -0.4], [0.25, 0.05], [-0.6]]  # ref - old per token (policy = old + log r)
+BETA = 0.04
+
+
+@pytest.mark.parametrize(("objective", "clip", "loss", "grads"), CASES)
+def test_the_kl_term_sits_inside_each_objectives_token_aggregate(objective: str, clip: tuple[float, float],
+                                                                  loss: float, grads: list[list[float]]) -> None:
+    """Loss = the worked case above + beta * the KL aggregated as the objective aggregates its token losses
+    (TRL: per_token_loss + beta * per_token_kl): grpo 1/N sum_i mean_t k, dr_grpo 1/(N L) sum k, dapo 1/8
+    sum k; gradient + beta * factor * (1 - exp(ref - logp)) on every token (clipped or not)."""
+    logr = _logr(RATIOS)
+    logps, examples = _case(logr)
+    for ex, shift in zip(examples, REF_SHIFT, strict=True):
+        ex.ref_logprobs = [OLD + s for s in shift]
+    lengths = [len(row) for row in logr]
+    factor = {"grpo": [1 / (4 * n) for n in lengths], "dr_grpo": [1 / 16] * 4, "dapo": [1 / 8] * 4}[objective]
+    d = [[s - x for s, x in zip(shift, row, strict=True)] for shift, row in zip(REF_SHIFT, logr, strict=True)]
+    kl = sum(f * sum(math.exp(v) - v - 1 for v in row) for f, row in zip(factor, d, strict=True))
+    settings = TrainSettings(objective=objective, clip_low=clip[0], clip_high=clip[1], max_tokens=4, kl_beta=BETA)
+    got = step_loss(logps, examples, settings)
+    assert float(got.detach()) == pytest.approx(loss + BETA * kl, rel=1e-12)
+    want = [[g + BETA * f * (1 - math.exp(v)) for g, v in zip(grow, drow, strict=True)]
+            for grow, drow, f in zip(grads, d, factor, strict=True)]
+    for g, w in zip(_grads(got, logps), want, strict=True):
+        assert g == pytest.approx(w, rel=1e-12, abs=1e-15)
+
+
+def test_gspo_adds_the_token_mean_kl_to_its_sequence_term() -> None:
+    """GSPO (TRL importance_sampling_level="sequence", loss_type="grpo"): the sequence term is broadcast to
+    its tokens, beta * k added per token, then the token mean: -min(s A, clip(s) A) + beta mean_t k."""
+    logps, examples = _case(GSPO_LOGR)
+    for ex, shift in zip(examples, REF_SHIFT, strict=True):
+        ex.ref_logprobs = [OLD + s for s in shift]
+    plain = float(step_loss(logps, examples, TrainSettings(objective="gspo", clip_low=3e-4, clip_high=4e-4)).detach())
+    settings = TrainSettings(objective="gspo", clip_low=3e-4, clip_high=4e-4, kl_beta=BETA, kl_estimator="k1")
+    k1 = sum(sum(x - s for s, x in zip(shift, row, strict=True)) / len(row)
+             for shift, row in zip(REF_SHIFT, GSPO_LOGR, strict=True)) / 4
+    assert float(step_loss(logps, examples, settings).detach()) == pytest.approx(plain + BETA * k1, rel=1e-12)
+
+
+def test_the_trainer_path_counts_the_reference_kl_per_token() -> None:
+    """example_loss' statistic ref_kl = sum_t k3; result_stats divides by the tokens; a KL term needs
+    ref_logprobs."""
+    logr = _logr(RATIOS)
+    _, examples = _case(logr)
+    for ex, shift in zip(examples, REF_SHIFT, strict=True):
+        ex.ref_logprobs = [OLD + s for s in shift]
+    settings = TrainSettings(objective="dapo", clip_low=0.2, clip_high=0.28, kl_beta=BETA)
+    stats = [0.0] * len(STATS)
+    for row, ex in zip(logr, examples, strict=True):
+        logits, target = _logits([OLD + x for x in row])
+        stats = [a + b for a, b in zip(stats, example_loss(logits, target, ex, 1.0, settings)[1], strict=True)]
+    flat = [s - x for shift, row in zip(REF_SHIFT, logr, strict=True) for s, x in zip(shift, row, strict=True)]
+    assert result_stats(stats)["ref_kl"] == pytest.approx(sum(math.exp(v) - v - 1 for v in flat) / 8, rel=1e-6)
+    logps, _ = _case(logr)
+    examples[0].ref_logprobs = None
+    with pytest.raises(ValueError, match="ref_logprobs"):
+        step_loss(logps[:1], examples[:1], settings)

@@ -1,7 +1,7 @@
 """The trainer on 2 CPU ranks (gloo), started by the train job's own launcher (scheduling/ranks.py).
 
 The same script as the multi-GPU test (tests/gpu/ds_ranks.py) runs `trainer.train` on a tiny
-model: float32 REINFORCE and CISPO (ZeRO-2), uninterrupted and interrupted after every optimizer
+model: float32 REINFORCE, CISPO and GRPO with a KL term and recomputed old log-probs (ZeRO-2), uninterrupted and interrupted after every optimizer
 step (one rank's stop request: the ranks agree, save a ZeRO checkpoint, resume), and bf16 with
 gradient checkpointing. Asserted: both ranks end with identical results and bit-identical weights;
 an interrupted run ends bit for bit where the uninterrupted one does (CPU arithmetic is
@@ -54,7 +54,7 @@ def test_two_cpu_ranks_train_like_one_and_resume_bit_for_bit(model_dir: Path, tm
         saved = weights(two / name)
         assert any(not (saved[k] == start[k]).all() for k in start), f"{name}: the weights did not change"
     bound = 2 * LR * 2 + 1e-6  # two AdamW steps
-    for objective in ("reinforce", "cispo"):
+    for objective in ("reinforce", "cispo", "grpo-kl"):
         plain, resumed = rep2["runs"][f"fp32-{objective}-plain"], rep2["runs"][f"fp32-{objective}-resumed"]
         assert resumed["interruptions"] == plain["result"]["steps"] - 1
         assert resumed["result"] == plain["result"] and resumed["digest"] == plain["digest"], objective

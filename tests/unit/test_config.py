@@ -121,6 +121,7 @@ BAD = [
     # keys that once validated and did nothing: the error says what to do instead
     ('inherit = "{tiny}"\n[train]\nepochs = 2\n', [], "train.epochs", "exactly one epoch"),
     ('inherit = "{tiny}"\n[slurm]\nsubmitit_folder = "/x"\n', [], "slurm.submitit_folder", "<run dir>/slurm/"),
+    ('inherit = "{tiny}"\n[solver]\nbeta = 0.04\n', [], "solver.beta", "renamed solver.kl_beta"),
     ('inherit = "{tiny}"\n[shards]\nverify = 3\n', [], "shards.verify", "multiple of shards.solve"),
     ('inherit = "{tiny}"\n[generation]\nmax_in_flight = 0\n', [], "generation.max_in_flight", ">= 1"),
     # what the trainer cannot do is refused before anything is submitted

@@ -76,6 +76,33 @@ def test_zero_advantage_samples_run_nowhere_but_count_in_the_normaliser() -> Non
     assert loss_scales(ex, [0, 1, 2, 3], "dapo") == dict.fromkeys(range(4), 0.1)
     assert rank_shares(ex, [0, 1], "grpo", 2) == [[], []]  # every rank runs a dummy micro-batch
     assert rank_shares(ex, [0, 1, 2, 3], "cispo", 1) == [[0, 1, 2, 3]]  # CISPO: unchanged
+    # with a KL term (kl_beta > 0) an advantage-0 sample still has a loss and a gradient: it runs
+    assert rank_shares(ex, [0, 1], "grpo", 2, kl_beta=0.04) == [[0], [1]]
+
+
+def test_kl_and_old_logprobs_reach_the_solver_settings(tmp_path: Path) -> None:
+    """jobs/grpo.toml: DeepSeekMath's beta = 0.04 with k3, pi_old recomputed; the reference is the run's
+    initial Solver (round 0's weights) in every round; the Conjecturer has no KL term. The other family jobs
+    recompute pi_old without a KL term; CISPO's keeps the sampler's logprobs (the reference's)."""
+    from sgsbatch.phases.task import Task
+    from sgsbatch.phases.train import settings_for
+    from sgsbatch.round.checkpoints import weights_for
+    from sgsbatch.run.paths import RunPaths
+    from sgsbatch.run.shards import Shard
+
+    cfg = load_config(JOBS / "grpo.toml", ["conjecturer.enabled=true"])
+    assert (cfg.solver.kl_beta, cfg.solver.kl_estimator, cfg.train.old_logprobs) == (0.04, "k3", "recompute")
+    paths = RunPaths(tmp_path)
+    for r in (0, 3):
+        task = Task(cfg, paths, r, "train", Shard(paths.phase_dir(r, "train"), 0), lambda: False)
+        s = settings_for(task, "solver")
+        assert (s.kl_beta, s.kl_estimator, s.old_logprobs) == (0.04, "k3", "recompute")
+        assert s.kl_reference == weights_for(cfg, paths, "solver", 0)
+        assert settings_for(task, "conjecturer").kl_beta == 0.0
+    for name in ("drgrpo", "dapo", "gspo"):
+        other = load_config(JOBS / f"{name}.toml")
+        assert (other.solver.kl_beta, other.train.old_logprobs) == (0.0, "recompute")
+    assert load_config(JOBS / "cispo_solver_only.toml").train.old_logprobs == "sampler"
 
 
 def test_clip_range_defaults_to_the_published_values() -> None:
@@ -92,7 +119,11 @@ def test_clip_range_defaults_to_the_published_values() -> None:
 
 
 @pytest.mark.parametrize(("overrides", "key", "words"), [
-    (["solver.objective=grpo", "solver.beta=0.04"], "solver.beta", "not supported yet"),
+    (["solver.objective=grpo", "solver.beta=0.04"], "solver.beta", "renamed solver.kl_beta"),
+    (["solver.objective=cispo", "solver.kl_beta=0.04"], "solver.kl_beta", "GRPO family only"),
+    (["solver.objective=grpo", "solver.kl_beta=-0.1"], "solver.kl_beta", ">= 0"),
+    (["solver.objective=grpo", "solver.kl_estimator=k2"], "solver.kl_estimator", "one of"),
+    (["train.old_logprobs=vllm"], "train.old_logprobs", "one of"),
     (["solver.objective=gspo", "solver.samples=1"], "solver.samples", "two samples"),
     (["solver.clip_low=1.0"], "solver.clip_low", "[0, 1)"),
     (["solver.overlong_buffer=1.0"], "solver.overlong_buffer", "[0, 1)"),

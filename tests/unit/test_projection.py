@@ -66,6 +66,24 @@ def test_a_round_of_known_numbers_projects_to_hours_worked_by_hand(tmp_path: Pat
     assert crit is not None and crit.phase == "train"  # the chain's longest phase
 
 
+def test_the_kl_reference_and_recomputed_old_logprobs_add_scoring_passes_to_train(tmp_path: Path) -> None:
+    """GRPO with kl_beta > 0 and recomputed old log-probs: two forward-only passes over the Solver's 60
+    sequences of 1,000 tokens at scoring_pass_share 0.25 (30k tokens at 4,000 tokens/s) and one more model
+    load (the reference's) on the known round above; either alone is one pass, neither none."""
+    from sgsbatch.round.projection import scoring_passes
+
+    base = ["solver.objective=grpo", "projection.scoring_pass_share=0.25"]
+    both = known(tmp_path, *base, "solver.kl_beta=0.04", "train.old_logprobs=recompute")
+    train = project(both, 100, published(both)).phase("train")
+    assert train is not None and train.tokens == pytest.approx(70_000)  # the trained tokens are unchanged
+    assert train.task_s == pytest.approx(2 * (100 + 20) + 100 + (70_000 + 30_000) / 4000)
+    assert scoring_passes(both) == 2
+    assert scoring_passes(known(tmp_path, *base, "train.old_logprobs=recompute")) == 1
+    assert scoring_passes(known(tmp_path, *base, "solver.kl_beta=0.04")) == 1
+    assert scoring_passes(known(tmp_path, *base)) == 0
+    assert scoring_passes(known(tmp_path, "train.old_logprobs=recompute")) == 0  # REINFORCE has no ratio
+
+
 def test_streaming_verify_is_on_the_path_only_after_solve_worked_by_hand(tmp_path: Path) -> None:
     """Verify streaming behind solve: on the path, the later of its excess over solve and the last
     problem's proofs (4 samples on 10 cores at 0.5 proofs/s: one proof, 2 s); its CPUs held all along."""
