@@ -9,7 +9,8 @@ order (seeded shuffle; CISPO keeps groups whole, never split across optimizer st
 Preemption: after each optimizer step `should_stop()` is polled; if true, a DeepSpeed checkpoint
 plus progress file go to `state_dir` and `TrainingInterrupted` is raised; the same call later
 resumes and ends with bitwise-identical weights. Progress: rank 0 logs one line per optimizer step
-(step, loss, completion tokens, step time) and every rank calls `on_step(TrainStep)` after it.
+(step, loss, completion tokens, step time) and every rank calls `on_step(TrainStep)` after it (the
+step's statistics, gradient norm and learning rate: backends/train_steps.py).
 Collectives: `collective_timeout_s` is the process group's timeout (NCCL with
 TORCH_NCCL_ASYNC_ERROR_HANDLING=1, or gloo): a rank waiting that long for a dead or hung peer fails
 instead of waiting for the time limit. Export: HF weights + tokenizer into `out_dir`
@@ -36,7 +37,6 @@ import shutil
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,13 @@ from sgsbatch.backends.reference import (
     with_scores,
 )
 from sgsbatch.backends.reference import completion_logits as _completion_logits
+from sgsbatch.backends.train_steps import (
+    TrainStep,
+    computes_grad_norm,
+    deepspeed_grad_norm,
+    module_grad_norm,
+    step_report,
+)
 from sgsbatch.backends.weights import (
     carry_weights,
     export_weights,
@@ -78,18 +85,6 @@ __all__ = ["OBJECTIVES", "Example", "TrainResult", "TrainSettings", "TrainStep",
 log = logging.getLogger(__name__)
 PROGRESS = "progress.json"
 STEP_SLEEP_ENV = "SGSBATCH_TRAIN_STEP_SLEEP_S"  # test aid: seconds to wait after each optimizer step
-
-
-@dataclass(frozen=True)
-class TrainStep:
-    """One finished optimizer step, as every rank sees it (the loss and tokens are global)."""
-
-    step: int  # 1-based
-    steps: int  # in this call's epoch
-    loss: float
-    tokens: int  # completion tokens trained on in this step, over all ranks
-    step_s: float  # this rank's wall time for the step, its collectives included
-    ref_kl: float = 0.0  # mean per completion token of the KL estimate to the reference (0 without kl_beta)
 
 
 class TrainingInterrupted(Exception):
@@ -268,9 +263,11 @@ def train(
         sleep_s = float(os.environ.get(STEP_SLEEP_ENV, "0") or 0)
         for step_no in range(done_steps, len(steps)):
             t0 = time.monotonic()
-            step_loss, *step_stats = _optimizer_step(engine, examples, steps[step_no], settings, rank, world)
-            report = TrainStep(step_no + 1, len(steps), step_loss, int(step_stats[0]), time.monotonic() - t0,
-                               ref_kl=step_stats[STATS.index("ref_kl")] / max(step_stats[0], 1.0))
+            (step_loss, *step_stats), grad_norm = _optimizer_step(engine, examples, steps[step_no], settings, rank,
+                                                                  world)
+            report = step_report(step_no + 1, len(steps), step_loss, step_stats, len(steps[step_no]),
+                                 time.monotonic() - t0, settings.objective, grad_norm, float(engine.get_lr()[0]),
+                                 ref_kl=needs_ref(settings))
             loss_sum += step_loss
             stats = [a + b for a, b in zip(stats, step_stats, strict=True)]
             finished = step_no + 1
@@ -313,9 +310,9 @@ def _free(engine: Any, on_gpu: bool) -> None:
 
 def _optimizer_step(
     engine: Any, examples: Sequence[Example], step: list[int], settings: TrainSettings, rank: int, world: int
-) -> list[float]:
+) -> tuple[list[float], float | None]:
     """One optimizer step over `step` (global example indices); returns the global
-    [step loss, *objectives.STATS]."""
+    [step loss, *objectives.STATS] and the gradient norm before clipping (backends/train_steps.py)."""
     import torch
     import torch.distributed as dist
 
@@ -325,6 +322,7 @@ def _optimizer_step(
     mbs = settings.micro_batch_size
     n_micro = max(1, -(-max(len(s) for s in shares) // mbs))
     acc = [0.0] * (1 + len(STATS))  # loss, then objectives.STATS
+    norm: float | None = None
     for m in range(n_micro):
         chunk = local[m * mbs : (m + 1) * mbs]
         engine.set_gradient_accumulation_boundary(m == n_micro - 1)
@@ -342,11 +340,15 @@ def _optimizer_step(
         acc[0] += float(loss.detach())
         # ZeRO averages gradients over ranks: scale by world so the result is the global sum.
         engine.backward(loss * world, scale_wrt_gas=False)
+        if m == n_micro - 1 and not computes_grad_norm(engine):  # stage 0 fp32: the clip discards the norm
+            norm = module_grad_norm(engine.module)
         engine.step()
+    if computes_grad_norm(engine):
+        norm = deepspeed_grad_norm(engine)
     total = torch.tensor(acc, dtype=torch.float64, device=engine.device)
     if world > 1:
         dist.all_reduce(total)
-    return [float(x) for x in total]
+    return [float(x) for x in total], norm
 
 
 def _agree_stop(flag: bool, device: Any) -> bool:

@@ -9,7 +9,9 @@ runs differ (ops/comparison.py), and per run: the conjecture funnel per round, t
 distributions of the recent rounds, the scaling-law fit with its random-half spread (ops/fit.py),
 the Solver's clipped tokens per side and drift from the sampler where the trainer recorded them
 (CISPO, the GRPO family), the proofs the verifier's own rules refused per round by reason, with
-the items that set them off (a tactic, an option, a name: round/refusals.py), a search Solver's `search/*` per round (ops/search_report.py), GPU/CPU-hours per round (the `cost/*` metrics, recorded on Slurm; "not recorded" otherwise), the
+the items that set them off (a tactic, an option, a name: round/refusals.py), a search Solver's `search/*` per
+round (ops/search_report.py), the Solver's loss, clipped tokens, KL and gradient norm per optimizer step
+(ops/train_step_report.py), GPU/CPU-hours per round (the `cost/*` metrics, recorded on Slurm; "not recorded" otherwise), the
 config changes made after launch (`resume --set`: every amendment, its kind and first round), and
 example conjectures of the recent rounds with their guide scores and whether the Solver proved
 them. Images are inline base64 PNGs; there is no script, no stylesheet link and no external URL,
@@ -17,7 +19,7 @@ so the page opens offline. Every string that comes from a model or a config (con
 run names, config values, messages) is HTML-escaped. A run with a simulated component says
 SIMULATED in the page title and in a banner.
 
-Reads the run database only (runs opened read-only by the caller); writes only `out`.
+Reads the run database and the rounds' `steps.jsonl` (runs opened read-only by the caller); writes only `out`.
 Not covered: live state (see `sgsbatch status`), proofs (`sgsbatch proofs`), TensorBoard's curves
 beyond the ones above.
 """
@@ -40,6 +42,7 @@ from sgsbatch.ops.fit import NotEnoughPoints, fit_run
 from sgsbatch.ops.plan import comparison_text, run_projection
 from sgsbatch.ops.plot import draw_fit, hist_png, lines_png, png_bytes, stacked_png
 from sgsbatch.ops.search_report import search_section
+from sgsbatch.ops.train_step_report import train_step_section
 from sgsbatch.round import metrics as M
 from sgsbatch.round.refusals import from_metrics
 from sgsbatch.round.timing import run_timing
@@ -294,8 +297,8 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
     refusals_html, data["refusals"] = _refusals_section(metrics, rc.recent_rounds)
     parts.append(refusals_html)
     search_html, data["search"] = search_section(metrics)
-    if search_html:
-        parts.append(search_html)
+    steps_html, data["train_steps"] = train_step_section(h, metrics)  # the Solver's curves per optimizer step
+    parts += [x for x in (search_html, steps_html) if x]
     parts.append("<h3>Cost per round</h3>")
     parts.append(_cost_table(metrics))
     per_round = rc.examples if examples is None else examples

@@ -12,7 +12,8 @@ saves a resumable checkpoint after the current optimizer step and this phase rai
 `Interrupted`; a role whose weights are complete is not trained again (its stored result is
 returned), so calling `run` after the ranks finished reads the results without loading anything.
 Rank 0 records each optimizer step in `steps.jsonl` (run/progress.py: what `status` and the stuck
-alarm read); collectives time out after `train.collective_timeout_s`.
+alarm read, and what the round's end writes to TensorBoard under `train_step/`: round/step_metrics.py,
+which says why there and not here); collectives time out after `train.collective_timeout_s`.
 Not covered: ingesting, ending the round, launching ranks (scheduling/chain.py).
 """
 

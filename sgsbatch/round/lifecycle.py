@@ -7,7 +7,8 @@ transaction, idempotent). `finish_round` records checkpoints and train metrics, 
 cumulative solve rate and generations so far, the round's and its phases' start and end times
 (round/timing.py; `wall_s/round`), applies the weight retention policy, writes TensorBoard points
 with the alarms judged at the round's end (round/alarms.py; purge_step makes a repeated finish not
-duplicate them) and the run's HParams session, marks the round completed and prepares the next
+duplicate them), the run's HParams session and each optimizer step's `train_step/*` points
+(round/step_metrics.py), marks the round completed and prepares the next
 one, or completes the run. All are idempotent, so a retried or
 resumed train job can run them again. Not covered: Slurm bookkeeping and submitting the next
 round (scheduling/chain.py does both around these).
@@ -33,6 +34,7 @@ from sgsbatch.round.examples import in_band_conjectures
 from sgsbatch.round.refusals import refusal_metrics, tally
 from sgsbatch.round.results import ProblemResult, guide_reviews, round_conjectures, round_results, run_targets
 from sgsbatch.round.search_metrics import search_metrics
+from sgsbatch.round.step_metrics import ROLES, steps_before, write_round_steps
 from sgsbatch.round.timing import round_spans
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.handle import RunHandle
@@ -283,6 +285,7 @@ def finish_round(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> None
     M.write_tensorboard(h.paths.tb, r, metrics, simulated=h.cfg.simulated, smoke=h.cfg.run.smoke,
                         rehearsal=h.cfg.run.rehearsal, alerts=round_end_values(h.cfg, h.paths, r, metrics))
     M.write_hparams(h.paths.tb, r, flat_config(h.cfg), metrics)
+    write_round_steps(h.paths.tb, h.paths, r, _steps_before(h, r))  # train_step/*: why here, round/step_metrics.py
     if deleted:
         with h.db.write() as s:
             for ck in s.exec(select(Checkpoint).where(Checkpoint.run_id == h.run_id)).all():
@@ -291,6 +294,17 @@ def finish_round(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> None
                     s.add(ck)
     if r + 1 < h.cfg.run.rounds:
         prepare_round(h, r + 1)
+
+
+def _steps_before(h: RunHandle, r: int) -> dict[str, int]:
+    """Each trainable role's optimizer steps in rounds 0..r-1 (the first global step of round r, less 1)."""
+    with h.db.read() as s:
+        out = {}
+        for role in ROLES:
+            rows = s.exec(select(Metric.round, Metric.value).where(
+                Metric.run_id == h.run_id, Metric.name == M.train(role, "steps"), Metric.round < r)).all()
+            out[role] = steps_before(dict(rows), r)
+        return out
 
 
 def round_completed(h: RunHandle, r: int) -> bool:

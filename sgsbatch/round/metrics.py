@@ -4,7 +4,8 @@ Names: the constants and name functions below are the only place a metric name i
 ingestion (round/lifecycle.round_rows), the round's end (lifecycle.finish_round), `status` and
 `fit` use them. Values are computed where their inputs are (ingestion and the round's end).
 
-TensorBoard: one step per round, and a second x-axis in generations so far.
+TensorBoard: one step per round, and a second x-axis in generations so far; per optimizer step,
+`train_step/<role>/*` at the role's global step in `tb/train_steps/<role>/` (round/step_metrics.py).
 
 Events go under `runs/<name>/tb/` (step = round) and `runs/<name>/tb/by_generations/` (step =
 generations so far), so `tensorboard --logdir runs/` shows every run. Writing a round again
@@ -132,6 +133,23 @@ def train_ratio(role: str, what: str) -> str:
     solver.kl_beta = 0)."""
     assert what in TRAIN_RATIO_STATS, what
     return f"train/{role}_{what}"
+
+
+# -- per optimizer step (round/step_metrics.py writes them at the round's end; x = the role's global step)
+TRAIN_STEP_PREFIX = "train_step/"
+TRAIN_STEPS_DIR = "train_steps"  # the `tb/` subdirectory, one TensorBoard run per role: tb/train_steps/<role>/
+# name under train_step/<role>/ -> the field of a steps.jsonl record (backends/train_steps.TrainStep)
+TRAIN_STEP_STATS = {"loss": "loss", "clip_fraction": "clip_fraction", "clip_fraction_low": "clip_fraction_low",
+                    "clip_fraction_high": "clip_fraction_high", "ratio_mean": "ratio_mean", "ratio_std": "ratio_std",
+                    "sampler_kl": "sampler_kl", "ref_kl": "ref_kl", "entropy": "entropy", "grad_norm": "grad_norm",
+                    "lr": "lr", "tokens": "tokens", "sequences": "sequences", "step_s": "step_s", "round": "round"}
+
+
+def train_step(role: str, what: str) -> str:
+    """`train_step/<role>/<what>` (TRAIN_STEP_STATS): one point per optimizer step of `role`, at its global
+    step (its optimizer steps in all rounds so far); `round` is the round the step belongs to."""
+    assert what in TRAIN_STEP_STATS, what
+    return f"{TRAIN_STEP_PREFIX}{role}/{what}"
 
 
 def sampled_entropy(phase: str) -> str:

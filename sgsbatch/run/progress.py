@@ -5,8 +5,10 @@ One line at most every `alerts.progress_every_s` seconds (and one at the end), e
 and `sgsbatch logs --follow` show as they are (no carriage returns). Written to stderr, which the
 supervisor sends to the shard's attempt log. Training logs a line per optimizer step itself
 (backends/trainer.py) and its rank 0 appends each step to `rounds/rNNNN/train/steps.jsonl`
-(`record_train_step`): role, step, steps, loss, tokens, step_s, time; what `status` and the stuck
-alarm read (ops/progress.py, which also counts the item logs of the other phases).
+(`record_train_step`): role, the fields of backends/train_steps.TrainStep (step, steps, loss, tokens,
+step_s and the step's statistics), time; what `status` and the stuck alarm read (ops/progress.py,
+which also counts the item logs of the other phases) and the round's end writes to TensorBoard as
+`train_step/*` points (round/step_metrics.py).
 """
 
 from __future__ import annotations
