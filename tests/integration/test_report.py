@@ -299,3 +299,33 @@ def test_report_opens_in_headless_chromium_and_shows_its_plots(tmp_path: Path) -
     fit = imgs[0]  # the scaling-law figure stands alone on its row: right of it the page is empty
     beside = pixels[int(fit["y"]):int(fit["y"] + fit["h"]), int(fit["x"] + fit["w"]) + 20:width - 20]
     assert beside.size and not _not_blank(beside)  # the check can say "blank"
+
+
+def test_report_draws_the_solvers_curves_per_optimizer_step(tmp_path: Path) -> None:
+    """The Solver's section per optimizer step (ops/train_step_report.py): the points of the rounds that
+    ended, at the global step, the last record of a step done twice; a round still training is left out."""
+    from sgsbatch.run.progress import record_train_step, train_steps_file
+    from sgsbatch.state.schema import Metric
+
+    h = curve_run(tmp_path, "steps", 3)
+    assert render_report([h])[1]["runs"][0]["train_steps"] == {}  # no steps recorded: no section
+    counts = {0: 2, 1: 3, 2: 2}
+    with h.db.write() as s:
+        for r, n in counts.items():
+            s.add(Metric(run_id=h.run_id, round=r, name="train/solver_steps", value=float(n)))
+    for r in (0, 1, 2, 3):  # round 3 is still training (no train/solver_steps yet)
+        ks = [1, 2, 2, 3] if r == 1 else list(range(1, counts.get(r, 1) + 1))  # round 1: step 2 done twice
+        for j, k in enumerate(ks):
+            record_train_step(train_steps_file(h.paths, r), {
+                "role": "solver", "step": k, "steps": counts.get(r, 1), "loss": 10 * r + k + j / 10, "tokens": 50,
+                "grad_norm": 1.0 + k, "clip_fraction": 0.1, "clip_fraction_low": 0.04, "clip_fraction_high": 0.06,
+                "sampler_kl": 1e-3 * k, "ratio_std": 0.01, "ref_kl": None})
+        record_train_step(train_steps_file(h.paths, r), {"role": "conjecturer", "step": 1, "steps": 1, "loss": 5.0})
+    page, data = render_report([h])
+    got = data["runs"][0]["train_steps"]
+    assert got["loss"] == ([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0], [1.0, 2.1, 11.0, 12.2, 13.3, 21.0, 22.1])  # 12.1: replaced
+    assert got["grad_norm"][0] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0] and "ref_kl" not in got
+    for alt in ("Solver: loss per optimizer step", "Solver: tokens clipped per optimizer step",
+                "Solver: KL and ratio spread per optimizer step", "Solver: gradient norm per optimizer step"):
+        assert f'alt="{alt}' in page, alt
+    assert "<h3>Solver per optimizer step</h3>" in page
