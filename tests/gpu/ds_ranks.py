@@ -160,17 +160,22 @@ def main() -> None:
             def should_stop(stop: bool = stop) -> bool:
                 return stop
 
+            steps: list[dict[str, Any]] = []  # each optimizer step's TrainStep, less this rank's own wall time
+
+            def on_step(step: Any, steps: list[dict[str, Any]] = steps) -> None:
+                steps.append({k: v for k, v in step.__dict__.items() if k != "step_s"})
+
             while True:
                 try:
                     res = train(args.model_dir, args.work_dir / name, exs, settings,
-                                state_dir=args.work_dir / f"state-{name}", should_stop=should_stop)
+                                state_dir=args.work_dir / f"state-{name}", should_stop=should_stop, on_step=on_step)
                     break
                 except TrainingInterrupted:
                     interruptions += 1
                     if interruptions > 10:
                         raise
             engine = engines[-1]
-            report["runs"][name] = {"result": res.__dict__, "interruptions": interruptions,
+            report["runs"][name] = {"result": res.__dict__, "interruptions": interruptions, "steps": steps,
                                     "digest": digest(engine.module.named_parameters()), "device": str(engine.device)}
     rank, world = dist.get_rank(), dist.get_world_size()
     report.update(rank=rank, world=world, local_rank=int(os.environ.get("LOCAL_RANK", "0")),

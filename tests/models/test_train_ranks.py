@@ -6,7 +6,9 @@ step (one rank's stop request: the ranks agree, save a ZeRO checkpoint, resume),
 gradient checkpointing. Asserted: both ranks end with identical results and bit-identical weights;
 an interrupted run ends bit for bit where the uninterrupted one does (CPU arithmetic is
 deterministic); 2 ranks train like 1 rank on the same data (same loss to 1e-4, weights within
-AdamW's step bound, 99.9 % within 1e-5: the gradient sums differ in order only).
+AdamW's step bound, 99.9 % within 1e-5: the gradient sums differ in order only); each optimizer step's
+report (backends/train_steps.py) is the same on both ranks and equals 1 rank's (loss, tokens, entropy,
+DeepSpeed's global gradient norm), a resumed run's steps those of the uninterrupted one.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def reports(work: Path, world: int) -> dict[str, Any]:
         runs = [r["runs"][name] for r in reps]
         assert all(x["result"] == runs[0]["result"] for x in runs), f"{name}: ranks disagree on the result"
         assert all(x["digest"] == runs[0]["digest"] for x in runs), f"{name}: ranks hold different weights"
+        assert all(x["steps"] == runs[0]["steps"] for x in runs), f"{name}: ranks disagree on a step's statistics"
     return reps[0]
 
 
@@ -62,3 +65,10 @@ def test_two_cpu_ranks_train_like_one_and_resume_bit_for_bit(model_dir: Path, tm
         assert math.isclose(plain["result"]["mean_loss"], ref["result"]["mean_loss"], rel_tol=1e-4)
         close_weights(weights(two / f"fp32-{objective}-plain"), weights(one / f"fp32-{objective}-plain"), bound,
                       f"{objective}: 2 ranks vs 1")
+        # each step's statistics are global: the gradient norm (DeepSpeed's, ZeRO-2) and the rest as on 1 rank
+        assert resumed["steps"] == plain["steps"] and len(plain["steps"]) == 2, objective
+        for s2, s1 in zip(plain["steps"], ref["steps"], strict=True):
+            assert (s2["tokens"], s2["sequences"], s2["lr"]) == (s1["tokens"], s1["sequences"], s1["lr"]), objective
+            for key in ("loss", "grad_norm", "entropy"):
+                assert math.isclose(s2[key], s1[key], rel_tol=1e-4), (objective, key, s2[key], s1[key])
+            assert s2["grad_norm"] > 0 and (s2["clip_fraction"] is None) == (objective == "reinforce"), objective
