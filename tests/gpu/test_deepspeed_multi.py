@@ -70,6 +70,7 @@ def check_ranks(work: Path, world: int) -> dict[str, Any]:
         runs = [r["runs"][name] for r in reports]
         assert all(x["result"] == runs[0]["result"] for x in runs), f"{name}: ranks disagree on the result"
         assert all(x["digest"] == runs[0]["digest"] for x in runs), f"{name}: ranks hold different weights"
+        assert all(x["steps"] == runs[0]["steps"] for x in runs), f"{name}: ranks disagree on a step's statistics"
     return reports[0]
 
 
@@ -106,6 +107,13 @@ def test_two_ranks_train_like_one(train_model_dir: Path, tmp_path: Path) -> None
             f"{objective}: 2 ranks loss {plain['result']['mean_loss']} vs 1 rank {ref['result']['mean_loss']}")
         close_weights(weights(two / f"fp32-{objective}-plain"), weights(one / f"fp32-{objective}-plain"), bound,
                       f"{objective}: 2 ranks vs 1")
+        # each step's report (backends/train_steps.py): DeepSpeed's global gradient norm (ZeRO-2) as on 1 rank
+        for s2, s1 in zip(plain["steps"], ref["steps"], strict=True):
+            assert math.isclose(s2["grad_norm"], s1["grad_norm"], rel_tol=1e-3), (objective, s2, s1)
+            assert math.isclose(s2["loss"], s1["loss"], rel_tol=1e-4) and s2["tokens"] == s1["tokens"], objective
+    # bf16 (ZeRO-2's bf16 path): every step has a finite gradient norm and the configured LR
+    assert all(s["grad_norm"] is not None and math.isfinite(s["grad_norm"]) and s["grad_norm"] > 0 and s["lr"] == LR
+               for s in rep2["runs"]["bf16-reinforce-plain"]["steps"])
 
 
 @pytest.mark.slow
