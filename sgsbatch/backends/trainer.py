@@ -263,11 +263,11 @@ def train(
         sleep_s = float(os.environ.get(STEP_SLEEP_ENV, "0") or 0)
         for step_no in range(done_steps, len(steps)):
             t0 = time.monotonic()
+            lr = float(engine.get_lr()[0])  # before the step: the LR this step uses (a scheduler steps with it)
             (step_loss, *step_stats), grad_norm = _optimizer_step(engine, examples, steps[step_no], settings, rank,
                                                                   world)
             report = step_report(step_no + 1, len(steps), step_loss, step_stats, len(steps[step_no]),
-                                 time.monotonic() - t0, settings.objective, grad_norm, float(engine.get_lr()[0]),
-                                 ref_kl=needs_ref(settings))
+                                 time.monotonic() - t0, settings.objective, grad_norm, lr, ref_kl=needs_ref(settings))
             loss_sum += step_loss
             stats = [a + b for a, b in zip(stats, step_stats, strict=True)]
             finished = step_no + 1

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from sgsbatch.run.handle import RunHandle
 
 CURVE_POINTS = 200  # samples along each drawn curve (log-spaced in generations)
+MARKED_POINTS = 100  # a line of lines_png with more points has no markers (they would hide the line)
 
 
 def _figure(width: float = 7.0, height: float = 4.2) -> Figure:
@@ -123,12 +124,14 @@ def _integer_x(ax: Any) -> None:
 def lines_png(title: str, xlabel: str, ylabel: str, series: dict[str, tuple[list[float], list[float]]], *,
               logx: bool = False, percent: bool = False) -> bytes:
     """A PNG of one line per named series of (x, y) points; y in percent when `percent`. `logx`: a
-    log x axis when the x values span more than a decade (else linear, and x = rounds: integer ticks)."""
+    log x axis when the x values span more than a decade (else linear, and x = rounds: integer ticks).
+    Series of more than MARKED_POINTS points (per optimizer step) are drawn as lines without markers."""
     fig = _figure(6.0, 3.4)
     ax = fig.add_subplot(1, 1, 1)
     xs = [v for x, _ in series.values() for v in x if v > 0]
     for name, (x, y) in series.items():
-        ax.plot(x, [100 * v for v in y] if percent else y, "o-", ms=3, lw=1.2, label=name)
+        style = "o-" if len(x) <= MARKED_POINTS else "-"
+        ax.plot(x, [100 * v for v in y] if percent else y, style, ms=3, lw=1.2, label=name)
     if logx and xs and max(xs) > 10 * min(xs):
         ax.set_xscale("log")
     elif not logx:

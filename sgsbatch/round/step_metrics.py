@@ -8,20 +8,23 @@ each round ended), so it starts at 1 and continues across rounds.
 Why at the round's end (round/lifecycle.finish_round) and not live from rank 0: a train job
 preempted mid-round resumes from its last checkpoint and does again the steps recorded after it, so
 `steps.jsonl` may hold a step twice; the round's end keeps the LAST record of each step (the one
-whose update the weights kept) and runs once the round's training is final. It writes each role's
-points into its own TensorBoard run (`tb/train_steps/<role>/`) opened with purge_step = the round's
-first global step, so ending a round again (a retried train job, `resume`, `rebuild`) replaces that
-round's points instead of duplicating them (as round/metrics.write_tensorboard does per round), and
-the Solver's and the Conjecturer's purges never touch each other. The round's end also knows every
-earlier round's step count from the database, which the train job's ranks do not read. The price:
-the curves of a round appear when it ends; while it trains, `status` and the train log show each
-step. A value that does not apply (None in the record: e.g. clip fractions of REINFORCE) is not
-written. Not covered: the simulated trainer (it records no steps), runs whose `steps.jsonl` predates
-these statistics (only the fields they hold are written).
+whose update the weights kept), runs once the round's training is final, and knows every earlier
+round's step count from the database (which the train job's ranks do not read). Each role is its own
+TensorBoard run (`tb/train_steps/<role>/`: the Solver's and the Conjecturer's points never touch) with
+one event file per round, named by the round's first global step (`round_file`), so a run's files sort
+in step order whatever the clock. Ending a round again (a retried train job, `resume`, `rebuild`)
+replaces that file, so a resumed or re-ended round never duplicates points; the file also opens with
+purge_step = the round's first global step (as round/metrics.write_tensorboard does per round), so a
+reader that loaded an earlier copy drops it (a TensorBoard already running shows a replaced file after
+a restart). The price: the curves of a round appear when it ends; while it trains, `status` and the
+train log show each step. A value that does not apply (None in the record: e.g. clip fractions of
+REINFORCE) is not written. Not covered: the simulated trainer (it records no steps), runs whose
+`steps.jsonl` predates these statistics (only the fields they hold are written).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -62,9 +65,18 @@ def role_tb_dir(tb_dir: Path, role: str) -> Path:
     return tb_dir / M.TRAIN_STEPS_DIR / role
 
 
+def round_file(r: int, first_step: int) -> str:
+    """Round r's event file of a role: named by its first global step, so that a run's files sort in step
+    order (TensorBoard reads them in name order; torch's names sort by the second, then by a counter that
+    a fast rewrite, e.g. `rebuild`, can carry from 9 to 10)."""
+    return f"events.out.tfevents.{first_step:012d}.r{r:06d}"
+
+
 def write_round_steps(tb_dir: Path, paths: RunPaths, r: int, before: Mapping[str, int]) -> dict[str, int]:
-    """Write round r's steps of every role to TensorBoard (`before`: each role's steps in earlier rounds);
-    returns the points written per role (a step's point is all its scalars)."""
+    """Write round r's steps of every role to TensorBoard (`before`: each role's steps in earlier rounds),
+    one event file per role replacing the round's earlier one; returns the steps written per role."""
+    import shutil
+
     from torch.utils.tensorboard import SummaryWriter
 
     written: dict[str, int] = {}
@@ -73,10 +85,20 @@ def write_round_steps(tb_dir: Path, paths: RunPaths, r: int, before: Mapping[str
         if not records:
             continue
         offset = before.get(role, 0)
-        with SummaryWriter(str(role_tb_dir(tb_dir, role)), purge_step=offset + 1) as w:
+        tmp = paths.phase_dir(r, "train") / f".train_steps_tb_{role}"  # outside tb/: never seen as a run
+        shutil.rmtree(tmp, ignore_errors=True)
+        # purge_step too: a reader that had loaded an earlier copy drops its points from the first step on
+        with SummaryWriter(str(tmp), purge_step=offset + 1) as w:
             for rec in records:
                 for name, value in step_scalars(role, r, rec).items():
                     w.add_scalar(name, value, offset + int(rec["step"]))
+        (made,) = tmp.glob("events.out.tfevents.*")
+        out = role_tb_dir(tb_dir, role)
+        out.mkdir(parents=True, exist_ok=True)
+        for old in out.glob(f"events.out.tfevents.*.r{r:06d}"):  # an earlier write (another offset: rebuilt)
+            old.unlink()
+        os.replace(made, out / round_file(r, offset + 1))
+        shutil.rmtree(tmp, ignore_errors=True)
         written[role] = len(records)
     return written
 

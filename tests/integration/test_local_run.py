@@ -24,6 +24,16 @@ def test_tiny_run_completes_locally(tmp_path: Path, cli_env: dict[str, str]) -> 
     assert {"verified", "failed"} <= {a[3] for a in out["attempts"]}
     assert len({a[0] for a in out["attempts"]}) == 3
     assert set(st["metrics"]) >= {"cumulative_solve_rate", "pass@8", "pass@1", "generations/total"}
+    # every optimizer step of the real trainer on TensorBoard, once, at its global step (round/step_metrics.py)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    for role in ("solver", "conjecturer"):
+        total = sum(steps for _, who, steps, _ in out["steps"] if who == role)
+        assert total > 0 or role == "conjecturer", out["steps"]
+        acc = EventAccumulator(str(tmp_path / "loc" / "tb" / "train_steps" / role), size_guidance={"scalars": 0})
+        acc.Reload()
+        points = [e.step for e in acc.Scalars(f"train_step/{role}/loss")] if total else []
+        assert points == list(range(1, total + 1)), (role, points, out["steps"])
 
     # the finished run drawn and shared (issue 14, parts 5 and 6; tests/integration/test_report.py has more)
     png, page = tmp_path / "fit.png", tmp_path / "loc.html"
@@ -34,6 +44,7 @@ def test_tiny_run_completes_locally(tmp_path: Path, cli_env: dict[str, str]) -> 
     assert rep.returncode == 0, rep.stderr
     html = page.read_text()
     assert "<title>SIMULATED - sgsbatch report: loc</title>" in html and "not recorded" in html
+    assert 'alt="Solver: loss per optimizer step"' in html
     assert html.count("data:image/png;base64,") >= 4 and "<script" not in html
 
 

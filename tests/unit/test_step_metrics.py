@@ -78,3 +78,22 @@ def test_step_scalars_leave_out_what_does_not_apply() -> None:
     assert got[M.train_step("solver", "round")] == 3 and got[M.train_step("solver", "ref_kl")] == 0.01
     assert M.train_step("solver", "clip_fraction") not in got and got[M.train_step("solver", "tokens")] == 20
     assert round_steps(RunPaths(Path("/nonexistent")), 0, "solver") == []  # no steps.jsonl: no steps
+
+
+def test_one_file_per_round_in_step_order_whatever_order_they_are_written(tmp_path: Path) -> None:
+    """Round 1 written before round 0 (and round 0 twice, in the same second): TensorBoard reads a run's
+    files in name order, and the names are the rounds' first global steps, so both rounds stay whole."""
+    from sgsbatch.round.step_metrics import write_round_steps
+
+    paths = RunPaths(tmp_path / "run")
+    for r, n in ((0, 2), (1, 3)):
+        for k in range(1, n + 1):
+            record_train_step(train_steps_file(paths, r), _step("solver", k, n, 10.0 * r + k))
+    write_round_steps(paths.tb, paths, 1, {"solver": 2})
+    write_round_steps(paths.tb, paths, 0, {"solver": 0})
+    write_round_steps(paths.tb, paths, 0, {"solver": 0})
+    run = role_tb_dir(paths.tb, "solver")
+    assert sorted(p.name for p in run.iterdir()) == ["events.out.tfevents.000000000001.r000000",
+                                                     "events.out.tfevents.000000000003.r000001"]
+    assert _scalars(run)[M.train_step("solver", "loss")] == [(1, 1.0), (2, 2.0), (3, 11.0), (4, 12.0), (5, 13.0)]
+    assert not list((paths.phase_dir(0, "train")).glob(".train_steps_tb_*"))  # the temporary directory is gone
