@@ -72,5 +72,8 @@ def test_two_cpu_ranks_train_like_one_and_resume_bit_for_bit(model_dir: Path, tm
             for key in ("loss", "grad_norm", "entropy"):
                 assert math.isclose(s2[key], s1[key], rel_tol=1e-4), (objective, key, s2[key], s1[key])
             assert s2["grad_norm"] > 0 and (s2["clip_fraction"] is None) == (objective == "reinforce"), objective
+            assert (s2["ref_kl"] is None) == (objective != "grpo-kl"), objective  # only with a KL term
+            if s2["ref_kl"] is not None:
+                assert math.isclose(s2["ref_kl"], s1["ref_kl"], rel_tol=1e-4, abs_tol=1e-9), objective
     bf16 = rep2["runs"]["bf16-reinforce-plain"]["steps"]  # ZeRO-2's bf16 path records the norm too
     assert len(bf16) == 2 and all(math.isfinite(s["grad_norm"]) and s["grad_norm"] > 0 and s["lr"] == LR for s in bf16)

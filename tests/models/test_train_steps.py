@@ -72,12 +72,27 @@ def test_every_objective_reports_each_step(tiny_dir: Path, tmp_path: Path) -> No
         assert (seen[0].clip_fraction is not None, seen[0].sampler_kl is not None, seen[0].ratio_std is not None) == (
             ratio,) * 3, objective
         assert (seen[0].clip_fraction_high is not None) == (objective in GRPO_FAMILY), objective
-        assert seen[0].ref_kl is None  # no objective has a reference-policy KL yet
+        assert seen[0].ref_kl is None  # no KL term (solver.kl_beta = 0)
         if ratio:
             per_step = sum(s.clip_fraction * s.tokens for s in seen if s.clip_fraction is not None) / res.tokens
             assert math.isclose(per_step, res.clip_fraction, rel_tol=1e-6, abs_tol=1e-12), objective
             kl = sum(s.sampler_kl * s.tokens for s in seen if s.sampler_kl is not None) / res.tokens
             assert math.isclose(kl, res.sampler_kl, rel_tol=1e-6) and kl > 0, objective
+
+
+def test_a_kl_term_reports_each_steps_kl_to_the_reference(tiny_dir: Path, tmp_path: Path) -> None:
+    """GRPO with kl_beta > 0 (the reference: the starting weights): each step's ref_kl, weighted by its tokens,
+    makes the call's; 0 at the first step (the policy is the reference), above 0 once it moved."""
+    ex = _examples(8, seed=3)
+    settings = TrainSettings(lr=5e-3, batch_size=4, objective="grpo", threads=1, kl_beta=0.04,
+                             kl_reference=str(tiny_dir))
+    seen: list[TrainStep] = []
+    res = train(tiny_dir, tmp_path / "o", ex, settings, state_dir=tmp_path / "s", on_step=seen.append)
+    kls = [s.ref_kl for s in seen]
+    assert len(kls) == 2 and all(k is not None for k in kls)
+    assert kls[0] == pytest.approx(0.0, abs=1e-7) and kls[1] > 1e-7
+    assert math.isclose(sum(s.ref_kl * s.tokens for s in seen if s.ref_kl is not None) / res.tokens, res.ref_kl,
+                        rel_tol=1e-6)
 
 
 def test_first_step_gradient_norm_is_the_hand_gradients(tiny_dir: Path, tmp_path: Path) -> None:
