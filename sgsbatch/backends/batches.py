@@ -54,6 +54,10 @@ class TrainSettings:
     keep_fp32_master: bool = False  # fp32 weights + bf16 autocast; fp32 kept beside the bf16 export
     # the GRPO family's KL to a reference policy (backends/reference.py): beta (0 = off), the estimator
     # ("k3" or "k1") and the reference's weights (a directory or hub id; "" = none)
+    # a linear LR warm-up over the role's first `warmup_steps` optimizer steps of the run (global: `steps_before`
+    # are the role's steps in earlier rounds); 0 = constant LR
+    warmup_steps: int = 0
+    steps_before: int = 0
     kl_beta: float = 0.0
     kl_estimator: str = "k3"
     kl_reference: str = ""
@@ -95,6 +99,14 @@ class TrainResult:
     seq_ratio_mean: float = 0.0  # over sequences, s = exp(mean_t log r): the geometric mean of the token ratios
     seq_ratio_std: float = 0.0
     ref_kl: float = 0.0  # per token, the KL estimate to the reference policy (solver.kl_estimator) in the loss
+
+
+def step_lr(settings: TrainSettings, step: int) -> float:
+    """The LR of the round's optimizer step `step` (1-based): lr, or during the warm-up
+    lr x (steps_before + step) / warmup_steps (linear from lr / warmup_steps at the run's first step)."""
+    if settings.warmup_steps <= 0:
+        return settings.lr
+    return settings.lr * min(1.0, (settings.steps_before + step) / settings.warmup_steps)
 
 
 def plan_steps(examples: Sequence[Example], settings: TrainSettings) -> list[list[int]]:

@@ -51,6 +51,7 @@ from sgsbatch.backends.batches import (
     loss_scales,
     plan_steps,
     rank_shares,
+    step_lr,
 )
 from sgsbatch.backends.objectives import STATS, example_loss, result_stats
 from sgsbatch.backends.reference import (
@@ -263,7 +264,9 @@ def train(
         sleep_s = float(os.environ.get(STEP_SLEEP_ENV, "0") or 0)
         for step_no in range(done_steps, len(steps)):
             t0 = time.monotonic()
-            lr = float(engine.get_lr()[0])  # before the step: the LR this step uses (a scheduler steps with it)
+            for group in engine.optimizer.param_groups:  # the warm-up (solver.lr_warmup_steps), or lr as set
+                group["lr"] = step_lr(settings, step_no + 1)
+            lr = float(engine.get_lr()[0])  # before the step: the LR this step uses
             (step_loss, *step_stats), grad_norm = _optimizer_step(engine, examples, steps[step_no], settings, rank,
                                                                   world)
             report = step_report(step_no + 1, len(steps), step_loss, step_stats, len(steps[step_no]),

@@ -223,6 +223,10 @@ class SolverConfig:
         "reference", "Comments skipped when looking for `try`: \"reference\" (a non-greedy /- -/ regex, then "
                      "`--` to the line's end) or \"lean\" (as Lean reads them: nested).")
     lr: float = key(3e-6, "Learning rate (constant; a fresh AdamW every round).")
+    # DAPO (arXiv 2503.14476 §4.1): "a linear warm-up over 20 rollout steps", 16 gradient updates a rollout
+    lr_warmup_steps: int = key(0, "The LR rises linearly from lr / this to lr over the Solver's first this many "
+                                  "optimizer steps of the run, counted across rounds (0 = constant LR, the "
+                                  "reference's).")
     batch_size: int = key(32, "Sequences per optimizer step.")
     train: bool = key(True, "Train the Solver (false: a frozen Solver).")
     ei_rounds: int = key(3, "Expert Iteration trains on the stored proofs of the last this many rounds.")

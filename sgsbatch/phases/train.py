@@ -48,16 +48,20 @@ from sgsbatch.run.shards import atomic_write_json, atomic_write_text, read_json
 
 PREPARED = "prepared.json"
 REWARDS = "conjecturer_rewards.json"
+STEPS_BEFORE = "steps_before"  # prepared.json, per role: its optimizer steps in the rounds before this one
 
 
 def settings_for(task: Task, role: str) -> TrainSettings:
-    """`train_settings`, with the KL's reference policy: the run's initial Solver weights (round 0's)."""
+    """`train_settings`, with the KL's reference policy (the run's initial Solver weights, round 0's) and the
+    role's optimizer steps in earlier rounds (the LR warm-up's position; `prepare` records them)."""
     kl = role == "solver" and task.cfg.solver.kl_beta > 0 and task.cfg.solver.objective in GRPO_FAMILY
+    meta = prepared(task) or {}
     return train_settings(task.cfg, role, task.round,
-                          reference=weights_for(task.cfg, task.paths, "solver", 0) if kl else "")
+                          reference=weights_for(task.cfg, task.paths, "solver", 0) if kl else "",
+                          steps_before=int(meta.get(role, {}).get(STEPS_BEFORE, 0)))
 
 
-def train_settings(cfg: Config, role: str, r: int, reference: str = "") -> TrainSettings:
+def train_settings(cfg: Config, role: str, r: int, reference: str = "", steps_before: int = 0) -> TrainSettings:
     """How round r trains `role` (the train phase and the canary's training check); `reference` is the
     KL's reference policy (the Solver under the GRPO family with solver.kl_beta > 0; "" = no KL term)."""
     sec = cfg.solver if role == "solver" else cfg.conjecturer
@@ -77,7 +81,9 @@ def train_settings(cfg: Config, role: str, r: int, reference: str = "") -> Train
                          sampling_top_p=cfg.generation.top_p if processed else 1.0,
                          keep_fp32_master=cfg.train.keep_fp32_master,
                          kl_beta=cfg.solver.kl_beta if reference else 0.0, kl_estimator=cfg.solver.kl_estimator,
-                         kl_reference=reference, old_logprobs=cfg.train.old_logprobs)
+                         kl_reference=reference, old_logprobs=cfg.train.old_logprobs,
+                         warmup_steps=cfg.solver.lr_warmup_steps if role == "solver" else 0,
+                         steps_before=steps_before)
 
 
 def train_dir(task: Task) -> Path:
@@ -112,12 +118,14 @@ def prepared(task: Task) -> dict[str, dict[str, Any]] | None:
     return data
 
 
-def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[tuple[int, str, int]] = ()) -> None:
+def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[tuple[int, str, int]] = (),
+            steps_before: dict[str, int] | None = None) -> None:
     """Write every trainable role's examples and the Conjecturer's rewards, then `prepared.json`
     (the commit point); once per round.
 
     `results` is the round's `round_results`; `ei_stored` the proofs Expert Iteration trains on
-    (round, problem id, sample; round/examples.ei_stored_proofs), used only by its selections.
+    (round, problem id, sample; round/examples.ei_stored_proofs), used only by its selections;
+    `steps_before` each role's optimizer steps in earlier rounds (round/lifecycle.steps_before_round).
     """
     if prepared(task) is not None:
         return
@@ -128,14 +136,14 @@ def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[t
         unsolved = round_inputs(task.paths, r)["unsolved"] if cfg.solver.selection_mode() == "unsolved" else []
         examples = solver_examples(cfg, task.paths, results, ei_stored, unsolved)
         save_examples(examples_file(task, "solver"), examples)
-        meta["solver"] = {"examples": len(examples)}
+        meta["solver"] = {"examples": len(examples), STEPS_BEFORE: (steps_before or {}).get("solver", 0)}
         group_metrics = solver_group_metrics(cfg, results)
         if group_metrics:  # the GRPO family's group counts, recorded with the round's metrics
             meta["solver"]["metrics"] = group_metrics
     if cfg.conjecturer.enabled and cfg.conjecturer.train:
         examples, rewards = conjecturer_examples(cfg, task.paths, r, results)
         save_examples(examples_file(task, "conjecturer"), examples)
-        meta["conjecturer"] = {"examples": len(examples)}
+        meta["conjecturer"] = {"examples": len(examples), STEPS_BEFORE: (steps_before or {}).get("conjecturer", 0)}
         if rewards:
             meta["conjecturer"]["reward_mean"] = sum(rewards.values()) / len(rewards)
     atomic_write_json(rewards_file(task.paths, r), rewards)  # not in prepared.json: `run` passes its keys on
@@ -182,7 +190,7 @@ def run(task: Task) -> dict[str, dict[str, Any]]:
     assert meta is not None, f"round {task.round}: the train phase runs only after prepare()"
     trained: dict[str, dict[str, Any]] = {}
     for role, info in meta.items():  # the Solver first, then the Conjecturer (insertion order)
-        extra = {k: v for k, v in info.items() if k != "examples"}
+        extra = {k: v for k, v in info.items() if k not in ("examples", STEPS_BEFORE)}
         stored = stored_result(task.paths.checkpoint(task.round, role))
         if stored is not None:
             trained[role] = {**asdict(stored), **extra}

@@ -285,7 +285,7 @@ def finish_round(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> None
     M.write_tensorboard(h.paths.tb, r, metrics, simulated=h.cfg.simulated, smoke=h.cfg.run.smoke,
                         rehearsal=h.cfg.run.rehearsal, alerts=round_end_values(h.cfg, h.paths, r, metrics))
     M.write_hparams(h.paths.tb, r, flat_config(h.cfg), metrics)
-    write_round_steps(h.paths.tb, h.paths, r, _steps_before(h, r))  # train_step/*: why here, round/step_metrics.py
+    write_round_steps(h.paths.tb, h.paths, r, steps_before_round(h, r))  # train_step/*: why here, round/step_metrics.py
     if deleted:
         with h.db.write() as s:
             for ck in s.exec(select(Checkpoint).where(Checkpoint.run_id == h.run_id)).all():
@@ -296,7 +296,7 @@ def finish_round(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> None
         prepare_round(h, r + 1)
 
 
-def _steps_before(h: RunHandle, r: int) -> dict[str, int]:
+def steps_before_round(h: RunHandle, r: int) -> dict[str, int]:
     """Each trainable role's optimizer steps in rounds 0..r-1 (the first global step of round r, less 1)."""
     with h.db.read() as s:
         out = {}

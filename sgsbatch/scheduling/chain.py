@@ -28,7 +28,7 @@ from sgsbatch.phases import train as train_phase
 from sgsbatch.phases.task import REQUEUE_EXIT, Interrupted, Task
 from sgsbatch.round.compaction import compact_after
 from sgsbatch.round.examples import ei_stored_proofs
-from sgsbatch.round.lifecycle import finish_round, ingest_round
+from sgsbatch.round.lifecycle import finish_round, ingest_round, steps_before_round
 from sgsbatch.round.results import round_results
 from sgsbatch.run.handle import RunHandle, open_run_dir
 from sgsbatch.run.shards import Shard
@@ -78,7 +78,7 @@ def _ingest_and_prepare(h: RunHandle, task: Task) -> None:
     ingest_round(h, r, results)
     windowed = cfg.solver.train and cfg.solver.selection_mode() in WINDOW_SELECTIONS  # Expert Iteration
     ei_stored = ei_stored_proofs(h, r) if windowed else []
-    train_phase.prepare(task, results, ei_stored)
+    train_phase.prepare(task, results, ei_stored, steps_before_round(h, r))
 
 
 def train_rank(task: Task) -> None:

@@ -175,3 +175,34 @@ def _records(paths: RunPaths, r: int) -> list[dict[str, Any]]:
     from sgsbatch.run.progress import train_steps
 
     return train_steps(train_steps_file(paths, r))
+
+
+def test_the_lr_warm_up_continues_across_rounds_and_is_the_lr_each_step_used(tiny_dir: Path, tmp_path: Path) -> None:
+    """solver.lr_warmup_steps (DAPO's warm-up): step k of a round after `steps_before` steps of earlier rounds
+    trains at lr x min(1, (steps_before + k) / warmup_steps), which each TrainStep reports; weights differ from a
+    constant-LR call, and a stopped call resumes to the same weights (the LR is a function of the step)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from sgsbatch.backends.batches import step_lr
+
+    ex = _examples(8, seed=3)
+    base = TrainSettings(lr=2e-3, batch_size=2, objective="reinforce", threads=1, grad_clip=1e9)
+    warm = TrainSettings(**{**asdict(base), "warmup_steps": 6, "steps_before": 3})
+    assert [step_lr(warm, k) for k in (1, 2, 3, 4)] == pytest.approx([2e-3 * 4 / 6, 2e-3 * 5 / 6, 2e-3, 2e-3])
+    assert step_lr(base, 1) == 2e-3
+    seen: list[TrainStep] = []
+    train(tiny_dir, tmp_path / "w", ex, warm, state_dir=tmp_path / "sw", on_step=seen.append)
+    assert [s.lr for s in seen] == pytest.approx([2e-3 * 4 / 6, 2e-3 * 5 / 6, 2e-3, 2e-3])
+    train(tiny_dir, tmp_path / "c", ex, base, state_dir=tmp_path / "sc")
+    stop = iter([True])  # stopped after the first step, then resumed
+    with pytest.raises(TrainingInterrupted):
+        train(tiny_dir, tmp_path / "r", ex, warm, state_dir=tmp_path / "sr", should_stop=lambda: next(stop, False))
+    train(tiny_dir, tmp_path / "r", ex, warm, state_dir=tmp_path / "sr")
+
+    def weights(d: Path) -> list[Any]:
+        return list(AutoModelForCausalLM.from_pretrained(str(d), dtype=torch.float32).parameters())
+
+    w, c, r = weights(tmp_path / "w"), weights(tmp_path / "c"), weights(tmp_path / "r")
+    assert any(not torch.equal(a, b) for a, b in zip(w, c, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(w, r, strict=True))

@@ -34,10 +34,12 @@ EXPECTED = {
     # the GRPO family as solver-only RL baselines (no reference script: issue 31; sources in each
     # file): the objective, the family's LR 1e-6 (DeepSeekMath §4.2, DAPO §4.1) and
     # cispo_solver_only's batch of 64; the objectives' own numbers are their defaults; pi_old recomputed by the
-    # trainer (verl, DeepSeekMath; issue 40) and GRPO's KL coefficient 0.04 (DeepSeekMath §4.2)
+    # trainer (verl, DeepSeekMath; issue 40), GRPO's KL coefficient 0.04 (DeepSeekMath §4.2) and DAPO's warm-up
+    # over 20 rollout steps of 16 updates (DAPO §4.1)
     **{name: {"solver.objective": objective, "solver.lr": 1e-6, "solver.batch_size": 64,
               "conjecturer.enabled": False, "guide.enabled": False, "train.old_logprobs": "recompute",
-              **({"solver.kl_beta": 0.04} if objective == "grpo" else {})}
+              **({"solver.kl_beta": 0.04} if objective == "grpo" else {}),
+              **({"solver.lr_warmup_steps": 320} if objective == "dapo" else {})}
        for name, objective in (("grpo", "grpo"), ("drgrpo", "dr_grpo"), ("dapo", "dapo"), ("gspo", "gspo"))},
     # sgs_frozen_conjecturer.py: freeze_conjecturer=True; guide_config = None
     "sgs_frozen_conjecturer": {"conjecturer.train": False, "guide.enabled": False},

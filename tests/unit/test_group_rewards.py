@@ -105,6 +105,28 @@ def test_kl_and_old_logprobs_reach_the_solver_settings(tmp_path: Path) -> None:
     assert load_config(JOBS / "cispo_solver_only.toml").train.old_logprobs == "sampler"
 
 
+def test_the_warm_up_position_reaches_the_settings_through_prepared_json(tmp_path: Path) -> None:
+    """jobs/dapo.toml warms up over 320 optimizer steps; the train job records each role's steps in earlier
+    rounds in prepared.json (`prepare`, from the database's train/<role>_steps) and settings_for reads them."""
+    import json
+
+    from sgsbatch.phases.task import Task
+    from sgsbatch.phases.train import PREPARED, settings_for
+    from sgsbatch.run.paths import RunPaths
+    from sgsbatch.run.shards import Shard
+
+    cfg = load_config(JOBS / "dapo.toml")
+    assert cfg.solver.lr_warmup_steps == 320
+    paths = RunPaths(tmp_path)
+    task = Task(cfg, paths, 2, "train", Shard(paths.phase_dir(2, "train"), 0), lambda: False)
+    assert (settings_for(task, "solver").warmup_steps, settings_for(task, "solver").steps_before) == (320, 0)
+    paths.phase_dir(2, "train").mkdir(parents=True)
+    (paths.phase_dir(2, "train") / PREPARED).write_text(json.dumps({"solver": {"examples": 5, "steps_before": 41}}))
+    s = settings_for(task, "solver")
+    assert (s.warmup_steps, s.steps_before) == (320, 41)
+    assert train_settings(cfg, "conjecturer", 2).warmup_steps == 0  # the Conjecturer keeps a constant LR
+
+
 def test_clip_range_defaults_to_the_published_values() -> None:
     tiny = JOBS / "tiny.toml"
     expected = {"grpo": (0.2, 0.2), "dr_grpo": (0.2, 0.2), "dapo": (0.2, 0.28), "gspo": (3e-4, 4e-4)}
