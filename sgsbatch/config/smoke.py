@@ -42,6 +42,14 @@ def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Co
                           "run cannot verify with Lean, and it does not switch to a stand-in on its own: install "
                           "Lean (`./setup.sh --lean`), or smoke-test with the SIMULATED verifier by saying so: "
                           "--smoke --set verification.backend=simulated")
+    if (cfg.solver.mode == "search" and cfg.search.environment == "lean" and program and "/" not in program
+            and shutil.which(program) is None):
+        raise ConfigError("--smoke", "search.environment",
+                          f"is \"lean\" (the search Solver applies its tactics in the REPL), but `{program}` "
+                          "(verification.repl_command) is not on PATH: install Lean (`./setup.sh --lean`), or "
+                          "smoke-test on SIMULATED proof states by saying so: --smoke --set "
+                          "search.environment=simulated")
+
     def phase(name: str) -> SlurmPhaseConfig:  # small, but with the site's account, QOS and job-script setup
         own = cfg.phase_resources(name)
         return SlurmPhaseConfig(cpus=1, mem="3G", time_min=30, account=own.account, qos=own.qos, setup=own.setup)

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.slow
 # the experiment configs (tiny*.toml are the CPU test configs themselves: tiny.toml runs whole in
 # test_local_run.py, tiny-vllm.toml on the local Slurm in tests/slurm/test_vllm_run_slurm.py)
 # stp.toml and dapo.toml run in smoke form on the local Slurm instead (tests/slurm/
-# test_experiments_slurm.py: 2 rounds each, the same phases on the other executor; CI time)
-ON_SLURM = ("stp", "dapo")
+# test_experiments_slurm.py: 2 rounds each, the same phases on the other executor; CI time), and so does
+# search.toml (SIMULATED proof states); tests/integration/test_search_run.py runs a search Solver locally
+ON_SLURM = ("stp", "dapo", "search")
 EXPERIMENTS = sorted(p for p in (REPO / "jobs").glob("*.toml")
                      if not p.stem.startswith("tiny") and p.name != "site.example.toml"  # a site file
                      and p.stem not in ON_SLURM)

@@ -287,6 +287,15 @@ def test_smoke_refusal_and_the_explicit_way_out_through_the_command(tmp_path: Pa
     asked = _cli(*args, "--set", "verification.backend=simulated", env=env)
     assert asked.returncode == 0, asked.stderr
     assert "SIMULATED: verifier (deterministic stand-ins" in asked.stdout
+    # a search Solver applies tactics in the REPL too: refused without `lake` until its environment is said
+    search = ["launch", str(SGS.parent / "search.toml"), "--smoke", "--dry-run", "--set", f"run.runs_dir={tmp_path}",
+              "--set", "verification.backend=simulated"]
+    refused = _cli(*search, env=env)
+    assert refused.returncode == 2 and "--smoke: search.environment: is \"lean\"" in refused.stderr
+    assert "--smoke --set search.environment=simulated" in refused.stderr
+    asked = _cli(*search, "--set", "search.environment=simulated", env=env)
+    assert asked.returncode == 0, asked.stderr
+    assert "SIMULATED: verifier, tactic environment" in asked.stdout
 
 
 def test_launch_help_documents_the_explicit_smoke_opt_in() -> None:
