@@ -17,9 +17,10 @@ pytestmark = pytest.mark.slow
 # the experiment configs (tiny*.toml are the CPU test configs themselves: tiny.toml runs whole in
 # test_local_run.py, tiny-vllm.toml on the local Slurm in tests/slurm/test_vllm_run_slurm.py)
 # stp.toml and dapo.toml run in smoke form on the local Slurm instead (tests/slurm/
-# test_experiments_slurm.py: 2 rounds each, the same phases on the other executor; CI time), and so does
-# search.toml (SIMULATED proof states); tests/integration/test_search_run.py runs a search Solver locally
-ON_SLURM = ("stp", "dapo", "search")
+# test_experiments_slurm.py: 2 rounds each, the same phases on the other executor; CI time); search.toml
+# here on SIMULATED proof states (no Lean), SGS with a search Solver there
+ON_SLURM = ("stp", "dapo")
+SEARCH = ("--set", "search.environment=simulated")
 EXPERIMENTS = sorted(p for p in (REPO / "jobs").glob("*.toml")
                      if not p.stem.startswith("tiny") and p.name != "site.example.toml"  # a site file
                      and p.stem not in ON_SLURM)
@@ -33,7 +34,8 @@ def test_smoke_run_of_experiment_finishes_with_metrics_for_every_round(config: P
     # ablation or baseline differs from it in what one round does, so one round of it (CI time)
     rounds = 2 if config.stem == "sgs" else 1
     proc = sgsbatch("launch", str(config), "--smoke", "--set", f"run.runs_dir={tmp_path}", "--set",
-                    "verification.backend=simulated", "--set", f"run.rounds={rounds}", "--wait", env=cli_env)
+                    "verification.backend=simulated", "--set", f"run.rounds={rounds}",
+                    *(SEARCH if config.stem == "search" else ()), "--wait", env=cli_env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     name = f"{config.stem}-smoke"
     st = status(tmp_path, name)

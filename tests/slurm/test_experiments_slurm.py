@@ -3,9 +3,9 @@
 `launch jobs/stp.toml --smoke` and `launch jobs/dapo.toml --smoke` with `run.executor=slurm`: each
 experiment's algorithm (STP: seeded conjectures, Expert Iteration with STP's selection and proof
 cap, STP's Conjecturer reward; DAPO: its loss, dynamic sampling and overlong shaping) at tiny
-scale, every phase a Slurm job chained by dependencies; `launch jobs/search.toml --smoke` with
-SIMULATED tactic states (its solve tasks search, verify judges the found proofs, train learns their
-tactic steps). The three runs are launched together and
+scale, every phase a Slurm job chained by dependencies; `launch jobs/sgs.toml --smoke --set
+solver.mode=search` with SIMULATED tactic states (SGS with a search Solver: its solve tasks search,
+verify judges the found proofs, train learns their tactic steps). The three runs are launched together and
 share the node (they wait on the scheduler much of the time). The SIMULATED verifier: no Lean
 here. stp.toml samples 8 proofs a problem instead of 32 (the same code, a quarter of the time).
 Covered: all complete 2 rounds on Slurm; the search run records its searches each round; STP's round 1 has conjectures seeded by round 0's proofs
@@ -22,12 +22,15 @@ import pytest
 from runlib import REPO, sgsbatch, status
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-RUNS = {"stp": ["--set", "solver.samples=8"], "dapo": [], "search": ["--set", "search.environment=simulated"]}
+# name -> (jobs file, its --set options); the search run is SGS (Conjecturer, Guide) with a search Solver
+RUNS = {"stp": ("stp", ["--set", "solver.samples=8"]), "dapo": ("dapo", []),
+        "search": ("sgs", ["--set", "solver.mode=search", "--set", "search.environment=simulated", "--set",
+                           "run.name=search-smoke"])}
 
 
 def test_stp_and_dapo_complete_two_rounds_on_slurm(slurm_cluster: object, tmp_path: Path) -> None:
-    for name, extra in RUNS.items():
-        proc = sgsbatch("launch", str(REPO / "jobs" / f"{name}.toml"), "--smoke", "--set", f"run.runs_dir={tmp_path}",
+    for jobs_file, extra in RUNS.values():
+        proc = sgsbatch("launch", str(REPO / "jobs" / f"{jobs_file}.toml"), "--smoke", "--set", f"run.runs_dir={tmp_path}",
                         "--set", "run.executor=slurm", "--set", "verification.backend=simulated", "--set",
                         "run.rounds=2", "--set", "run.poll_interval_s=2", *extra)
         assert proc.returncode == 0, proc.stdout + proc.stderr
