@@ -33,6 +33,7 @@ from sgsbatch.phases.task import Task
 from sgsbatch.round.results import Problem, solve_problems
 from sgsbatch.run.attempts import attempts
 from sgsbatch.run.progress import ProgressLine
+from sgsbatch.run.shards import append_json_line
 from sgsbatch.run.token_arrays import TokenArrays
 from sgsbatch.search.driver import Outcome, SearchJob, run_searches
 from sgsbatch.search.environment import TacticEnvironment
@@ -81,23 +82,6 @@ def read_journal(path: Path) -> dict[str, dict[str, Any]]:
             continue  # the torn tail of a killed writer (or an empty line)
         out[row["key"]] = row
     return out
-
-
-def _append(path: Path, row: dict[str, Any]) -> None:
-    data = (json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        if size:
-            with path.open("rb") as f:
-                f.seek(size - 1)
-                torn = f.read(1) != b"\n"
-            if torn:
-                os.ftruncate(fd, path.read_bytes().rfind(b"\n") + 1)
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def search_row(o: Outcome) -> dict[str, Any]:
@@ -153,7 +137,7 @@ def run(task: Task) -> None:
     if jobs:
         def on_done(o: Outcome) -> None:
             row = search_row(o)
-            _append(journal, row)
+            append_json_line(journal, row)
             finished[o.job.key] = row
             if kill_after is not None and len(finished) >= kill_after:
                 os.kill(os.getpid(), signal.SIGKILL)

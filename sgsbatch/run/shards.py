@@ -44,6 +44,25 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n")
 
 
+def append_json_line(path: Path, record: dict[str, Any]) -> None:
+    """Append `record` as one fsynced JSON line, first cutting a torn last line left by a killed writer
+    (so the new line starts clean): item logs and the search journal (phases/search.py)."""
+    line = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size:
+            with path.open("rb") as f:
+                f.seek(size - 1)
+                torn = f.read(1) != b"\n"
+            if torn:
+                os.ftruncate(fd, path.read_bytes().rfind(b"\n") + 1)
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -190,27 +209,8 @@ class Shard:
         if arrays is not None:
             arrays.check_counts(record)
             record = {**record, OFFSET: append_block(self.arrays, arrays.block())}
-        line = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
-        fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            self._repair_tail(fd)
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_json_line(self.partial, record)
         return record
-
-    def _repair_tail(self, fd: int) -> None:
-        """Cut a torn last line left by a killed writer, so the next line starts clean."""
-        size = os.fstat(fd).st_size
-        if size == 0:
-            return
-        with self.partial.open("rb") as f:
-            f.seek(max(0, size - 1))
-            if f.read(1) == b"\n":
-                return
-            data = self.partial.read_bytes()
-        os.ftruncate(fd, data.rfind(b"\n") + 1)
 
     def finish(self, records: Iterable[dict[str, Any]], meta: dict[str, Any] | None = None) -> None:
         body = jsonl_text(records)

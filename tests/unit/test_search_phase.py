@@ -6,9 +6,9 @@ from __future__ import annotations
 from array import array
 from pathlib import Path
 
-from sgsbatch.phases.search import _append, read_journal, search_row
+from sgsbatch.phases.search import read_journal, search_row
 from sgsbatch.round.examples import sample_examples
-from sgsbatch.run.shards import Shard
+from sgsbatch.run.shards import Shard, append_json_line
 from sgsbatch.run.token_arrays import ArraysFile, RecordArrays, TokenArrays
 from sgsbatch.search.driver import Outcome, SearchJob
 
@@ -47,12 +47,12 @@ def test_a_search_without_proof_has_no_steps_and_says_how_it_ended() -> None:
 
 def test_journal_keeps_finished_searches_and_drops_a_torn_line(tmp_path: Path) -> None:
     path = tmp_path / "shard_00000.searches.jsonl"
-    _append(path, search_row(found()))
+    append_json_line(path, search_row(found()))
     with path.open("ab") as f:
         f.write(b'{"key": "p#1", "sample": {"ok": tr')  # a writer killed mid-line
     assert set(read_journal(path)) == {"p#0"}
     other = search_row(Outcome(SearchJob("p#1", "p", 1, "", JOB.theorem, 8), False, [], "exhausted", {"depth": 0}))
-    _append(path, other)  # the torn tail is cut first: the new line starts clean
+    append_json_line(path, other)  # the torn tail is cut first: the new line starts clean
     rows = read_journal(path)
     assert set(rows) == {"p#0", "p#1"} and rows["p#1"]["sample"]["reason"] == "search_exhausted"
     assert path.read_text().count("\n") == 2
