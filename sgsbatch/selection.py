@@ -171,3 +171,21 @@ def stp_conjecture_band(rates: Mapping[str, float], ratios: Mapping[str, float],
     ordered = sorted(ratios[k] for k in candidates)
     cutoff = ordered[int(len(ordered) * quantile)]
     return {k for k in candidates if ratios[k] >= cutoff}
+
+
+def rollout_draw(target_ids: Sequence[str], r: int, n: int, seed: str) -> list[str]:
+    """Round r's rollout batch: the next `n` targets of a seeded shuffle of `target_ids`, reshuffled each pass.
+
+    As verl's and TRL's dataloaders: pass e over the targets is a shuffle seeded by (`seed`, e), cut into
+    len // n batches in order; the targets past the last whole batch wait for a later pass (drop_last), so every
+    round samples exactly n distinct targets. With n >= len(target_ids) every round takes them all, in its
+    pass's order. The order returned is the draw order (DAPO's dynamic sampling keeps groups in it).
+    """
+    ids = sorted(target_ids)
+    if not ids or n <= 0:
+        return []
+    per_pass = max(1, len(ids) // n)
+    epoch, k = divmod(r, per_pass)
+    perm = ids[:]
+    random.Random(f"{seed}:rollout:{epoch}").shuffle(perm)
+    return perm[k * n:(k + 1) * n]

@@ -10,6 +10,7 @@ this module is only the schema.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
@@ -276,11 +277,27 @@ class SolverConfig:
     overlong_filter: bool = key(False, "DAPO: mask the loss of truncated samples (finish_reason \"length\"; DAPO "
                                        "§3.4 Overlong Filtering), their rewards still in the group's advantages.")
     dapo_incorrect_reward: float = key(-1.0, "DAPO: the reward of an unverified proof (1 for a verified one).")
+    # The GRPO family's rollout regime (docs/objectives.md, "Rollout steps"): a round is one rollout step of
+    # `rollout_prompts` prompts, trained in rollout_prompts x samples / batch_size updates on the policy that
+    # sampled them; the next round samples with the updated weights (verl's dataloader: a seeded shuffle a pass,
+    # drop_last). 0 = every target every round (the SGS reference: its rounds are not rollout steps)
+    rollout_prompts: int = key(0, "Targets a round samples: 0 = every target (the reference); N = a rollout batch "
+                                  "of the next N of a seeded shuffle of the targets, reshuffled each pass (verl's "
+                                  "train_batch_size; DAPO 512, DeepSeekMath 1,024 samples / group).")
+    # DAPO's dynamic sampling (arXiv 2503.14476 §3.2; verl recipe/dapo: gen_prompt_bsz = 3 x train_prompt_bsz):
+    # draw ceil(rollout_prompts x this) targets, drop uniform groups, train the first rollout_prompts groups kept
+    rollout_oversample: float = key(1.0, "DAPO with rollout_prompts > 0: a round samples rollout_prompts x this "
+                                         "targets and trains the first rollout_prompts groups its dynamic "
+                                         "sampling keeps, in draw order (verl's DAPO recipe: 3).")
 
     def clip_range(self) -> tuple[float, float]:
         """(clip_low, clip_high) of a GRPO-family objective, the published values where a key is 0."""
         low, high = PUBLISHED_CLIP[self.objective]
         return self.clip_low or low, self.clip_high or high
+
+    def rollout_draw(self) -> int:
+        """Targets a round samples with a rollout batch: ceil(rollout_prompts x rollout_oversample); 0 = every target."""
+        return math.ceil(self.rollout_prompts * self.rollout_oversample - 1e-9) if self.rollout_prompts else 0
 
     def selection_mode(self) -> str:
         """The selection in effect: `selection`, or for "auto" the objective's own ("hard" for reinforce,
@@ -738,6 +755,12 @@ class ProjectionConfig:
     lean_tactic_s: float = key(0.5, "solver.mode = \"search\": Lean seconds per tactic applied (REPL tactic mode, "
                                     "failed and timed-out tactics included); " + _ESTIMATE + "the canary's known "
                                     "proof replayed tactic by tactic measures a floor that raises it.")
+    # issue 40: bench/bench_weight_update.py (vLLM CPU build, 25.7M parameters): 0.84 s in place vs 18.8 s for a
+    # fresh engine; 7B bf16 (~15 GB) over NVLink / CUDA IPC on one node: seconds (an extrapolation, bench/README.md)
+    weight_update_s: float = key(5.0, "A colocated rollout job (solver.rollout_prompts > 0; projected, not built): "
+                                      "seconds to push the trainer's new weights into the running engine in place "
+                                      "(bench/bench_weight_update.py: 0.84 s on CPU for 25.7M parameters; 7B on one "
+                                      "node: seconds, an extrapolation, not measured on GPUs).")
     queue_wait_s: float = key(60.0, "Queue wait per hand-over from one phase's jobs to the next's; " + _ESTIMATE
                                     + "site-dependent (sacct's Start - Submit).")
     gpu_budget: int = key(0, "GPUs one phase may hold at once, for the shard advice; 0 = the train job's GPUs "

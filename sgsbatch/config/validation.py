@@ -88,6 +88,15 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
     check(0.0 <= s.overlong_buffer < 1.0, "solver.overlong_buffer",
           f"must be within [0, 1) (a fraction of solver.max_tokens; 0 = off), got {s.overlong_buffer}")
     check(s.overlong_penalty >= 0, "solver.overlong_penalty", f"must be >= 0, got {s.overlong_penalty}")
+    check(s.rollout_prompts >= 0, "solver.rollout_prompts", f"must be >= 0 (0 = every target), got {s.rollout_prompts}")
+    check(s.rollout_oversample >= 1.0, "solver.rollout_oversample", f"must be >= 1, got {s.rollout_oversample}")
+    check(s.rollout_oversample == 1.0 or (s.objective == "dapo" and s.rollout_prompts > 0), "solver.rollout_oversample",
+          f"over-samples for DAPO's dynamic sampling: only with solver.objective = \"dapo\" and "
+          f"solver.rollout_prompts > 0, got {s.rollout_oversample} with objective {s.objective!r} and rollout_prompts "
+          f"{s.rollout_prompts}; set it to 1")
+    check(s.rollout_prompts == 0 or s.selection_mode() not in WINDOW_SELECTIONS, "solver.rollout_prompts",
+          f"a rollout batch samples fresh groups; selection {s.selection_mode()!r} trains on stored proofs and "
+          "samples by its own rule: set solver.rollout_prompts = 0")
     check(not family or s.samples >= 2, "solver.samples",
           f"must be >= 2 with solver.objective = \"{s.objective}\" (a group needs two samples for its "
           f"advantages), got {s.samples}")

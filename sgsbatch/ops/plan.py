@@ -29,6 +29,7 @@ from sgsbatch.config.loading import is_path_like
 from sgsbatch.config.schema import Config
 from sgsbatch.round import metrics as M
 from sgsbatch.round.projection import (
+    ROLLOUT_FIGURES,
     SEARCH_FIGURES,
     Advice,
     Figures,
@@ -38,6 +39,7 @@ from sgsbatch.round.projection import (
     project,
     published,
 )
+from sgsbatch.round.rollout_projection import RolloutPlan
 from sgsbatch.round.search_projection import search_text
 from sgsbatch.run.progress import duration
 
@@ -166,7 +168,9 @@ def plan_text(p: RunPlan) -> str:
     """The projection as `plan` and `launch --dry-run` print it."""
     proj, cfg = p.projection, p.cfg
     conj = proj.phase("conjecture")
-    lines = [f"projection: {proj.rounds} rounds of {proj.targets:,} targets ({p.targets_from})"
+    drawn = (f"{proj.sampled:,} targets a round (a rollout batch: solver.rollout_prompts) of {proj.targets:,}"
+             if 0 <= proj.sampled < proj.targets else f"{proj.targets:,} targets")
+    lines = [f"projection: {proj.rounds} rounds of {drawn} ({p.targets_from})"
              + (f", {conj.items:,.0f} conjectures a round" if conj else ""),
              f"  {'phase':<11}{'tasks':<15}{'work a round':<30}{'rate a task':<19}{'task':>8}{'wall':>9}"
              f"{'GPU-h':>8}{'CPU-h':>8}"]
@@ -195,6 +199,8 @@ def plan_text(p: RunPlan) -> str:
     solve = proj.phase("solve")
     if proj.search is not None and solve is not None:
         lines += search_text(proj.search, solve.gpu_hours, solve.cpus)
+    if proj.rollout is not None:
+        lines += rollout_text(proj.rollout)
     if proj.not_projected:
         lines.append(f"  not projected: {', '.join(proj.not_projected)} (generation or training without GPUs: "
                      "no figure covers it)")
@@ -202,7 +208,7 @@ def plan_text(p: RunPlan) -> str:
         lines.append("  SIMULATED components: the figures are those of the real ones")
     by_source: dict[str, list[str]] = defaultdict(list)
     for name, value in proj.figures.values.items():
-        if name in SEARCH_FIGURES and proj.search is None:
+        if (name in SEARCH_FIGURES and proj.search is None) or (name in ROLLOUT_FIGURES and proj.rollout is None):
             continue
         by_source[proj.figures.sources[name]].append(f"{name}={value:.4g}")
     lines += [f"  figures, {src}: {', '.join(names)}" for src, names in by_source.items()]
@@ -216,6 +222,22 @@ def plan_text(p: RunPlan) -> str:
                      + (", idle while they wait for proofs (shards.verify and slurm.verify.cpus set them)"
                         if held > 1.5 * pace else ""))
     return "\n".join(lines)
+
+
+def rollout_text(ro: RolloutPlan) -> list[str]:
+    """The rollout steps both ways (round/rollout_projection.py): the chain as built, a colocated job not built."""
+    over = f" ({ro.drawn:,} drawn: DAPO's over-sampling)" if ro.drawn > ro.prompts else ""
+    return [
+        f"  rollout steps: {ro.steps} (one a round) of {ro.prompts:,} prompts{over}, {_n(ro.samples)} samples, "
+        f"{_of(ro.updates, 'update')} a step",
+        f"    chain (built): {duration(ro.chain_step_s)} a step, {duration(ro.chain_fixed_s)} of it queue waits, "
+        f"start-ups and checkpoint writes; {ro.chain_days:.1f} days, {_hours(ro.chain_gpu_hours)} GPU-hours",
+        f"    colocated job (not built: docs/engines.md): {duration(ro.colocated_step_s)} a step on "
+        f"{ro.colocated_gpus} GPUs (weights updated in place), {_of(ro.colocated_jobs, 'job')} of "
+        f"{duration(ro.colocated_startup_s)} start-up; {ro.colocated_days:.1f} days, "
+        f"{_hours(ro.colocated_gpu_hours)} GPU-hours"
+        + (f" (chain / colocated: {ro.chain_gpu_hours / ro.colocated_gpu_hours:.2f})" if ro.colocated_gpu_hours else ""),
+    ]
 
 
 def run_projection(h: RunHandle, targets: int, timing: dict[str, Any], last_metrics: dict[str, float]

@@ -133,11 +133,12 @@ def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[t
     meta: dict[str, dict[str, Any]] = {}
     rewards: dict[str, float] = {}
     if cfg.solver.train:
-        unsolved = round_inputs(task.paths, r)["unsolved"] if cfg.solver.selection_mode() == "unsolved" else []
-        examples = solver_examples(cfg, task.paths, results, ei_stored, unsolved)
+        inputs = round_inputs(task.paths, r)
+        unsolved = inputs["unsolved"] if cfg.solver.selection_mode() == "unsolved" else []
+        examples = solver_examples(cfg, task.paths, results, ei_stored, unsolved, inputs["solve_targets"])
         save_examples(examples_file(task, "solver"), examples)
         meta["solver"] = {"examples": len(examples), STEPS_BEFORE: (steps_before or {}).get("solver", 0)}
-        group_metrics = solver_group_metrics(cfg, results)
+        group_metrics = solver_group_metrics(cfg, results, inputs["solve_targets"])
         if group_metrics:  # the GRPO family's group counts, recorded with the round's metrics
             meta["solver"]["metrics"] = group_metrics
     if cfg.conjecturer.enabled and cfg.conjecturer.train:

@@ -20,7 +20,7 @@ its proof (`sample_examples`), with the sample's weight (REINFORCE-1/2 or Expert
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from sqlmodel import select
@@ -133,14 +133,21 @@ def _cispo(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -> li
     return out
 
 
-def _family_groups(cfg: Config, results: dict[str, ProblemResult]) -> tuple[dict[str, list[float]], dict[str, float]]:
+def _family_groups(cfg: Config, results: dict[str, ProblemResult], draw: Sequence[str] = ()
+                   ) -> tuple[dict[str, list[float]], dict[str, float]]:
     """The GRPO family's rewards per trained group (rewards.policy_rewards; DAPO: ±1 plus the overlong
-    shaping, its dynamic sampling applied) and the round's group metrics (round/metrics.py names)."""
+    shaping, its dynamic sampling applied) and the round's group metrics (round/metrics.py names).
+
+    `draw`: the round's rollout batch in draw order (round inputs' `solve_targets`). With
+    `solver.rollout_prompts` > 0 the groups are visited in that order (conjectures after, sorted) and DAPO
+    trains the first `rollout_prompts` targets its dynamic sampling keeps (verl's `batch[:traj_bsz]`); the
+    rest of an over-sampled draw is counted as unused, a shortfall as short."""
     s = cfg.solver
     dapo = s.objective == "dapo"
     groups: dict[str, list[float]] = {}
-    all_pass = all_fail = shaped = 0
-    for key in sorted(solver_selection(cfg, results)):
+    all_pass = all_fail = shaped = kept_targets = unused = 0
+    position = {key: i for i, key in enumerate(draw)} if s.rollout_prompts else {}
+    for key in sorted(solver_selection(cfg, results), key=lambda k: (position.get(k, len(position)), k)):
         smps = results[key].samples
         if not smps:
             continue
@@ -149,6 +156,11 @@ def _family_groups(cfg: Config, results: dict[str, ProblemResult]) -> tuple[dict
         if dapo and not dapo_keeps(correct):
             all_pass, all_fail = all_pass + all(correct), all_fail + (not any(correct))
             continue
+        if key in position:
+            if kept_targets >= s.rollout_prompts:  # the batch is full: generated, not trained
+                unused += 1
+                continue
+            kept_targets += 1
         lengths = [token_count(x) for x in smps]
         groups[key] = policy_rewards(correct, lengths, incorrect=s.dapo_incorrect_reward if dapo else 0.0,
                                      max_tokens=s.max_tokens, overlong_buffer=s.overlong_buffer if dapo else 0.0,
@@ -163,12 +175,15 @@ def _family_groups(cfg: Config, results: dict[str, ProblemResult]) -> tuple[dict
         if _filters_overlong(cfg):
             metrics[M.SOLVER_OVERLONG_FILTERED] = float(sum(1 for k in groups for x in results[k].samples
                                                             if x["finish_reason"] == "length"))
+    if position:
+        metrics |= {M.SOLVER_ROLLOUT_SHORT: float(max(0, s.rollout_prompts - kept_targets)),
+                    M.SOLVER_ROLLOUT_UNUSED: float(unused)}
     return groups, metrics
 
 
-def _grpo_family(cfg: Config, results: dict[str, ProblemResult]) -> list[Example]:
+def _grpo_family(cfg: Config, results: dict[str, ProblemResult], draw: Sequence[str] = ()) -> list[Example]:
     s = cfg.solver
-    groups, _ = _family_groups(cfg, results)
+    groups, _ = _family_groups(cfg, results, draw)
     out = []
     for gid, (key, rewards) in enumerate(sorted(groups.items())):
         res = results[key]
@@ -192,11 +207,12 @@ def _group_examples(res: ProblemResult, advantages: list[float], gid: int) -> li
             for k, adv in enumerate(advantages)]
 
 
-def solver_group_metrics(cfg: Config, results: dict[str, ProblemResult]) -> dict[str, float]:
-    """The round's GRPO-family group counts (trained, zero-std, DAPO's dropped and shaped); {} otherwise."""
+def solver_group_metrics(cfg: Config, results: dict[str, ProblemResult], draw: Sequence[str] = ()) -> dict[str, float]:
+    """The round's GRPO-family group counts (trained, zero-std, DAPO's dropped and shaped, a rollout batch's
+    short and unused groups); {} otherwise."""
     if cfg.solver.objective not in GRPO_FAMILY:
         return {}
-    return _family_groups(cfg, results)[1]
+    return _family_groups(cfg, results, draw)[1]
 
 
 def ei_stored_proofs(h: RunHandle, r: int) -> list[tuple[int, str, int]]:
@@ -236,13 +252,15 @@ def _expert_iteration(cfg: Config, paths: RunPaths, stored: Iterable[tuple[int, 
 
 
 def solver_examples(cfg: Config, paths: RunPaths, results: dict[str, ProblemResult],
-                    stored: Iterable[tuple[int, str, int]] = (), unsolved: Collection[str] = ()) -> list[Example]:
+                    stored: Iterable[tuple[int, str, int]] = (), unsolved: Collection[str] = (),
+                    draw: Sequence[str] = ()) -> list[Example]:
     """The Solver's examples of one round: Expert Iteration's window of proofs (`stored`), the GRPO family's
-    groups, or CISPO's groups / REINFORCE-1/2's proofs of `solver_selection` (`unsolved`: see there)."""
+    groups (`draw`: the rollout batch's order, see `_family_groups`), or CISPO's groups / REINFORCE-1/2's
+    proofs of `solver_selection` (`unsolved`: see there)."""
     if cfg.solver.selection_mode() in WINDOW_SELECTIONS:
         return _expert_iteration(cfg, paths, stored)
     if cfg.solver.objective in GRPO_FAMILY:
-        return _grpo_family(cfg, results)
+        return _grpo_family(cfg, results, draw)
     band = solver_selection(cfg, results, unsolved)
     return _cispo(cfg, results, band) if cfg.solver.objective == "cispo" else _reinforce(cfg, results, band)
 

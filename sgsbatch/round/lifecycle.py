@@ -40,7 +40,7 @@ from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard, atomic_write_json, phase_wall_s, shards, unfinished
-from sgsbatch.selection import conjecture_seeds, ei_targets, unsolved
+from sgsbatch.selection import conjecture_seeds, ei_targets, rollout_draw, unsolved
 from sgsbatch.state.db import locked_retry
 from sgsbatch.state.ingest import RoundRows, ingest_rows, is_ingested
 from sgsbatch.state.schema import (
@@ -58,7 +58,8 @@ from sgsbatch.verification.verdict import ERROR, TIMEOUT, VERIFIED
 
 def prepare_round(h: RunHandle, r: int) -> None:
     """Write round r's inputs from the solved store (never overwritten once written): the unsolved
-    targets (the Conjecturer's and the "unsolved" selection's), the targets the Solver samples and,
+    targets (the Conjecturer's and the "unsolved" selection's), the targets the Solver samples (with
+    `solver.rollout_prompts`, the round's rollout batch in draw order: selection.rollout_draw) and,
     with `conjecturer.setup = "seed_statement"`, the seeds: (target, stored proof slot, proof, samples)."""
     path = h.paths.round_inputs(r)
     if path.exists():
@@ -69,7 +70,9 @@ def prepare_round(h: RunHandle, r: int) -> None:
     ids = [t.problem_id for t in run_targets(h.paths)]
     todo = unsolved(ids, counts)
     mode, c = h.cfg.solver.selection_mode(), h.cfg.conjecturer
-    solve = ei_targets(ids, counts, h.cfg.solver.store_cap) if mode == "less_16_proofs" else ids
+    draw = h.cfg.solver.rollout_draw()  # a rollout step's batch (solver.rollout_prompts), in draw order
+    solve = (ei_targets(ids, counts, h.cfg.solver.store_cap) if mode == "less_16_proofs"
+             else rollout_draw(ids, r, draw, str(h.cfg.run.seed)) if draw else ids)
     inputs: dict[str, Any] = {"round": r, "unsolved": todo if c.enabled or mode == "unsolved" else [],
                               "solve_targets": solve, "solved": len(ids) - len(todo)}
     if c.enabled and c.setup == "seed_statement":

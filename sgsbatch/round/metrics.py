@@ -113,6 +113,10 @@ SOLVER_GROUPS = "solver/groups"  # groups the Solver trained on
 SOLVER_ZERO_STD_GROUPS = "solver/zero_std_groups"  # of those, groups whose rewards are all equal (advantage 0)
 SOLVER_OVERLONG_SHAPED = "solver/overlong_shaped"  # DAPO: samples whose reward got the overlong penalty
 SOLVER_OVERLONG_FILTERED = "solver/overlong_filtered"  # DAPO with solver.overlong_filter: truncated samples masked
+# solver.rollout_prompts > 0: groups the rollout batch lacks after DAPO's dynamic sampling (trained smaller), and
+# groups kept but past the batch (an over-sampled draw's rest: generated, not trained)
+SOLVER_ROLLOUT_SHORT = "solver/rollout_short"
+SOLVER_ROLLOUT_UNUSED = "solver/rollout_unused"
 # the trainer's statistics over the completion tokens it ran (TrainResult fields, backends/objectives.py)
 TRAIN_RATIO_STATS = {"clip_fraction_low": "clip_low_fraction", "clip_fraction_high": "clip_high_fraction",
                      "sampler_kl": "sampler_kl", "seq_ratio_mean": "seq_ratio_mean", "seq_ratio_std": "seq_ratio_std",

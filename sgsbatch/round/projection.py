@@ -7,8 +7,10 @@ Pure arithmetic over a config, a target count and throughput figures (`Figures`:
 * Work a round: T targets, C = T x `unsolved_share` x `conjecturer.samples_per_target` conjectures
   (0 without a Conjecturer). conjecture: C samples; solve: (T + C) x `solver.samples` samples;
   verify: as many proofs; guide: C x `reviewed_share` reviews; train: solve samples x
-  `trained_share` (+ the reviews when the Conjecturer trains) sequences of `prompt_tokens` +
-  `mean_tokens`. Every sample generates `mean_tokens`.
+  `trained_share` (the GRPO family: every group, `trained_samples`) (+ the reviews when the Conjecturer
+  trains) sequences of `prompt_tokens` + `mean_tokens`. Every sample generates `mean_tokens`. With
+  `solver.rollout_prompts` T is the round's rollout batch (its draw), and round/rollout_projection.py
+  projects the rollout steps both ways (`Projection.rollout`).
 * Decode tokens/s per GPU at a context L = `prompt_tokens` + `mean_tokens`: min(short figure,
   long figure x `generation.max_model_len` / L): the KV cache bounds how many sequences decode at
   once, so throughput falls as 1 / context (config/simulated_time.py's `decode_rate`, which a
@@ -43,16 +45,20 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sgsbatch.backends.batches import GRPO_FAMILY
 from sgsbatch.config.schema import MAX_TASKS, Config
 from sgsbatch.config.simulated_time import decode_rate
+from sgsbatch.round.rollout_projection import RolloutPlan, rollout_plan
 from sgsbatch.round.search_projection import SearchPlan, search_plan
 
 GENERATING = ("conjecture", "solve", "guide")
 SHARDED = (*GENERATING, "verify")
 # the throughput figures: a `[projection]` key each, which a canary's measurement may replace
 FIGURES = ("decode_short_tokens_per_s", "decode_long_tokens_per_s", "lean_proofs_per_s", "repl_start_s",
-           "model_load_s", "train_tokens_per_s", "checkpoint_write_s", "queue_wait_s", "lean_tactic_s")
+           "model_load_s", "train_tokens_per_s", "checkpoint_write_s", "queue_wait_s", "lean_tactic_s",
+           "weight_update_s")
 SEARCH_FIGURES = ("lean_tactic_s",)  # used only with solver.mode = "search"
+ROLLOUT_FIGURES = ("weight_update_s",)  # used only with solver.rollout_prompts > 0
 PUBLISHED = "published ([projection] keys; `sgsbatch config keys projection` names each source)"
 
 
@@ -119,6 +125,8 @@ class Projection:
     phases: tuple[PhasePlan, ...]
     figures: Figures
     search: SearchPlan | None = None  # solver.mode = "search": the search phase's figures
+    sampled: int = -1  # targets a round samples (solver.rollout_prompts: its draw); -1 = `targets`
+    rollout: RolloutPlan | None = None  # solver.rollout_prompts > 0: the rollout steps, chain and colocated
 
     def phase(self, name: str) -> PhasePlan | None:
         return next((p for p in self.phases if p.phase == name), None)
@@ -157,7 +165,9 @@ class Projection:
                 "run": {"days": self.run_days, "gpu_hours": self.rounds * self.hours("gpu"),
                         "cpu_hours": self.rounds * self.hours("cpu")},
                 "figures": {n: {"value": self.figures[n], "source": self.figures.sources[n]} for n in FIGURES},
-                "search": self.search.to_json() if self.search else None}
+                "search": self.search.to_json() if self.search else None,
+                "sampled": self.targets if self.sampled < 0 else self.sampled,
+                "rollout": self.rollout.to_json() if self.rollout else None}
 
 
 def _phase(cfg: Config, f: Figures, phase: str, items: float, unit: str, tokens: float, per_task: float,
@@ -177,7 +187,7 @@ def scoring_passes(cfg: Config) -> int:
     (backends/reference.py): the recomputed old log-probs (`train.old_logprobs = "recompute"`, CISPO and the
     GRPO family) and the KL's reference (`solver.kl_beta` > 0); round 0, where one pass gives both, is not
     told apart."""
-    family = cfg.solver.objective in ("grpo", "dr_grpo", "dapo", "gspo")
+    family = cfg.solver.objective in GRPO_FAMILY
     recompute = cfg.train.old_logprobs == "recompute" and (family or cfg.solver.objective == "cispo")
     return int(recompute) + int(family and cfg.solver.kl_beta > 0)
 
@@ -186,8 +196,9 @@ def project(cfg: Config, targets: int, figures: Figures) -> Projection:
     """The projection of a round of `cfg` with `targets` targets (see the module docstring)."""
     pj, f = cfg.projection, figures
     phases = cfg.phases_of_round(1)
-    conj = targets * pj.unsolved_share * cfg.conjecturer.samples_per_target if "conjecture" in phases else 0.0
-    samples = (targets + conj) * cfg.solver.samples
+    sampled = min(targets, cfg.solver.rollout_draw()) if cfg.solver.rollout_draw() else targets
+    conj = sampled * pj.unsolved_share * cfg.conjecturer.samples_per_target if "conjecture" in phases else 0.0
+    samples = (sampled + conj) * cfg.solver.samples
     reviews = conj * pj.reviewed_share if "guide" in phases else 0.0
     decode = decode_tokens_per_s(cfg, f)
     search = (search_plan(cfg, samples, f["decode_short_tokens_per_s"], f["decode_long_tokens_per_s"],
@@ -211,11 +222,12 @@ def project(cfg: Config, targets: int, figures: Figures) -> Projection:
                               starts * f["repl_start_s"], n, 0, res.cpus, proofs))
         else:  # train: one job of slurm.train.nodes nodes
             roles = 1 + int(cfg.conjecturer.enabled and cfg.conjecturer.train)
-            seqs = samples * pj.trained_share * int(cfg.solver.train) + (reviews if roles == 2 else 0.0)
+            trained = trained_samples(cfg, samples, sampled)
+            seqs = trained * int(cfg.solver.train) + (reviews if roles == 2 else 0.0)
             tokens = seqs * (pj.prompt_tokens + pj.mean_tokens)
             gpus, cpus = res.gpus * res.nodes, res.cpus * res.nodes
             passes = scoring_passes(cfg) * int(cfg.solver.train)
-            scoring = passes * pj.scoring_pass_share * samples * pj.trained_share * (pj.prompt_tokens + pj.mean_tokens)
+            scoring = passes * pj.scoring_pass_share * trained * (pj.prompt_tokens + pj.mean_tokens)
             ref_load = f["model_load_s"] if cfg.solver.train and cfg.solver.kl_beta > 0 else 0.0
             out.append(_phase(cfg, f, phase, seqs, "sequences", tokens, gpus * f["train_tokens_per_s"],
                               roles * (f["model_load_s"] + f["checkpoint_write_s"]) + ref_load, 1, gpus, cpus,
@@ -223,7 +235,17 @@ def project(cfg: Config, targets: int, figures: Figures) -> Projection:
     if cfg.verification.streaming:
         out = [_streamed(cfg, f, p, next(x for x in out if x.phase == "solve")) if p.phase == "verify" else p
                for p in out]
-    return Projection(targets, cfg.run.rounds, tuple(out), figures, search)
+    proj = Projection(targets, cfg.run.rounds, tuple(out), figures, search, sampled)
+    return replace(proj, rollout=rollout_plan(cfg, proj, f, decode))
+
+
+def trained_samples(cfg: Config, samples: float, sampled: float) -> float:
+    """The Solver's samples trained on a round: every group for the GRPO family (a rollout batch: its
+    `rollout_prompts` groups, DAPO's over-sampled rest unused), else `projection.trained_share` of them."""
+    s = cfg.solver
+    if s.objective not in GRPO_FAMILY:
+        return samples * cfg.projection.trained_share
+    return samples * min(1.0, s.rollout_prompts / sampled) if s.rollout_prompts and sampled else samples
 
 
 def _streamed(cfg: Config, f: Figures, verify: PhasePlan, solve: PhasePlan) -> PhasePlan:

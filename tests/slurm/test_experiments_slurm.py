@@ -1,6 +1,7 @@
 """STP, a GRPO-family objective and the search Solver on the real local Slurm, 2 rounds each (issues 31, 39).
 
-`launch jobs/stp.toml --smoke` and `launch jobs/dapo.toml --smoke` with `run.executor=slurm`: each
+`launch jobs/stp.toml --smoke` and `launch jobs/dapo.toml --smoke` (a rollout step a round: 3 prompts of 6
+drawn) with `run.executor=slurm`: each
 experiment's algorithm (STP: seeded conjectures, Expert Iteration with STP's selection and proof
 cap, STP's Conjecturer reward; DAPO: its loss, dynamic sampling and overlong shaping) at tiny
 scale, every phase a Slurm job chained by dependencies; `launch jobs/sgs.toml --smoke --set
@@ -23,7 +24,9 @@ from runlib import REPO, sgsbatch, status
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 # name -> (jobs file, its --set options); the search run is SGS (Conjecturer, Guide) with a search Solver
-RUNS = {"stp": ("stp", ["--set", "solver.samples=8"]), "dapo": ("dapo", []),
+# dapo: a rollout batch of 3 prompts over-sampled 2x (6 of the 12 targets a round: rounds 0 and 1 are one pass)
+RUNS = {"stp": ("stp", ["--set", "solver.samples=8"]),
+        "dapo": ("dapo", ["--set", "solver.rollout_prompts=3", "--set", "solver.rollout_oversample=2"]),
         "search": ("sgs", ["--set", "solver.mode=search", "--set", "search.environment=simulated", "--set",
                            "run.name=search-smoke"])}
 
@@ -53,8 +56,14 @@ def test_stp_and_dapo_complete_two_rounds_on_slurm(slurm_cluster: object, tmp_pa
     assert reviews == 0  # STP: no Guide
     con = sqlite3.connect(tmp_path / "dapo-smoke" / "state.db")
     dropped = {r for (r,) in con.execute("SELECT DISTINCT round FROM metrics WHERE name LIKE 'solver/dropped_groups/%'")}
+    drawn = {r: {p for (p,) in con.execute("SELECT DISTINCT problem_id FROM attempts WHERE round = ?", (r,))}
+             for r in (0, 1)}
+    kept = dict(con.execute("SELECT round, value FROM metrics WHERE name = 'solver/groups'").fetchall())
+    short = dict(con.execute("SELECT round, value FROM metrics WHERE name = 'solver/rollout_short'").fetchall())
     con.close()
     assert dropped == {0, 1}, dropped
+    assert len(drawn[0]) == len(drawn[1]) == 6 and not drawn[0] & drawn[1], drawn  # the rollout steps' draws
+    assert all(kept[r] + short[r] == 3 for r in (0, 1)), (kept, short)  # the batch of 3, or short and counted
     con = sqlite3.connect(tmp_path / "search-smoke" / "state.db")
     searched = dict(con.execute("SELECT round, value FROM metrics WHERE name = 'search/searches'").fetchall())
     con.close()

@@ -67,16 +67,17 @@ def test_a_round_of_known_numbers_projects_to_hours_worked_by_hand(tmp_path: Pat
 
 
 def test_the_kl_reference_and_recomputed_old_logprobs_add_scoring_passes_to_train(tmp_path: Path) -> None:
-    """GRPO with kl_beta > 0 and recomputed old log-probs: two forward-only passes over the Solver's 60
-    sequences of 1,000 tokens at scoring_pass_share 0.25 (30k tokens at 4,000 tokens/s) and one more model
-    load (the reference's) on the known round above; either alone is one pass, neither none."""
+    """GRPO with kl_beta > 0 and recomputed old log-probs: the family trains every group (all 600 of the
+    Solver's samples, not trained_share's 60), and two forward-only passes over them at scoring_pass_share
+    0.25 (300k tokens at 4,000 tokens/s) and one more model load (the reference's) on the known round
+    above; either alone is one pass, neither none."""
     from sgsbatch.round.projection import scoring_passes
 
     base = ["solver.objective=grpo", "projection.scoring_pass_share=0.25"]
     both = known(tmp_path, *base, "solver.kl_beta=0.04", "train.old_logprobs=recompute")
     train = project(both, 100, published(both)).phase("train")
-    assert train is not None and train.tokens == pytest.approx(70_000)  # the trained tokens are unchanged
-    assert train.task_s == pytest.approx(2 * (100 + 20) + 100 + (70_000 + 30_000) / 4000)
+    assert train is not None and train.tokens == pytest.approx(610_000)  # 600 samples + the Guide's 10 reviews
+    assert train.task_s == pytest.approx(2 * (100 + 20) + 100 + (610_000 + 300_000) / 4000)
     assert scoring_passes(both) == 2
     assert scoring_passes(known(tmp_path, *base, "train.old_logprobs=recompute")) == 1
     assert scoring_passes(known(tmp_path, *base, "solver.kl_beta=0.04")) == 1

@@ -1,0 +1,129 @@
+"""The GRPO family's rollout regime (solver.rollout_prompts): the draw of a round's rollout batch
+(selection.rollout_draw), DAPO's dynamic sampling over an over-sampled draw (round/examples.py), the
+config's rules, and the two ways of running rollout steps projected by hand (round/rollout_projection.py)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from sgsbatch.config.loading import load_config
+from sgsbatch.config.validation import semantic_errors
+from sgsbatch.errors import ConfigError
+from sgsbatch.ops.plan import make_plan, plan_text
+from sgsbatch.round.examples import solver_examples, solver_group_metrics
+from sgsbatch.round.lifecycle import prepare_round
+from sgsbatch.round.projection import project, published
+from sgsbatch.round.results import round_inputs, round_results
+from sgsbatch.selection import rollout_draw
+from tests.unit.test_projection import KNOWN
+from tests.unit.test_round import TARGETS, _cfg, _round0, _run
+
+IDS = [f"p{i:02d}" for i in range(10)]
+
+
+def test_a_pass_over_the_targets_is_cut_into_rollout_batches_and_reshuffled_each_pass() -> None:
+    draws = [rollout_draw(IDS, r, 3, "7") for r in range(6)]
+    assert all(len(d) == 3 == len(set(d)) for d in draws)
+    first, second = draws[:3], draws[3:]  # 10 // 3 = 3 batches a pass; one target waits (drop_last)
+    assert len({t for d in first for t in d}) == 9 and len({t for d in second for t in d}) == 9
+    assert first != second  # a new shuffle each pass
+    assert rollout_draw(IDS, 4, 3, "7") == draws[4]  # deterministic: a resumed round draws the same batch
+    assert rollout_draw(IDS, 0, 3, "8") != draws[0]  # seeded by run.seed
+    assert rollout_draw(list(reversed(IDS)), 2, 3, "7") == draws[2]  # not by the targets' order
+    # a batch as large as the targets takes them all every round, in its pass's order
+    assert sorted(rollout_draw(IDS, 5, 12, "7")) == IDS and rollout_draw(IDS, 0, 0, "7") == []
+
+
+def test_prepare_round_writes_the_rounds_rollout_batch_as_the_targets_it_samples(tmp_path: Path) -> None:
+    h = _run(tmp_path, "solver.objective=grpo", "solver.rollout_prompts=2", "conjecturer.enabled=false")
+    prepare_round(h, 1)
+    draws = [round_inputs(h.paths, r)["solve_targets"] for r in (0, 1)]
+    ids = sorted(t.id for t in TARGETS)
+    assert draws == [rollout_draw(ids, r, 2, str(h.cfg.run.seed)) for r in (0, 1)]
+    assert sorted(draws[0] + draws[1]) == ids  # 4 targets, 2 a round: one pass in two rounds
+
+
+@pytest.mark.parametrize("prompts,groups,short,unused", [(1, ["t2"], 0, 1), (2, ["t2", "t1"], 0, 0),
+                                                         (3, ["t2", "t1"], 1, 0)])
+def test_dapo_trains_the_first_rollout_prompts_groups_its_dynamic_sampling_keeps_in_draw_order(
+        tmp_path: Path, prompts: int, groups: list[str], short: int, unused: int) -> None:
+    h = _round0(tmp_path)
+    results = round_results(h.cfg, h.paths, 0)  # t0 all fail, t1 1 of 4, t2 2 of 4, t3 all pass
+    cfg = _cfg(tmp_path, "solver.objective=dapo", f"solver.rollout_prompts={prompts}", "solver.rollout_oversample=2")
+    draw = ["t3", "t2", "t0", "t1"]
+    metrics = solver_group_metrics(cfg, results, draw)
+    assert metrics["solver/rollout_short"] == short and metrics["solver/rollout_unused"] == unused
+    assert metrics["solver/dropped_groups/all_pass"] == 1 and metrics["solver/dropped_groups/all_fail"] == 2
+    examples = solver_examples(cfg, h.paths, results, draw=draw)
+    conjectures = 3  # the fixture's conjectures kept by DAPO (A, C, D): not part of the targets' rollout batch
+    assert metrics["solver/groups"] == len(groups) + conjectures == len({e.group for e in examples})
+    assert len(examples) == 4 * (len(groups) + conjectures)
+
+
+def test_the_rollout_keys_refuse_what_cannot_run(tmp_path: Path) -> None:
+    def refused(*sets: str) -> str:
+        with pytest.raises(ConfigError) as e:
+            _cfg(tmp_path, *sets)
+        return e.value.key
+
+    assert refused("solver.objective=grpo", "solver.rollout_prompts=4", "solver.rollout_oversample=2") == \
+        "solver.rollout_oversample"
+    assert refused("solver.objective=dapo", "solver.rollout_oversample=2") == "solver.rollout_oversample"
+    assert refused("solver.objective=dapo", "solver.rollout_prompts=4", "solver.rollout_oversample=0.5") == \
+        "solver.rollout_oversample"
+    assert refused("solver.rollout_prompts=-1") == "solver.rollout_prompts"
+    assert refused("solver.objective=ei", "solver.rollout_prompts=4") == "solver.rollout_prompts"
+    assert not semantic_errors(_cfg(tmp_path, "solver.objective=dapo", "solver.rollout_prompts=4",
+                                    "solver.rollout_oversample=3"))
+
+
+def test_rollout_steps_on_the_chain_and_in_a_colocated_job_worked_by_hand(tmp_path: Path) -> None:
+    cfg = load_config(Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml", [
+        *KNOWN, f"run.runs_dir={tmp_path}", "conjecturer.enabled=false", "solver.objective=grpo",
+        "solver.rollout_prompts=20", "solver.batch_size=40", "projection.weight_update_s=5",
+        "train.old_logprobs=sampler", "slurm.train.time_min=600"])
+    p = project(cfg, 100, published(cfg))
+    assert p.sampled == 20 and p.targets == 100
+    solve, verify, train = p.phase("solve"), p.phase("verify"), p.phase("train")
+    assert solve is not None and verify is not None and train is not None
+    # 20 prompts x 4 samples of 1,000 tokens; two solve tasks of 2 GPUs at 4,000 tokens/s a GPU
+    assert (solve.items, solve.task_s, solve.wall_s) == pytest.approx((80, 100 + 40_000 / 8000, 50 + 105))
+    assert (verify.items, verify.task_s) == pytest.approx((80, 10 + 40 / 5))  # 2 tasks of 10 cores at 0.5
+    # the GRPO family trains every group: 80 sequences of 1,000 tokens on 4 GPUs at 1,000, one role loaded and saved
+    assert (train.items, train.task_s) == pytest.approx((80, 100 + 20 + 80_000 / 4000))
+    ro = p.rollout
+    assert ro is not None and (ro.steps, ro.prompts, ro.drawn, ro.updates) == (4, 20, 20, 2)
+    assert ro.chain_step_s == pytest.approx(155 + 68 + 190)
+    assert ro.chain_fixed_s == pytest.approx((50 + 100) + (50 + 10) + (50 + 120))  # queue waits + start-ups
+    assert ro.chain_gpu_hours == pytest.approx(4 * (2 * 2 * 105 + 4 * 140) / 3600)
+    # colocated on the train job's 4 GPUs: generation 80k tokens at 4 x 4,000, verification 80 proofs on
+    # 20 cores at 0.5 (not streaming: after it), training 20 s, checkpoint 20 s, weight update 5 s
+    assert ro.colocated_step_s == pytest.approx(80_000 / 16_000 + 80 / 10 + 20 + 20 + 5)
+    assert ro.colocated_startup_s == pytest.approx(50 + 2 * 100) and ro.colocated_jobs == 1
+    assert ro.colocated_gpu_hours == pytest.approx(4 * (4 * 58 + 250) / 3600)
+    text = plan_text(make_plan(cfg, 100))
+    assert "20 targets a round (a rollout batch: solver.rollout_prompts) of 100" in text
+    assert "rollout steps: 4 (one a round) of 20 prompts" in text and "colocated job (not built" in text
+    assert "weight_update_s=5" in text
+
+
+def test_dapos_over_sampled_draw_is_generated_but_only_its_batch_trained(tmp_path: Path) -> None:
+    cfg = load_config(Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml", [
+        *KNOWN, f"run.runs_dir={tmp_path}", "conjecturer.enabled=false", "solver.objective=dapo",
+        "solver.rollout_prompts=10", "solver.rollout_oversample=2.5", "solver.batch_size=40"])
+    p = project(cfg, 100, published(cfg))
+    solve, train = p.phase("solve"), p.phase("train")
+    assert p.sampled == 25 and solve is not None and train is not None
+    assert solve.items == 100 and train.items == 40  # 25 x 4 generated, the batch's 10 x 4 trained
+    assert p.rollout is not None and p.rollout.drawn == 25 and p.rollout.updates == 1
+    assert "(25 drawn: DAPO's over-sampling)" in plan_text(make_plan(cfg, 100))
+    assert math.isclose(cfg.solver.rollout_draw(), 25)
+
+
+def test_every_target_every_round_without_a_rollout_batch(tmp_path: Path) -> None:
+    cfg = load_config(Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml", [*KNOWN, f"run.runs_dir={tmp_path}"])
+    p = project(cfg, 100, published(cfg))
+    assert p.rollout is None and p.sampled == 100 and "rollout steps" not in plan_text(make_plan(cfg, 100))
