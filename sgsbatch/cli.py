@@ -143,7 +143,7 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
 
 
 @main.command("plan")
-@click.argument("config", type=click.Path(path_type=Path))
+@click.argument("config", metavar="CONFIG|RUN", type=click.Path(path_type=Path))
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: phases, round, run, figures, advice.")
 @site_option
@@ -152,6 +152,10 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
 def plan_command(config: Path, overrides: tuple[str, ...], as_json: bool, site: Path | None,
                  runs_dir: str | None) -> None:
     """Project CONFIG's run before launch: wall time, GPU- and CPU-hours per phase and round, the run's days.
+
+    CONFIG may also be a launched run (its name in --runs-dir, or its directory): its own config is
+    projected, with its completed rounds' actual times against the projection. The same run on the
+    SGS reference's layout (one node holding every phase) is printed with the ratio of GPU-hours.
 
     Work a round comes from the config (targets, samples, conjectures, shards, resources), speed
     from the [projection] figures (published; a passed canary's measurements where it ran the
@@ -165,12 +169,21 @@ def plan_command(config: Path, overrides: tuple[str, ...], as_json: bool, site: 
         sgsbatch plan jobs/sgs.toml
         sgsbatch plan jobs/sgs.toml --set projection.gpu_budget=16
         sgsbatch plan jobs/sgs.toml --set shards.solve=16 --json
+        sgsbatch plan sgs --runs-dir runs
     """
     from sgsbatch.ops.control import load_for_command
-    from sgsbatch.ops.plan import make_plan, plan_text
+    from sgsbatch.ops.plan import launched_plan, make_plan, plan_text
+    from sgsbatch.run.paths import default_runs_dir
 
-    p = make_plan(load_for_command(config, overrides, site, runs_dir), where=str(config))
-    click.echo(json.dumps(p.to_json(), sort_keys=True) if as_json else plan_text(p))
+    against = ""
+    if config.is_file() or config.suffix == ".toml":
+        p = make_plan(load_for_command(config, overrides, site, runs_dir), where=str(config))
+    elif overrides or site:
+        raise click.UsageError(f"{config} is a run, not a jobs file: --set and --site apply to a jobs file (a "
+                               f"launched run is amended with `sgsbatch resume {config} --set KEY=VALUE`)")
+    else:
+        p, against = launched_plan(runs_dir or default_runs_dir(), str(config))
+    click.echo(json.dumps(p.to_json(), sort_keys=True) if as_json else plan_text(p) + (f"\n{against}" if against else ""))
 
 
 def _wait(h: Any) -> None:

@@ -39,6 +39,7 @@ from sgsbatch.round.projection import (
     project,
     published,
 )
+from sgsbatch.round.reference_projection import ReferencePlan
 from sgsbatch.round.rollout_projection import RolloutPlan
 from sgsbatch.round.search_projection import search_text
 from sgsbatch.run.progress import duration
@@ -196,6 +197,8 @@ def plan_text(p: RunPlan) -> str:
         lines.append(f"  run: {proj.rounds} rounds = {proj.run_days:.1f} days, "
                      f"{_hours(proj.rounds * proj.hours('gpu'))} GPU-hours, "
                      f"{_hours(proj.rounds * proj.hours('cpu'))} CPU-hours (round 0's init job not counted)")
+        if proj.reference is not None:
+            lines.append(reference_text(proj.reference, proj.rounds * proj.hours("gpu")))
     solve = proj.phase("solve")
     if proj.search is not None and solve is not None:
         lines += search_text(proj.search, solve.gpu_hours, solve.cpus)
@@ -222,6 +225,15 @@ def plan_text(p: RunPlan) -> str:
                      + (", idle while they wait for proofs (shards.verify and slurm.verify.cpus set them)"
                         if held > 1.5 * pace else ""))
     return "\n".join(lines)
+
+
+def reference_text(ref: ReferencePlan, gpu_hours: float) -> str:
+    """The same run on the SGS reference's layout (round/reference_projection.py) and the GPU-hours' ratio."""
+    longest = max(ref.phase_s, key=lambda k: ref.phase_s[k])
+    return (f"  the reference's layout (one node of {ref.gpus} GPUs and {ref.cpus} CPUs holding every phase, Lean on "
+            f"its CPUs, GPUs held throughout): {duration(ref.round_s)} a round (longest {longest} "
+            f"{duration(ref.phase_s[longest])}), {ref.run_days:.1f} days, {_hours(ref.gpu_hours)} GPU-hours; "
+            f"this layout: {gpu_hours / ref.gpu_hours:.2f}x its GPU-hours")
 
 
 def rollout_text(ro: RolloutPlan) -> list[str]:
@@ -285,3 +297,21 @@ def comparison_text(c: dict[str, Any] | None) -> str:
     ph = [f"{k} {duration(v['projected_s'])}/{duration(v['actual_s'])}" for k, v in c["phases"].items()
           if v["actual_s"] is not None]
     return out + (f"; last round projected/actual: {', '.join(ph)}" if ph else "")
+
+
+def launched_plan(runs_dir: str, name: str) -> tuple[RunPlan, str]:
+    """`plan RUN`: a launched run's own config projected (its targets, its amendments), and its projection
+    against its completed rounds as `status` shows it ("" before any round completed)."""
+    from sgsbatch.errors import InputError
+    from sgsbatch.ops.status import run_status
+    from sgsbatch.run.handle import open_run
+
+    try:
+        h = open_run(runs_dir, name, readonly=True)
+    except InputError as e:
+        raise InputError(f"{name} is neither a jobs file nor a launched run: {e}") from None
+    st = run_status(h, live=False)
+    plan = make_plan(h.cfg, st.targets, where=str(h.paths.config))
+    compared = comparison_text(st.projection) if st.projection and st.rounds_completed else None
+    return plan, f"  against its {st.rounds_completed} completed rounds: {compared}" if compared else ""
+

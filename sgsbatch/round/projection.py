@@ -10,7 +10,8 @@ Pure arithmetic over a config, a target count and throughput figures (`Figures`:
   `trained_share` (the GRPO family: every group, `trained_samples`) (+ the reviews when the Conjecturer
   trains) sequences of `prompt_tokens` + `mean_tokens`. Every sample generates `mean_tokens`. With
   `solver.rollout_prompts` T is the round's rollout batch (its draw), and round/rollout_projection.py
-  projects the rollout steps both ways (`Projection.rollout`).
+  projects the rollout steps both ways (`Projection.rollout`); round/reference_projection.py the same
+  run on the SGS reference's one-node layout (`Projection.reference`).
 * Decode tokens/s per GPU at a context L = `prompt_tokens` + `mean_tokens`: min(short figure,
   long figure x `generation.max_model_len` / L): the KV cache bounds how many sequences decode at
   once, so throughput falls as 1 / context (config/simulated_time.py's `decode_rate`, which a
@@ -48,6 +49,7 @@ from typing import Any
 from sgsbatch.backends.batches import GRPO_FAMILY
 from sgsbatch.config.schema import MAX_TASKS, Config
 from sgsbatch.config.simulated_time import decode_rate
+from sgsbatch.round.reference_projection import ReferencePlan, reference_plan
 from sgsbatch.round.rollout_projection import RolloutPlan, rollout_plan
 from sgsbatch.round.search_projection import SearchPlan, search_plan
 
@@ -127,6 +129,7 @@ class Projection:
     search: SearchPlan | None = None  # solver.mode = "search": the search phase's figures
     sampled: int = -1  # targets a round samples (solver.rollout_prompts: its draw); -1 = `targets`
     rollout: RolloutPlan | None = None  # solver.rollout_prompts > 0: the rollout steps, chain and colocated
+    reference: ReferencePlan | None = None  # the same run on the SGS reference's one-node layout
 
     def phase(self, name: str) -> PhasePlan | None:
         return next((p for p in self.phases if p.phase == name), None)
@@ -167,7 +170,8 @@ class Projection:
                 "figures": {n: {"value": self.figures[n], "source": self.figures.sources[n]} for n in FIGURES},
                 "search": self.search.to_json() if self.search else None,
                 "sampled": self.targets if self.sampled < 0 else self.sampled,
-                "rollout": self.rollout.to_json() if self.rollout else None}
+                "rollout": self.rollout.to_json() if self.rollout else None,
+                "reference": self.reference.to_json() if self.reference else None}
 
 
 def _phase(cfg: Config, f: Figures, phase: str, items: float, unit: str, tokens: float, per_task: float,
@@ -236,7 +240,7 @@ def project(cfg: Config, targets: int, figures: Figures) -> Projection:
         out = [_streamed(cfg, f, p, next(x for x in out if x.phase == "solve")) if p.phase == "verify" else p
                for p in out]
     proj = Projection(targets, cfg.run.rounds, tuple(out), figures, search, sampled)
-    return replace(proj, rollout=rollout_plan(cfg, proj, f, decode))
+    return replace(proj, rollout=rollout_plan(cfg, proj, f, decode), reference=reference_plan(cfg, proj, f, decode))
 
 
 def trained_samples(cfg: Config, samples: float, sampled: float) -> float:

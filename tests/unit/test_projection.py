@@ -292,6 +292,17 @@ def test_status_and_the_report_show_projected_against_actual(tmp_path: Path) -> 
     assert "  projection: projected " in text and "actual 15m00s a round over 1" in text and "verify " in text
     page, data = run_section(open_run(tmp_path, "t", readonly=True))
     assert data["projection"]["rounds"][0]["actual_s"] == 900.0 and "Projection (sgsbatch plan): projected" in page
+    # `plan RUN`: the launched run's own config, its 3 targets, and the same comparison
+    planned = CliRunner().invoke(main, ["plan", "t", "--runs-dir", str(tmp_path)])
+    assert planned.exit_code == 0, planned.output
+    assert planned.stdout.startswith(f"projection: {h.cfg.run.rounds} rounds of 3 targets")
+    assert "  against its 1 completed rounds: projected " in planned.stdout and "actual 15m00s a round" in planned.stdout
+    as_json = json.loads(CliRunner().invoke(main, ["plan", str(tmp_path / "t"), "--json"]).stdout)
+    assert as_json["targets"] == 3 and as_json["round_s"] == pytest.approx(want.round_s)
+    for args, says in ((["plan", "t", "--runs-dir", str(tmp_path), "--set", "run.rounds=9"], "is a run, not a jobs file"),
+                       (["plan", "nope", "--runs-dir", str(tmp_path)], "nope is neither a jobs file nor a launched run")):
+        refused = CliRunner().invoke(main, args)
+        assert refused.exit_code == 2 and says in refused.output, refused.output
 
 
 def test_launch_dry_run_of_sgs_toml_prints_its_run(tmp_path: Path, ready_machine: Any,
@@ -334,3 +345,21 @@ def test_each_completed_round_is_projected_with_the_shard_counts_it_ran_with(tmp
     want = [project(config_at(h.cfg, h.paths, r), 3, published(h.cfg)).round_s - 60.0 for r in (0, 1)]
     assert [c["rounds"][r]["projected_s"] for r in (0, 1)] == pytest.approx(want) and want[0] != want[1]
     assert c["actual_mean_s"] == 550.0
+
+
+def test_the_same_run_on_the_reference_layout_worked_by_hand(tmp_path: Path) -> None:
+    """The known round on one node of the train job's 4 GPUs and 16 CPUs holding every phase: each
+    generating phase an engine start + its tokens on 4 GPUs at 4,000 tokens/s; verify 600 proofs on 16
+    cores at 0.5 (37.5 a core, one REPL start of 10 s); train as projected; GPUs held throughout."""
+    cfg = known(tmp_path, "verification.max_proofs_per_process=100")
+    p = project(cfg, 100, published(cfg))
+    ref = p.reference
+    assert ref is not None and (ref.gpus, ref.cpus) == (4, 16)
+    assert ref.phase_s == pytest.approx({"conjecture": 100 + 50_000 / 16_000, "solve": 100 + 600_000 / 16_000,
+                                         "verify": 10 + 37.5 / 0.5, "guide": 100 + 10_000 / 16_000,
+                                         "train": 2 * (100 + 20) + 70_000 / 4000})
+    assert ref.round_s == pytest.approx(683.75) and ref.gpu_hours == pytest.approx(4 * 4 * 683.75 / 3600)
+    text = plan_text(make_plan(cfg, 100))
+    assert "the reference's layout (one node of 4 GPUs and 16 CPUs" in text
+    assert f"this layout: {4 * p.hours('gpu') / ref.gpu_hours:.2f}x its GPU-hours" in text
+    assert project(known(tmp_path, "solver.mode=search"), 100, published(cfg)).reference is None  # none there
