@@ -3,8 +3,9 @@
 Two rounds trained with the carried state end with weights bitwise identical to one uninterrupted
 training over both rounds' optimizer steps (the LR warm-up spanning them), also when the second round is
 stopped mid-way and resumed (the stop/resume checkpoint wins over the carried state); a fresh AdamW in
-the second round gives other weights. Covered on CPU, fp32, ZeRO stage 2, one rank; not covered: bf16
-on GPU, several ranks (only a GPU run can confirm those).
+the second round gives other weights. Covered on CPU, one rank: fp32 and bf16 with ZeRO-2, fp32 with ZeRO-0
+through the train phase (2 CPU ranks: tests/models/test_train_ranks.py); not covered: GPUs (NCCL, CUDA
+kernels: only a GPU run can confirm those), a state loaded by another number of ranks than saved it.
 """
 
 from __future__ import annotations
@@ -146,3 +147,19 @@ def test_the_train_phase_carries_each_roles_state_under_the_run_dir(tiny_dir: Pa
     cfg = load_config(jobs / "tiny.toml", ["slurm.train.cpus=1"])  # "fresh": the reference's
     train_role(task(2), "solver", ex[:4])
     assert not paths.optimizer_state(2, "solver").exists()
+
+
+def test_bf16_training_carries_its_fp32_masters(tiny_dir: Path, tmp_path: Path) -> None:
+    """bf16 with ZeRO-2 (train.bf16, the research configs' setting): the carried state holds ZeRO's fp32 master
+    partitions, so round 1 continues from them, not from the bf16 export, exactly as one uninterrupted run."""
+    import dataclasses
+
+    def bf16(seed: int, steps_before: int = 0) -> TrainSettings:
+        return dataclasses.replace(_settings(seed, steps_before), bf16=True)
+
+    a, b = _round(1, 0), _round(2, 10)
+    train(tiny_dir, tmp_path / "joint", a + b, bf16(_joint_seed(a, b, 11, 12)), state_dir=tmp_path / "sj")
+    train(tiny_dir, tmp_path / "r0", a, bf16(11), state_dir=tmp_path / "s0", optimizer_out=tmp_path / "opt")
+    train(tmp_path / "r0", tmp_path / "r1", b, bf16(12, 2), state_dir=tmp_path / "s1", optimizer_in=tmp_path / "opt")
+    train(tmp_path / "r0", tmp_path / "r1-fresh", b, bf16(12, 2), state_dir=tmp_path / "s1f")
+    assert _digest(tmp_path / "r1") == _digest(tmp_path / "joint") != _digest(tmp_path / "r1-fresh")
