@@ -1,8 +1,8 @@
 """The DeepSpeed trainer used by the train phase and by warm-up (REINFORCE-1/2, CISPO, the GRPO family).
 
 Covered: loading HF weights, `deepspeed.initialize` with a torch AdamW client optimizer
-(constant LR, no scheduler), gradient clipping, ZeRO stage from settings; on CPU a gloo
-process group of world size 1 on a free port; under a multi-rank launch (WORLD_SIZE > 1) each
+(constant LR, no scheduler; fresh, or carried from the role's last round: backends/optimizer_state.py),
+gradient clipping, ZeRO stage from settings; on CPU a gloo process group of world size 1 on a free port; under a multi-rank launch (WORLD_SIZE > 1) each
 optimizer step's examples (or CISPO groups) are sharded across ranks, ranks short of work run
 zero-weight dummy micro-batches so collectives stay in lockstep. One epoch, deterministic
 order (seeded shuffle; CISPO keeps groups whole, never split across optimizer steps).
@@ -54,6 +54,7 @@ from sgsbatch.backends.batches import (
     step_lr,
 )
 from sgsbatch.backends.objectives import STATS, example_loss, result_stats
+from sgsbatch.backends.optimizer_state import carry_in, save_state
 from sgsbatch.backends.reference import (
     autocast_for,
     needs_old,
@@ -188,11 +189,16 @@ def train(
     should_stop: Callable[[], bool] = lambda: False,
     on_step: Callable[[TrainStep], None] = lambda step: None,
     collective_timeout_s: float | None = None,
+    optimizer_in: Path | None = None,
+    optimizer_out: Path | None = None,
 ) -> TrainResult:
     """Train one epoch over `examples` from `model_dir`; export to `out_dir` (see module docs).
 
     `model_dir` may be a hub id only when there is nothing to train (the weights are carried).
     `collective_timeout_s` applies to the process group this call creates (the first call of a process).
+    `optimizer_in`: a carried optimizer state (backends/optimizer_state.py) to start from instead of a fresh
+    AdamW, used when it belongs to `model_dir`'s weights; a mid-call resume from `state_dir` wins over it.
+    `optimizer_out`: where to publish the optimizer state at the end, before the weights are exported.
     """
     out_dir, state_dir = Path(out_dir), Path(state_dir)
     stored = stored_result(out_dir)
@@ -261,6 +267,8 @@ def train(
                 log.info("resuming %s at optimizer step %d/%d", out_dir.name, done_steps, len(steps))
             else:  # a checkpoint of some other call (other data, settings or weights): start afresh
                 _clear_state(state_dir)
+        if done_steps == 0 and optimizer_in is not None:
+            carry_in(engine, Path(optimizer_in), model_dir, settings, out_dir.name)
         sleep_s = float(os.environ.get(STEP_SLEEP_ENV, "0") or 0)
         for step_no in range(done_steps, len(steps)):
             t0 = time.monotonic()
@@ -289,6 +297,8 @@ def train(
 
         result = TrainResult(len(steps), len(examples), target_tokens, mean_loss=loss_sum / len(steps),
                              objective=settings.objective, **result_stats(stats))
+        if optimizer_out is not None:  # before the weights: complete weights imply their optimizer state
+            save_state(engine, Path(optimizer_out), out_dir, len(steps), rank)
         if rank == 0:
             export_weights(engine.module, model_dir, out_dir, result, settings)
             _clear_state(state_dir)

@@ -223,7 +223,8 @@ class SolverConfig:
     try_comments: Literal["reference", "lean"] = key(
         "reference", "Comments skipped when looking for `try`: \"reference\" (a non-greedy /- -/ regex, then "
                      "`--` to the line's end) or \"lean\" (as Lean reads them: nested).")
-    lr: float = key(3e-6, "Learning rate (constant; a fresh AdamW every round).")
+    lr: float = key(3e-6, "Learning rate (constant; a fresh AdamW every round unless train.optimizer "
+                                "is \"carry\").")
     # DAPO (arXiv 2503.14476 §4.1): "a linear warm-up over 20 rollout steps", 16 gradient updates a rollout
     lr_warmup_steps: int = key(0, "The LR rises linearly from lr / this to lr over the Solver's first this many "
                                   "optimizer steps of the run, counted across rounds (0 = constant LR, the "
@@ -377,7 +378,8 @@ class ConjecturerConfig:
                                       "the round's solve rates (ties kept).")
     length_penalty_start: float = key(0.8, "A conjecture longer than this share of max_tokens gets the length "
                                            "penalty.")
-    lr: float = key(3e-6, "Learning rate (constant; a fresh AdamW every round).")
+    lr: float = key(3e-6, "Learning rate (constant; a fresh AdamW every round unless train.optimizer "
+                                "is \"carry\").")
     batch_size: int = key(32, "Sequences per optimizer step.")
     reward: Literal["sgs", "stp"] = key(
         "sgs", "The Conjecturer's reward: \"sgs\" = R_guide x (1 - s), min-max normalised, over the "
@@ -443,6 +445,13 @@ class TrainConfig:
     keep_fp32_master: bool = key(False, "True: fp32 weights are kept between rounds (bf16 exported for "
                                         "generation); false (the reference): each round trains from the last "
                                         "bf16 weights.")
+    # the SGS reference starts a fresh AdamW every round (its training is a new trainer each round); the GRPO
+    # family's papers (DeepSeekMath, DAPO, GSPO, Dr. GRPO) and TRL/verl run one optimizer through the training
+    optimizer: Literal["fresh", "carry"] = key(
+        "fresh", "Each role's AdamW at the start of a round's training: \"fresh\" (new every round: the SGS "
+                 "reference's) or \"carry\" (the moments and step counts its last trained round ended with, "
+                 "saved under checkpoints/optimizer/<role>/: one optimizer through the run, as the GRPO "
+                 "family's papers and TRL/verl).")
     cpu_ranks: int = key(1, "Training processes per node when slurm.train.gpus = 0 (gloo; CPU rehearsals).")
     # pi_old of the ratio (CISPO, the GRPO family): the sampler's logprobs (the SGS reference's CISPO), or the
     # trainer's own under the weights it starts the round from, computed before the first update (verl's

@@ -6,8 +6,9 @@ metrics) and writes them to `rounds/rNNNN/train/examples/<role>.npz`, the round'
 Conjecturer rewards to `conjecturer_rewards.json` (read back by `conjecturer_rewards`, so lineage
 and export never re-read the round's shard files), `prepared.json` last: every rank then reads the same list (Expert Iteration's stored proofs included), and the
 ranks start only after the round is ingested, so no GPU waits on the database. `run` (every rank)
-trains each role from its last weights with a fresh optimizer for one epoch over this round's
-data; a role with no examples carries its weights over unchanged. On a stop request the trainer
+trains each role from its last weights for one epoch over this round's data, with a fresh AdamW
+(`train.optimizer = "fresh"`, the reference's) or the one its last trained round ended with ("carry":
+backends/optimizer_state.py, saved under checkpoints/optimizer/<role>/); a role with no examples carries its weights over unchanged. On a stop request the trainer
 saves a resumable checkpoint after the current optimizer step and this phase raises
 `Interrupted`; a role whose weights are complete is not trained again (its stored result is
 returned), so calling `run` after the ranks finished reads the results without loading anything.
@@ -39,7 +40,7 @@ from sgsbatch.backends.trainer import TrainingInterrupted, TrainStep, train
 from sgsbatch.backends.weights import stored_result
 from sgsbatch.config.schema import Config
 from sgsbatch.phases.task import Interrupted, Task
-from sgsbatch.round.checkpoints import weights_for
+from sgsbatch.round.checkpoints import optimizer_state_for, weights_for
 from sgsbatch.round.examples import conjecturer_examples, solver_examples, solver_group_metrics
 from sgsbatch.round.results import ProblemResult, round_inputs
 from sgsbatch.run.paths import RunPaths
@@ -175,11 +176,14 @@ def train_role(task: Task, role: str, examples: list[Example]) -> dict[str, Any]
                                       task.paths.checkpoint(task.round, role), examples, settings_for(task, role),
                                       param_count=task.cfg.train.simulated_param_count,
                                       clock=simulated_time(task.cfg), gpus=job.gpus * job.nodes))
+    carry = task.cfg.train.optimizer == "carry"  # one AdamW across rounds (backends/optimizer_state.py)
     try:
         res = train(weights_for(task.cfg, task.paths, role, task.round), task.paths.checkpoint(task.round, role),
                     examples, settings_for(task, role), state_dir=train_dir(task) / role,
                     should_stop=task.should_stop, on_step=step_recorder(task, role),
-                    collective_timeout_s=task.cfg.train.collective_timeout_s)
+                    collective_timeout_s=task.cfg.train.collective_timeout_s,
+                    optimizer_in=optimizer_state_for(task.paths, role, task.round) if carry else None,
+                    optimizer_out=task.paths.optimizer_state(task.round, role) if carry else None)
     except TrainingInterrupted as e:
         raise Interrupted(str(e)) from e
     return asdict(res)

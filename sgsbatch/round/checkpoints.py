@@ -5,6 +5,8 @@ that is never trained (the Guide always; the Conjecturer in the frozen ablation)
 base weights: `checkpoints/init/<role>` for `tiny-random` (built by the init phase), otherwise
 the configured hub id or path, loaded as is. A checkpoint counts once its completion marker
 exists (run/checkpoint.py: written last). Retention keeps the last `keep_last` rounds and every `keep_every`-th.
+A role's carried optimizer states (train.optimizer = "carry", backends/optimizer_state.py): the newest
+published one before round r is what round r starts from; only the newest is kept once a round ends.
 """
 
 from __future__ import annotations
@@ -62,4 +64,32 @@ def prune(cfg: Config, paths: RunPaths, newest: int) -> list[Path]:
         if r < newest and not retained(cfg, r, newest):
             shutil.rmtree(d)
             deleted.append(d)
+    return deleted
+
+
+def optimizer_state_for(paths: RunPaths, role: str, r: int) -> Path | None:
+    """The newest published optimizer state of `role` saved before round r (None: none, a fresh AdamW).
+    Older than r - 1 when the role had nothing to train since; the trainer checks it belongs to the
+    weights it starts from (backends/optimizer_state.state_matches)."""
+    root = paths.optimizer_states(role)
+    if not root.is_dir():
+        return None
+    done = [d for d in root.glob("r[0-9]*") if d.name[1:].isdigit() and int(d.name[1:]) < r and is_complete(d)]
+    return max(done, key=lambda d: int(d.name[1:]), default=None)
+
+
+def prune_optimizer_states(paths: RunPaths, keep_newest: bool = True) -> list[Path]:
+    """Delete each role's optimizer states but its newest published one (all of them with `keep_newest`
+    false: train.optimizer = "fresh"), and staging leftovers; at a round's end, when no training runs.
+    Returns what was deleted."""
+    deleted: list[Path] = []
+    root = paths.checkpoints_dir() / "optimizer"
+    if not root.is_dir():
+        return deleted
+    for role_dir in sorted(d for d in root.iterdir() if d.is_dir()):
+        newest = optimizer_state_for(paths, role_dir.name, 1 << 30) if keep_newest else None
+        for d in sorted(role_dir.iterdir()):
+            if d.is_dir() and d != newest:
+                shutil.rmtree(d, ignore_errors=True)
+                deleted.append(d)
     return deleted

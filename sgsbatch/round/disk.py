@@ -1,6 +1,6 @@
 """Disk used by a run and its projection to the planned rounds.
 
-Used: the bytes of `checkpoints/`, `rounds/` and the database (with its `-wal` file), walked by
+Used: the bytes of `checkpoints/` (carried optimizer states included, projected as they are now), `rounds/` and the database (with its `-wal` file), walked by
 run/paths.tree_bytes (symlinks not followed). Projected to `run.rounds`: checkpoints by the retention rule
 of round/checkpoints.py (rounds kept at the end x the largest round's checkpoints), the database
 linearly per completed round, round directories by a compacted round's size (`disk_usage`). Read by `status` (ops/progress.py) and judged
@@ -29,7 +29,8 @@ def disk_usage(cfg: Config, paths: RunPaths, rounds_completed: int) -> dict[str,
     ck_root = paths.checkpoints_dir()
     per_round = [tree_bytes(d) for d in sorted(ck_root.glob("r[0-9]*"))] if ck_root.exists() else []
     ck_init = tree_bytes(ck_root / "init")
-    ckpt = ck_init + sum(per_round)
+    ck_opt = tree_bytes(ck_root / "optimizer")  # carried optimizer states: each role's newest only
+    ckpt = ck_init + sum(per_round) + ck_opt
     round_dirs = sorted((paths.root / "rounds").glob("r[0-9]*"))
     compacted = [tree_bytes(d) for d in round_dirs if is_compacted(paths, int(d.name[1:]))]
     whole = tree_bytes(paths.root / "rounds") - sum(compacted)
@@ -46,6 +47,6 @@ def disk_usage(cfg: Config, paths: RunPaths, rounds_completed: int) -> dict[str,
     else:
         rounds_end = rounds_b + (rounds_b / rounds_completed * left if rounds_completed else 0.0)
     db_end = db + (db / rounds_completed * left if rounds_completed else 0.0)
-    projected = ck_init + kept * ck_each + rounds_end + db_end
+    projected = ck_init + ck_opt + kept * ck_each + rounds_end + db_end
     return {"used_bytes": used, "total_bytes": sum(used.values()), "projected_bytes": int(projected),
             "checkpoints_kept_at_end": kept, "checkpoint_bytes_each": ck_each, "planned_rounds": planned}

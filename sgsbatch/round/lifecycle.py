@@ -28,7 +28,7 @@ from sgsbatch.config.schema import Config
 from sgsbatch.rewards import length_penalty, uses_try
 from sgsbatch.round import metrics as M
 from sgsbatch.round.alarms import round_end_values
-from sgsbatch.round.checkpoints import prune
+from sgsbatch.round.checkpoints import prune, prune_optimizer_states
 from sgsbatch.round.compaction import token_count
 from sgsbatch.round.examples import in_band_conjectures
 from sgsbatch.round.refusals import refusal_metrics, tally
@@ -285,6 +285,7 @@ def finish_round(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> None
     """End round r with the train job's results per role (see the module docstring)."""
     metrics = _record(h, r, train)
     deleted = prune(h.cfg, h.paths, r)  # before the alarms: the disk they project is what stays
+    prune_optimizer_states(h.paths, keep_newest=h.cfg.train.optimizer == "carry")
     M.write_tensorboard(h.paths.tb, r, metrics, simulated=h.cfg.simulated, smoke=h.cfg.run.smoke,
                         rehearsal=h.cfg.run.rehearsal, alerts=round_end_values(h.cfg, h.paths, r, metrics))
     M.write_hparams(h.paths.tb, r, flat_config(h.cfg), metrics)

@@ -16,6 +16,9 @@
                                   outputs are then shard_00007.jsonl.gz, its .arrays files gone (counts stay)
       checkpoints/init/<role>/    base weights (tiny-random built here)
       checkpoints/r0003/<role>/   weights after round 3's training
+      checkpoints/optimizer/<role>/r0003/  with train.optimizer = "carry": the role's AdamW state (DeepSpeed
+                                  checkpoint + SGSBATCH_COMPLETE marker) at the end of round 3's training,
+                                  loaded by its next trained round; only the newest is kept (round end)
       tb/                         TensorBoard event files
       slurm/                      submitit folders (job pickles, logs)
       local/                      local-executor driver pid, lock (host, pid) and logs
@@ -87,6 +90,14 @@ class RunPaths:
 
     def checkpoints_dir(self) -> Path:
         return self.root / "checkpoints"
+
+    def optimizer_states(self, role: str) -> Path:
+        """Where `role`'s carried AdamW states live (train.optimizer = "carry"), one directory a round."""
+        return self.checkpoints_dir() / "optimizer" / role
+
+    def optimizer_state(self, r: int, role: str) -> Path:
+        """`role`'s AdamW state at the end of round r's training (train.optimizer = "carry")."""
+        return self.optimizer_states(role) / f"r{r:04d}"
 
 
 def tree_bytes(path: Path) -> int:

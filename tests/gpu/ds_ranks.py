@@ -18,6 +18,11 @@ them under ZeRO-2), so the test can check that the ranks agree bit for bit.
 
     python tests/gpu/ds_ranks.py MODEL_DIR WORK_DIR [--plain-only]   (or launch_ds_ranks(G, ...))
 
+With `--carry` it instead trains fp32 CISPO (ZeRO-2) over two rounds with the optimizer state carried
+(train.optimizer = "carry": `round0`, then `round1`, and `round1-resumed` stopped after its first step and
+resumed), and `joint`, one uninterrupted call over both rounds' steps; `<out>/rank<R>.json` holds each run's
+weights digest.
+
 With `--fault RANK:STEP:MODE` (mode hang | kill9) it instead trains one case (fp32 REINFORCE, one
 sequence per optimizer step) with `collective_timeout_s = --collective-timeout-s`, and rank RANK
 hangs or dies right after optimizer step STEP; a rank that finishes writes `<out>/rank<R>.json`.
@@ -122,10 +127,14 @@ def main() -> None:
     ap.add_argument("work_dir", type=Path)
     ap.add_argument("--plain-only", action="store_true")
     ap.add_argument("--fault", default="")
+    ap.add_argument("--carry", action="store_true")
     ap.add_argument("--collective-timeout-s", type=float, default=None)
     args = ap.parse_args()
     if args.fault:
         fault_main(args)
+        return
+    if args.carry:
+        carry_main(args)
         return
 
     import torch
@@ -183,6 +192,49 @@ def main() -> None:
     out = args.work_dir / "ranks"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"rank{rank}.json").write_text(json.dumps(report, indent=1) + "\n")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def carry_main(args: argparse.Namespace) -> None:
+    """Two rounds with the optimizer state carried vs one uninterrupted call (`--carry`)."""
+    import torch
+    import torch.distributed as dist
+
+    from sgsbatch.backends.batches import plan_steps
+
+    exs = examples(args.model_dir)
+    a, b = exs[:4], exs[4:]  # groups 0-1, groups 2-3: two optimizer steps each (a group a step)
+
+    def settings(seed: int) -> TrainSettings:
+        return TrainSettings(lr=LR, batch_size=2, micro_batch_size=1, zero_stage=2, seed=seed, objective="cispo")
+
+    want = plan_steps(a, settings(1)) + [[4 + i for i in s] for s in plan_steps(b, settings(2))]
+    joint_seed = next(s for s in range(10_000) if plan_steps(exs, settings(s)) == want)
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    w, digests = args.work_dir, {}
+    train(args.model_dir, w / "joint", exs, settings(joint_seed), state_dir=w / "s-joint")
+    train(args.model_dir, w / "round0", a, settings(1), state_dir=w / "s0", optimizer_out=w / "opt" / "r0000")
+    train(w / "round0", w / "round1", b, settings(2), state_dir=w / "s1", optimizer_in=w / "opt" / "r0000",
+          optimizer_out=w / "opt" / "r0001")
+    interrupted = False
+    try:  # the last rank asks to stop after the first step: the ranks agree, save, raise
+        train(w / "round0", w / "round1-resumed", b, settings(2), state_dir=w / "s1r", optimizer_in=w / "opt" / "r0000",
+              should_stop=lambda: rank == world - 1)
+    except TrainingInterrupted:
+        interrupted = True
+        train(w / "round0", w / "round1-resumed", b, settings(2), state_dir=w / "s1r",
+              optimizer_in=w / "opt" / "r0000")
+    train(w / "round0", w / "round1-fresh", b, settings(2), state_dir=w / "s1f")
+    from transformers import AutoModelForCausalLM
+
+    for name in ("joint", "round0", "round1", "round1-resumed", "round1-fresh"):
+        model = AutoModelForCausalLM.from_pretrained(str(w / name), dtype=torch.float32)
+        digests[name] = digest(model.named_parameters())
+    out = w / "ranks"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"rank{rank}.json").write_text(json.dumps({"rank": rank, "world": world, "digests": digests,
+                                                            "interrupted": interrupted}) + "\n")
     dist.barrier()
     dist.destroy_process_group()
 

@@ -8,7 +8,8 @@ an interrupted run ends bit for bit where the uninterrupted one does (CPU arithm
 deterministic); 2 ranks train like 1 rank on the same data (same loss to 1e-4, weights within
 AdamW's step bound, 99.9 % within 1e-5: the gradient sums differ in order only); each optimizer step's
 report (backends/train_steps.py) is the same on both ranks and equals 1 rank's (loss, tokens, entropy,
-DeepSpeed's global gradient norm), a resumed run's steps those of the uninterrupted one.
+DeepSpeed's global gradient norm), a resumed run's steps those of the uninterrupted one. With train.optimizer = "carry" (`--carry`) two rounds
+end bit for bit where one uninterrupted call over both does, a round stopped and resumed too.
 """
 
 from __future__ import annotations
@@ -77,3 +78,19 @@ def test_two_cpu_ranks_train_like_one_and_resume_bit_for_bit(model_dir: Path, tm
                 assert math.isclose(s2["ref_kl"], s1["ref_kl"], rel_tol=1e-4, abs_tol=1e-9), objective
     bf16 = rep2["runs"]["bf16-reinforce-plain"]["steps"]  # ZeRO-2's bf16 path records the norm too
     assert len(bf16) == 2 and all(math.isfinite(s["grad_norm"]) and s["grad_norm"] > 0 and s["lr"] == LR for s in bf16)
+
+
+def test_two_cpu_ranks_carry_the_optimizer_state_across_rounds(model_dir: Path, tmp_path: Path) -> None:
+    """train.optimizer = "carry" on 2 ranks (ZeRO-2: each rank saves and loads its partition of the moments into
+    one published state): round 0 then round 1 end bitwise where one uninterrupted call over both rounds'
+    steps does, also when round 1 is stopped after its first step and resumed; a fresh AdamW does not."""
+    work = tmp_path / "carry"
+    assert launch_ds_ranks(2, model_dir, work, "--carry") == 0, (work / "ranks.log").read_text()[-6000:]
+    reps = [json.loads((work / "ranks" / f"rank{r}.json").read_text()) for r in range(2)]
+    assert reps[0]["digests"] == reps[1]["digests"] and reps[0]["world"] == 2
+    assert all(r["interrupted"] for r in reps)  # round 1 (2 steps) was stopped after its first
+    d = reps[0]["digests"]
+    assert d["round1"] == d["joint"] == d["round1-resumed"] != d["round1-fresh"]
+    assert d["round0"] != d["joint"]
+    state = work / "opt" / "r0000"
+    assert is_complete(state) and len(list(state.glob("state/zero_pp_rank_*optim_states.pt"))) == 2

@@ -130,6 +130,7 @@ BAD = [
     ('inherit = "{tiny}"\n', ["slurm.solve.nodes=2"], "slurm.solve.nodes", "only the train job spans nodes"),
     ('inherit = "{tiny}"\n', ["slurm.train.nodes=0"], "slurm.train.nodes", ">= 1"),
     ('inherit = "{tiny}"\n', ['generation.logprobs="sampled"'], "generation.logprobs", "one of"),
+    ('inherit = "{tiny}"\n[train]\noptimizer = "adam"\n', [], "train.optimizer", "one of 'fresh', 'carry'"),
     # the reference-vs-ours choices take only their named values
     ('inherit = "{tiny}"\n[extraction]\ndeclarations = "words"\n', [], "extraction.declarations", "one of"),
     ('inherit = "{tiny}"\n', ['extraction.declarations="anywhere"'], "extraction.declarations", "one of"),
