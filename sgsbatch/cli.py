@@ -192,6 +192,8 @@ def _wait(h: Any) -> None:
 
     with console.run_goes_on(h.paths, "stopped waiting"):  # a line per change: the last one is the run's end
         st = control.wait(h, on_change=lambda s: click.echo(console.status_line(s.to_json())))
+    if st.state == "completed":
+        click.echo("\n".join(console.look_at(h.paths)))
     sys.exit(EXIT_OK if st.state == "completed" else EXIT_FAILED)
 
 

@@ -76,6 +76,14 @@ def build_tokenizer(corpus: Sequence[str], vocab_size: int = 512) -> Any:
     return fast
 
 
+def tiny_param_count(vocab_size: int = 512, hidden_size: int = 64, num_layers: int = 2) -> int:
+    """Parameters of `build_tiny_random`'s model with these arguments (its defaults: ~0.2M): untied
+    embeddings and head, per layer q/k/v/o, gate/up/down at 4 x hidden, two RMSNorms; the final norm.
+    Pure arithmetic (the disk projection of a tiny run uses it; tests/models checks it against the model)."""
+    per_layer = 4 * hidden_size * hidden_size + 3 * hidden_size * 4 * hidden_size + 2 * hidden_size
+    return 2 * vocab_size * hidden_size + num_layers * per_layer + hidden_size
+
+
 def build_tiny_random(
     out_dir: Path,
     seed: int,

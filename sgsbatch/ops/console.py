@@ -14,6 +14,7 @@ and pipes never get escape codes. Not covered: JSON output (the commands print `
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -176,3 +177,14 @@ def run_goes_on(paths: RunPaths | None, stopped: str) -> Iterator[None]:
         raise UserInterrupt(f"interrupted: {stopped}; run {paths.name} goes on (its jobs are not stopped). "
                             f"Follow it with `{command('status', paths, '--watch')}`; stop it with "
                             f"`{command('cancel', paths)}`") from None
+
+
+def look_at(paths: RunPaths) -> list[str]:
+    """What a completed run offers to look at, as commands to copy (the end of `launch --wait`)."""
+    page = shlex.quote(f"{paths.name}.html")
+    return ["look at it:",
+            f"  {command('status', paths)}  # solve rates, metrics, cost",
+            f"  {command('report', paths, '--out', page)}  # one page: curves, proofs, conjectures",
+            f"  {command('proofs', paths)}  # every verified proof",
+            f"  tensorboard --logdir {shlex.quote(str(paths.root / 'tb'))}"]
+

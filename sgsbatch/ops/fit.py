@@ -173,10 +173,16 @@ def fit_scaling_law(generations: Any, solve_rates: Any, *, min_generations: floa
     """
     c, r, first, dropped = _prepare(generations, solve_rates, min_generations, r0)
     if c.size <= N_PARAMS:
+        need = N_PARAMS + 1
+        # lowering the threshold helps only when enough points lie below it; otherwise only more rounds do
+        way = ("lower the threshold (`sgsbatch fit RUN --min-generations N`), or run more rounds"
+               if c.size + dropped >= need else
+               f"the run has {c.size + dropped} point(s) in all (one a completed round), so only more rounds help (`sgsbatch resume RUN --set "
+               f"run.rounds=N`, N >= {need}); `sgsbatch status RUN` and `sgsbatch report RUN` show the solve-rate "
+               "curve meanwhile")
         raise NotEnoughPoints(
             f"only {c.size} point(s) at or above scaling.min_generations = {min_generations:,.0f} generations "
-            f"({dropped} dropped below it); fitting A, C_mid and B needs at least {N_PARAMS + 1}: run more "
-            f"rounds, or lower the threshold (`sgsbatch fit RUN --min-generations N`)")
+            f"({dropped} dropped below it); fitting A, C_mid and B needs at least {need}: {way}")
     p, cost, ok = _fit_kept(c, r, first)
     return ScalingFit(r0=first, a=float(p[0]), c_mid=math.exp(float(p[1])), b=math.exp(float(p[2])),
                       rms=math.sqrt(cost / c.size), points_used=int(c.size), points_dropped=dropped,

@@ -144,9 +144,12 @@ def _of(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else "s")
 
 
-def advice_text(adv: Advice | None) -> str:
+def advice_text(adv: Advice | None, proj: Projection | None = None) -> str:
     if adv is None:
-        return "advice: none (no phase is projected)"
+        if proj is not None and proj.projected and proj.not_projected:
+            return (f"advice: none ({', '.join(proj.not_projected)} not projected: shard counts are not judged on "
+                    "part of a round)")
+        return "advice: none (no phase is projected)" if proj is None or not proj.projected else "advice: none"
     before = adv.before.phase(adv.phase)
     assert before is not None and before.on_path_s is not None
     head = (f"advice: {adv.longest} is the longest phase"
@@ -216,7 +219,7 @@ def plan_text(p: RunPlan) -> str:
         by_source[proj.figures.sources[name]].append(f"{name}={value:.4g}")
     lines += [f"  figures, {src}: {', '.join(names)}" for src, names in by_source.items()]
     lines.append(f"  canary figures: {p.canary}")
-    lines.append("  " + advice_text(p.advice))
+    lines.append("  " + advice_text(p.advice, proj))
     verify, pace = proj.phase("verify"), pace_cpus(proj)
     if verify is not None and pace is not None:
         held = verify.shards * verify.cpus

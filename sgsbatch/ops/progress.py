@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.config.schema import Config
+from sgsbatch.config.schema import TINY_RANDOM, Config
 from sgsbatch.round.alarms import disk_alarm, refusal_alarm, slow_phase_alarm, verify_error_alarm
 from sgsbatch.round.checkpoints import retained
 from sgsbatch.round.metrics import alert
@@ -152,13 +152,27 @@ def trained_roles(cfg: Config) -> int:
     return 1 + int(cfg.conjecturer.enabled and cfg.conjecturer.train)
 
 
+def role_checkpoint_gb(cfg: Config) -> tuple[float, str]:
+    """One role's saved weights in GB and where the figure comes from: tiny-random models (every role
+    tiny-random) their exact size, fp32 (`models/tiny.tiny_param_count`); otherwise
+    `checkpoints.estimate_gb_per_role` (a 7B model in bf16)."""
+    from sgsbatch.models.tiny import tiny_param_count
+
+    if all(getattr(cfg.models, role) == TINY_RANDOM for role in ("solver", "conjecturer")):
+        return tiny_param_count() * 4 / 1e9, "tiny-random models, fp32"
+    return cfg.checkpoints.estimate_gb_per_role, "checkpoints.estimate_gb_per_role"
+
+
 def projection_text(cfg: Config) -> str:
     """The `launch --dry-run` line: checkpoints kept at the end and their estimated size."""
     roles = trained_roles(cfg)
-    kept, size = checkpoint_projection(cfg, roles * cfg.checkpoints.estimate_gb_per_role * 1e9)
+    gb, source = role_checkpoint_gb(cfg)
+    kept, size = checkpoint_projection(cfg, roles * gb * 1e9)
+    shown = f"{size / 1e9:.0f} GB" if size >= 1e9 else f"{size / 1e6:.1f} MB"
+    per = f"{gb:g} GB" if gb >= 1 else f"{gb * 1e3:.2g} MB"
     text = (f"checkpoints: {kept} rounds kept at round {cfg.run.rounds} (checkpoints.keep_last="
             f"{cfg.checkpoints.keep_last}, keep_every={cfg.checkpoints.keep_every}) x {roles} roles x "
-            f"{cfg.checkpoints.estimate_gb_per_role:g} GB (checkpoints.estimate_gb_per_role) = {size / 1e9:.0f} GB")
+            f"{per} ({source}) = {shown}")
     budget = cfg.alerts.disk_budget_gb
     if budget > 0 and size > budget * 1e9:
         text += f"; over alerts.disk_budget_gb {budget:g}: raise checkpoints.keep_every or lower keep_last"

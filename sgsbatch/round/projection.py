@@ -328,11 +328,12 @@ def with_sets(cfg: Config, sets: dict[str, int]) -> Config:
 
 def advise(cfg: Config, targets: int, figures: Figures) -> Advice | None:
     """The fewest shards of the longest shardable phase that bring it within `advice_margin` of the
-    shortest the budget allows (GPUs: `gpu_budget`; verify's CPUs: `projection.cpu_budget`)."""
+    shortest the budget allows (GPUs: `gpu_budget`; verify's CPUs: `projection.cpu_budget`), at most one
+    task a problem; None when a phase is not projected (the round's path would be a part of it)."""
     before = project(cfg, targets, figures)
     crit = before.critical
     shardable = [p for p in before.projected if p.phase in SHARDED]
-    if crit is None or not shardable:
+    if crit is None or not shardable or before.not_projected:  # a part of the round: its path is not the round's
         return None
     target = crit if crit.phase in SHARDED else max(shardable, key=lambda p: p.on_path_s or 0.0)
     res = cfg.phase_resources(target.phase)
@@ -342,7 +343,10 @@ def advise(cfg: Config, targets: int, figures: Figures) -> Advice | None:
     else:
         resource, per, budget, key = "GPU", res.gpus, gpu_budget(cfg), "projection.gpu_budget"
         step = 1
-    limit = min(MAX_TASKS, budget // max(1, per))
+    # a task holds whole problems (a target or conjecture and its samples): never more tasks than problems
+    conj = before.phase("conjecture")
+    problems = (before.sampled if before.sampled >= 0 else targets) + math.ceil(conj.items if conj else 0)
+    limit = min(MAX_TASKS, budget // max(1, per), max(1, problems))
     now = cfg.shard_count(target.phase)
     tried = []
     for n in range((now // step + 1) * step, limit + 1, step):

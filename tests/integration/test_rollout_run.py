@@ -24,6 +24,7 @@ def test_rollout_steps_cover_a_pass_and_a_run_killed_at_every_step_ends_the_same
     plain = sgsbatch(*launch_args(tmp_path, "ro", *ROLLOUT), "--wait", env=cli_env)
     assert plain.returncode == 0, plain.stdout + plain.stderr
     assert status(tmp_path, "ro")["state"] == "completed"
+    assert "look at it:" in plain.stdout and f"sgsbatch report ro --runs-dir {tmp_path} --out ro.html" in plain.stdout
     out = outcome(tmp_path / "ro")
     drawn = {r: {pid for rr, pid, *_ in out["attempts"] if rr == r} for r in range(3)}
     assert all(len(d) == 4 for d in drawn.values()), drawn

@@ -5,6 +5,7 @@ projection against a run's completed rounds in `status` and the report."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -363,3 +364,17 @@ def test_the_same_run_on_the_reference_layout_worked_by_hand(tmp_path: Path) -> 
     assert "the reference's layout (one node of 4 GPUs and 16 CPUs" in text
     assert f"this layout: {4 * p.hours('gpu') / ref.gpu_hours:.2f}x its GPU-hours" in text
     assert project(known(tmp_path, "solver.mode=search"), 100, published(cfg)).reference is None  # none there
+
+
+def test_no_advice_on_part_of_a_round_and_never_more_tasks_than_problems(tmp_path: Path) -> None:
+    """The tiny config (no GPUs: only verify is projected) gets no shard advice, not one that makes its
+    one projected phase look like the round; and no phase is advised more tasks than it has problems."""
+    tiny = load_config(TINY, [f"run.runs_dir={tmp_path}"])
+    p = make_plan(tiny, 12)
+    assert p.advice is None and p.projection.not_projected
+    assert "advice: none (conjecture, solve, guide, train not projected" in plan_text(p)
+    # 3 targets + 2 conjectures: verify (the critical phase at 0.001 proofs/s) gets at most 5 tasks
+    cfg = known(tmp_path, "projection.lean_proofs_per_s=0.001")
+    adv = advise(cfg, 3, published(cfg))
+    assert adv is not None and adv.phase == "verify" and adv.after is not None
+    assert adv.sets["shards.verify"] <= 3 + math.ceil(3 * 0.5 * 1)

@@ -102,6 +102,11 @@ def test_too_few_points_names_the_count_the_key_and_the_remedy() -> None:
     assert "scaling.min_generations" in msg and "--min-generations" in msg and "run more rounds" in msg
     assert isinstance(info.value, SgsError) and isinstance(info.value, ValueError)
     assert fit_scaling_law(c, r, min_generations=50_000).points_used == 5
+    # 3 points in all (a 3-round run): a lower threshold cannot help, so it is not advised
+    with pytest.raises(NotEnoughPoints) as few:
+        fit_scaling_law(c[:3], r[:3])
+    assert "--min-generations" not in str(few.value) and "only more rounds help" in str(few.value)
+    assert "run.rounds=N`, N >= 4" in str(few.value)
     with pytest.raises(NotEnoughPoints, match="no points"):
         fit_scaling_law([], [])
     with pytest.raises(ValueError, match="one of each"):

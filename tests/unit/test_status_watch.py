@@ -123,9 +123,18 @@ def test_launch_dry_run_prints_checkpoint_projection(tmp_path: Path) -> None:
         assert res.exit_code == 0, res.output
         return res.output
 
-    out = dry("checkpoints.estimate_gb_per_role=10")
+    out = dry("checkpoints.estimate_gb_per_role=10")  # tiny-random models: their own size, not the estimate
     assert "checkpoints: 21 rounds kept at round 200" in out and "keep_every=10" in out
-    out = dry("checkpoints.keep_every=50", "checkpoints.estimate_gb_per_role=10", "alerts.disk_budget_gb=1")
+    assert "x 2 roles x 0.79 MB (tiny-random models, fp32) = 33.1 MB" in out
+    from sgsbatch.config.loading import load_config
+    from sgsbatch.ops.progress import projection_text
+
+    def text(*sets: str) -> str:  # models of the hub: the estimate (a dry run of them would look them up)
+        return projection_text(load_config(TINY, [f"run.runs_dir={tmp_path}", "run.rounds=200", "models.solver=a/b",
+                                                  "models.conjecturer=a/b", *sets]))
+
+    assert "x 2 roles x 10 GB (checkpoints.estimate_gb_per_role) = 420 GB" in text("checkpoints.estimate_gb_per_role=10")
+    out = text("checkpoints.keep_every=50", "checkpoints.estimate_gb_per_role=10", "alerts.disk_budget_gb=1")
     assert "checkpoints: 5 rounds kept" in out and "over alerts.disk_budget_gb 1" in out
 
 
