@@ -217,5 +217,6 @@ def _blame(h: RunHandle, st: RunStatus) -> RunStatus:
                       f"quarantine/ (kept), keeps its readable records and rebuilds the database; then "
                       f"`{command('resume', h.paths)}`")
     elif disk is not None:
+        st.stall = StallReason.disk_full  # not repairable: `watch` stops and says so instead of resuming
         st.message = f"{disk}, then `{command('resume', h.paths)}`"
     return st

@@ -152,7 +152,7 @@ def test_a_full_disk_is_named_by_status_and_resume(tiny_disk: Path, cli_env: dic
     st = sgsbatch("status", "f", "--runs-dir", str(runs), "--json", env=cli_env)
     assert st.returncode == 0, st.stderr
     got = json.loads(st.stdout)
-    assert got["state"] == "stalled"
+    assert (got["state"], got["stall"]) == ("stalled", "disk_full")  # not one `watch` resumes
     assert got["message"].startswith("the disk is full: ") and str(runs / "f") in got["message"]
     assert " free of 3." in got["message"] and got["free_space"]["path"] == str(runs / "f")
     assert got["free_space"]["free_bytes"] < 64e6
