@@ -10,6 +10,7 @@ and exit 1). Commands that wait on or watch a run turn Ctrl-C into `UserInterrup
 
 from __future__ import annotations
 
+import errno
 import functools
 import sys
 from collections.abc import Callable
@@ -54,9 +55,9 @@ def clean_errors(fn: F) -> F:
                 click.echo(click.style("Error:", fg="red", bold=True) + f" {disk_full_message(e, _where(kwargs))}",
                            err=True)
                 sys.exit(EXIT_FAILED)
-            if isinstance(e, DBAPIError) and "disk is full" in str(e.orig):
-                click.echo(click.style("Error:", fg="red", bold=True) + " the disk holding the run's database is full "
-                           f"({e.orig}); free space there (`df` on the run directory), then run the command again",
+            if isinstance(e, DBAPIError) and "disk is full" in str(e.orig):  # SQLite's SQLITE_FULL
+                full = OSError(errno.ENOSPC, f"SQLite: {e.orig}")
+                click.echo(click.style("Error:", fg="red", bold=True) + f" {disk_full_message(full, _where(kwargs))}",
                            err=True)
                 sys.exit(EXIT_FAILED)
             if not isinstance(e, DBAPIError):

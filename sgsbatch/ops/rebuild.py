@@ -101,7 +101,11 @@ def _fresh_database(paths: RunPaths, url: str, name: str, external: bool, force:
                          f"aside (kept as state.db.bad-<time>) and rebuild from the run directory")
     staging = paths.db.with_name(f".{paths.db.name}.rebuilding-{os.getpid()}")
     _discard(staging)
-    return open_db(sqlite_url(staging)), staging
+    try:
+        return open_db(sqlite_url(staging)), staging
+    except BaseException:  # a full disk while the schema is written: no partial file stays behind
+        _discard(staging)
+        raise
 
 
 def _discard(staging: Path) -> None:

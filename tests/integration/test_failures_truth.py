@@ -7,7 +7,8 @@ replaces state.db only once the new one is complete; a rebuild that cannot finis
 byte for byte; a run whose round's ending was lost makes `resume` name the file and the repair in
 one line, and `status` then says the same. A real 3 MB tmpfs as the runs directory: the run
 stalls with `status` naming the disk, its free space and path, and `resume` (a writing command)
-ends in one line naming the disk instead of an ENOSPC traceback. Skipped with the reason where
+and `rebuild --force` (writing commands) end in one line naming the disk instead of an ENOSPC
+traceback, the database left as it was. Skipped with the reason where
 mounting a tmpfs is not permitted. Not covered: Slurm (the same status and supervisor code runs).
 """
 
@@ -162,3 +163,9 @@ def test_a_full_disk_is_named_by_status_and_resume(tiny_disk: Path, cli_env: dic
     assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     assert "the disk is full" in res.stderr and str(runs / "f") in res.stderr and " free of 3." in res.stderr
+    before = (runs / "f" / "state.db").read_bytes()  # a rebuild on the full disk leaves the database alone
+    rb = sgsbatch("rebuild", "f", "--force", "--runs-dir", str(runs), env=cli_env)
+    assert rb.returncode == 1 and "Traceback" not in rb.stderr and "disk is full" in rb.stderr, rb.stderr
+    assert len(rb.stderr.strip().splitlines()) == 1
+    assert (runs / "f" / "state.db").read_bytes() == before
+    assert not list((runs / "f").glob(".state.db.rebuilding-*")) and not list((runs / "f").glob("state.db.bad-*"))
