@@ -399,7 +399,10 @@ def rebuild(run: str, runs_dir: str, force: bool, restore_config: bool) -> None:
 
     Every round whose train job finished is ended again from its shard files (attempts,
     verdicts, proofs, conjectures, reviews, metrics, checkpoints); Slurm jobs come back from
-    the rounds' job journals, so a running chain goes on. Nothing in the run directory changes.
+    the rounds' job journals, so a running chain goes on. The new database replaces state.db only
+    once complete (a failed rebuild leaves it as it was). A corrupt shard file is moved to
+    RUN/quarantine/ (kept) and its readable records kept; the report names it. Nothing else in the
+    run directory changes.
 
     \b
     Examples:

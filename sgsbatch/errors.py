@@ -8,9 +8,15 @@ every command with a bad input):
     2    usage or bad input: an unknown option, run, phase, round or target, a run name already
          taken, a bad config value or data file, a config this site cannot run (preflight, canary)
     130  interrupted (Ctrl-C); a run's jobs go on, and the message says how to stop them
+
+A write that finds the disk full or the quota spent (OSError ENOSPC, EDQUOT) is failure 1 too; its
+message (`disk_full_message`) names the path, the free space of its file system and what to do.
 """
 
 from __future__ import annotations
+
+import errno
+import os
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -54,3 +60,41 @@ class UserInterrupt(SgsError):
     """Ctrl-C while a command waited or watched; the message says what goes on and how to stop it."""
 
     exit_code = EXIT_INTERRUPTED
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for an OSError that says the disk is full (ENOSPC) or the quota spent (EDQUOT)."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def free_space(path: str) -> tuple[int, int] | None:
+    """(free bytes for an unprivileged writer, total bytes) of the file system holding `path` (its nearest
+    existing parent), or None when it cannot be asked."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p) and os.path.dirname(p) != p:
+        p = os.path.dirname(p)
+    try:
+        st = os.statvfs(p)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def disk_full_message(exc: OSError, where: str | None = None) -> str:
+    """One line for a full disk: the file the write failed on, the file system's free space and what to do."""
+    path = exc.filename or where or os.getcwd()
+    space = free_space(str(path))
+    room = (f"{human_bytes(space[0])} free of {human_bytes(space[1])}" if space is not None
+            else "free space unknown")
+    what = "the disk quota is spent" if exc.errno == errno.EDQUOT else "the disk is full"
+    writing = f"writing {path}" if exc.filename else f"a write under {path}"
+    return (f"{what}: {writing} failed ({exc.strerror}); {room} on the file system holding it; free space "
+            f"there (or move the runs directory to a larger disk), then run the command again")

@@ -587,6 +587,9 @@ class AlertsConfig:
     slow_phase_rounds: int = key(3, "The recent average is over this many previous rounds.")
     disk_budget_gb: float = key(0.0, "Alarm when disk projected to the planned rounds exceeds this; 0 = no "
                                      "budget.")
+    min_free_mb: float = key(64.0, "`status`, `watch` and `--wait` blame a stalled run on the disk (with the free "
+                                    "space and the path) when the file system holding the run directory has less "
+                                    "free than this.")
 
 
 @dataclass(frozen=True)

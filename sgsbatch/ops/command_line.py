@@ -2,13 +2,15 @@
 
 `clean_errors` is the one place a command's failure becomes one line on stderr and an exit code
 from the table in errors.py (0 ok, 1 failed, 2 usage or bad input, 130 interrupted): typed errors
-by their `exit_code`, a database failure as 1, Ctrl-C as 130 (click alone would say "Aborted!"
+by their `exit_code`, a database failure as 1, a write that found the disk full or the quota spent
+(ENOSPC, EDQUOT; SQLite's "database or disk is full") as 1 with the path and its free space, Ctrl-C as 130 (click alone would say "Aborted!"
 and exit 1). Commands that wait on or watch a run turn Ctrl-C into `UserInterrupt` first
 (ops/console.py `run_goes_on`), whose message says the run goes on and how to stop it.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import sys
 from collections.abc import Callable
@@ -17,7 +19,14 @@ from typing import Any, TypeVar
 
 import click
 
-from sgsbatch.errors import EXIT_FAILED, EXIT_INTERRUPTED, SgsError, UserInterrupt
+from sgsbatch.errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    SgsError,
+    UserInterrupt,
+    disk_full_message,
+    is_disk_full,
+)
 from sgsbatch.run.paths import default_runs_dir
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -41,6 +50,16 @@ def clean_errors(fn: F) -> F:
         except Exception as e:
             from sqlalchemy.exc import DBAPIError
 
+            if is_disk_full(e):
+                assert isinstance(e, OSError)
+                click.echo(click.style("Error:", fg="red", bold=True) + f" {disk_full_message(e, _where(kwargs))}",
+                           err=True)
+                sys.exit(EXIT_FAILED)
+            if isinstance(e, DBAPIError) and "disk is full" in str(e.orig):  # SQLite's SQLITE_FULL
+                full = OSError(errno.ENOSPC, f"SQLite: {e.orig}")
+                click.echo(click.style("Error:", fg="red", bold=True) + f" {disk_full_message(full, _where(kwargs))}",
+                           err=True)
+                sys.exit(EXIT_FAILED)
             if not isinstance(e, DBAPIError):
                 raise
             click.echo(f"Error: the run's database failed ({e.orig}); if its state.db is damaged, rebuild it "
@@ -48,6 +67,14 @@ def clean_errors(fn: F) -> F:
             sys.exit(EXIT_FAILED)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _where(kwargs: dict[str, Any]) -> str | None:
+    """The run directory (or runs directory) a command was given: where a write without a file name failed."""
+    runs_dir, run = kwargs.get("runs_dir"), kwargs.get("run")
+    if isinstance(run, str) and run:
+        return run if "/" in run else str(Path(runs_dir or default_runs_dir()) / run)
+    return str(runs_dir) if runs_dir else None
 
 
 runs_dir_option = click.option("--runs-dir", default=default_runs_dir, show_default="$SGSBATCH_RUNS_DIR or runs",

@@ -23,10 +23,11 @@ from typing import Any
 
 import click
 
-from sgsbatch.errors import UserInterrupt
+from sgsbatch.errors import UserInterrupt, human_bytes
 from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
 from sgsbatch.run.paths import RunPaths, command
 from sgsbatch.run.progress import duration
+from sgsbatch.run.quarantine import describe as describe_quarantine
 
 STATE_COLOURS = {"completed": "green", "running": "cyan", "pending": "blue", "stalled": "yellow",
                  "failed": "red", "cancelled": "magenta", "unreadable": "red"}
@@ -112,6 +113,16 @@ def _watch_details(st: dict[str, Any]) -> list[str]:
         used = ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in d["used_bytes"].items())
         out.append(f"  disk: {d['total_bytes'] / 1e9:.2f} GB ({used}); projected {d['projected_bytes'] / 1e9:.1f} GB "
                    f"at round {d['planned_rounds']} ({d['checkpoints_kept_at_end']} checkpoint rounds kept)")
+    free = st.get("free_space")
+    if free:
+        out.append(f"  free space: {human_bytes(free['free_bytes'])} of {human_bytes(free['total_bytes'])} on the file "
+                   f"system holding {free['path']}")
+    dmg = st.get("damaged") or {}
+    for f in dmg.get("found", []):
+        out.append(click.style(f"  CORRUPT {f['file']} ({f['reason']}): `{dmg['repair']}` quarantines it, keeps its "
+                               f"readable records and rebuilds the database", fg="red"))
+    for q in dmg.get("quarantined", []):
+        out.append(f"  quarantined: {describe_quarantine(q)}")
     am = st.get("amendments")
     if am:
         out.append(f"  amended after launch: {am['count']} change(s), {am['method']} of method; last: {am['last_text']}")

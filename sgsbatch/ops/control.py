@@ -32,7 +32,8 @@ from sgsbatch.round.metrics import ALERT_KINDS, alert, write_live_alerts
 from sgsbatch.run.handle import RunHandle, create_run, new_run_paths
 from sgsbatch.run.lock import LockHeld, OwnerLock, describe
 from sgsbatch.run.paths import RUNS_DIR_ENV, run_paths
-from sgsbatch.run.shards import Shard, unfinished
+from sgsbatch.run.quarantine import note
+from sgsbatch.run.shards import CorruptShard, Shard, unfinished
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.state.schema import RunState
 
@@ -277,7 +278,11 @@ def resume_locked(h: RunHandle, force: bool) -> str:
         for i in unfinished(h.paths.phase_dir(r, phase), h.at(r).shard_count(phase)):
             if (phase, i) not in hung:
                 Shard(h.paths.phase_dir(r, phase), i).clear_failures()
-    end_round_from_marker(h, r)  # training finished but the round's ending was lost
+    try:
+        end_round_from_marker(h, r)  # training finished but the round's ending was lost
+    except CorruptShard as e:
+        note(h.paths, e)  # `status` names it until it is quarantined
+        raise
     prepare_round(h, r)
     h.set_state(RunState.running, "resumed")
     start(h)

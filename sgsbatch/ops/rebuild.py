@@ -17,6 +17,12 @@ accounting remembers them).
 written back from the copy the database recorded (at launch, with the amendments of `resume
 --set` since; an edited one is kept aside).
 
+The new SQLite database is built beside the old one (`.state.db.rebuilding-<pid>`) and renamed
+into place only once complete, so a rebuild that fails leaves state.db as it was (a failed one's
+partial file is deleted). A shard output that cannot be read (bytes flipped or lost: run/shards.py
+`CorruptShard`) is quarantined (run/quarantine.py: moved under `quarantine/`, its readable records
+kept as the output) and its round ended from what is left; the report names each such file.
+
 Not covered: a run cancelled with `sgsbatch cancel` shows as stalled after a rebuild (the
 cancellation lived only in the database: cancel it again); a database at `run.database_url` is
 only filled when it has no row for the run (it is never moved aside or deleted here).
@@ -25,16 +31,19 @@ only filled when it has no row for the run (it is never moved aside or deleted h
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import select
 
 from sgsbatch.config.loading import from_toml_text
+from sgsbatch.config.schema import Config
 from sgsbatch.data import Target
 from sgsbatch.errors import InputError, RunError
 from sgsbatch.round.results import run_targets
@@ -42,7 +51,9 @@ from sgsbatch.run import amendments, environment
 from sgsbatch.run.handle import RunHandle, database_url, insert_run
 from sgsbatch.run.journal import read_journal
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import atomic_write_text, read_json
+from sgsbatch.run.quarantine import describe as describe_quarantine
+from sgsbatch.run.quarantine import quarantine
+from sgsbatch.run.shards import CorruptShard, atomic_write_text, read_json
 from sgsbatch.scheduling.chain import end_round_from_marker
 from sgsbatch.state.db import Database, EmptyDatabase, open_db, sqlite_url
 from sgsbatch.state.schema import Amendment, Attempt, Checkpoint, Run, RunState, SlurmJob
@@ -57,11 +68,18 @@ class RebuildReport:
     attempts: int
     slurm_jobs: int
     moved_aside: Path | None
+    quarantined: list[dict[str, Any]] = field(default_factory=list)  # run/quarantine.py records, this rebuild's
 
     def describe(self) -> str:
         aside = f"; the old database is kept as {self.moved_aside}" if self.moved_aside else ""
-        return (f"run {self.run}: rebuilt {self.database} from the run directory: {self.rounds_completed} of "
-                f"{self.rounds} rounds completed, {self.attempts} attempts, {self.slurm_jobs} Slurm jobs{aside}")
+        lines = [f"run {self.run}: rebuilt {self.database} from the run directory: {self.rounds_completed} of "
+                 f"{self.rounds} rounds completed, {self.attempts} attempts, {self.slurm_jobs} Slurm jobs{aside}"]
+        for q in self.quarantined:
+            lines.append(f"  quarantined: {describe_quarantine(q)}")
+        if self.quarantined and self.moved_aside:
+            lines.append(f"  the rebuilt database lacks what those files held; if the old one was sound, put it "
+                         f"back: mv {self.moved_aside} {Path(self.moved_aside).with_name('state.db')}")
+        return "\n".join(lines)
 
 
 def _has_run(url: str, name: str) -> bool:
@@ -70,24 +88,69 @@ def _has_run(url: str, name: str) -> bool:
 
 
 def _fresh_database(paths: RunPaths, url: str, name: str, external: bool, force: bool) -> tuple[Database, Path | None]:
-    """An empty database for the run; a SQLite file already there is moved aside (with --force only)."""
+    """An empty database for the run and, for SQLite, where it is built: `.state.db.rebuilding-<pid>` beside
+    state.db, which stays untouched until the new one is complete (`_install`); a state.db already
+    there is replaced with --force only."""
     if external:
         if _has_run(url, name):
             raise RunError(f"{url} already holds run {name!r}; rebuild fills only a database without it "
                            f"(delete that run's rows first, or point run.database_url elsewhere)")
         return open_db(url), None
-    if not paths.db.exists():
-        return open_db(url), None
-    if not force:
+    if paths.db.exists() and not force:
         raise InputError(f"{paths.db} exists; rebuild replaces a lost or corrupt database: pass --force to move it "
                          f"aside (kept as state.db.bad-<time>) and rebuild from the run directory")
+    staging = paths.db.with_name(f".{paths.db.name}.rebuilding-{os.getpid()}")
+    _discard(staging)
+    try:
+        return open_db(sqlite_url(staging)), staging
+    except BaseException:  # a full disk while the schema is written: no partial file stays behind
+        _discard(staging)
+        raise
+
+
+def _discard(staging: Path) -> None:
+    for p in (staging, staging.with_name(staging.name + "-journal")):
+        p.unlink(missing_ok=True)
+
+
+def _install(paths: RunPaths, staging: Path) -> Path | None:
+    """Put the complete new database in state.db's place in one rename; a state.db there is kept as
+    state.db.bad-<time> (a hard link made before the rename, so state.db is never missing)."""
+    if not paths.db.exists():
+        os.replace(staging, paths.db)
+        return None
     aside = paths.db.with_name(f"state.db.bad-{time.strftime('%Y%m%d-%H%M%S')}")
     for suffix in ("-journal", "-wal", "-shm"):  # SQLite's side files belong to the old database
         side = paths.db.with_name(paths.db.name + suffix)
         if side.exists():
             side.rename(aside.with_name(aside.name + suffix))
-    paths.db.rename(aside)
-    return open_db(url), aside
+    try:
+        os.link(paths.db, aside)
+    except OSError:  # a file system without hard links: a moment without state.db
+        paths.db.rename(aside)
+    os.replace(staging, paths.db)
+    return aside
+
+
+def _end_rounds(h: RunHandle, progress: Callable[[int], None] | None, quarantined: list[dict[str, Any]]) -> int:
+    """End every round whose train job finished, in order; a corrupt shard output met on the way is
+    quarantined (run/quarantine.py) and the round ended again from what is left. Returns the rounds ended."""
+    done = 0
+    for r in range(h.cfg.run.rounds):
+        while True:
+            try:
+                ended = end_round_from_marker(h, r)
+                break
+            except CorruptShard as e:
+                if any(q["file"] == str(e.path.relative_to(h.paths.root)) for q in quarantined):
+                    raise  # the recovered output is unreadable too: nothing more to do here
+                quarantined.append(quarantine(h.paths, e))
+        if not ended:
+            break
+        done += 1
+        if progress:
+            progress(r)
+    return done
 
 
 def _restore_jobs(h: RunHandle) -> int:
@@ -118,13 +181,32 @@ def _restore_amendments(h: RunHandle) -> int:
 
 
 def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None] | None = None) -> RebuildReport:
-    """Recreate the run's database from `paths` (see the module docstring); `progress(r)` after each round."""
+    """Recreate the run's database from `paths` (see the module docstring); `progress(r)` after each round.
+
+    The new SQLite database is built beside state.db and put in its place only when complete: a
+    rebuild that fails (a damaged file it cannot read past, a full disk) leaves state.db as it was."""
     if not paths.config.exists() or not paths.targets.exists():
         raise InputError(f"{paths.root} is not a run directory: rebuild needs its config.toml and targets.jsonl")
     text = paths.config.read_text(encoding="utf-8")
     cfg = from_toml_text(text, str(paths.config))
     url = database_url(cfg, paths)
-    db, aside = _fresh_database(paths, url, cfg.run.name, bool(cfg.run.database_url), force)
+    db, staging = _fresh_database(paths, url, cfg.run.name, bool(cfg.run.database_url), force)
+    quarantined: list[dict[str, Any]] = []
+    try:
+        done, attempts, jobs = _fill(db, cfg, paths, text, progress, quarantined)
+    except BaseException:
+        db.close()
+        if staging is not None:
+            _discard(staging)
+        raise
+    db.close()
+    aside = _install(paths, staging) if staging is not None else None
+    return RebuildReport(cfg.run.name, url, done, cfg.run.rounds, attempts, jobs, aside, quarantined)
+
+
+def _fill(db: Database, cfg: Config, paths: RunPaths, text: str, progress: Callable[[int], None] | None,
+          quarantined: list[dict[str, Any]]) -> tuple[int, int, int]:
+    """Write the run's rows into the empty `db`; (rounds ended, attempts, Slurm jobs)."""
     targets = [Target(t.problem_id, t.header, t.theorem) for t in run_targets(paths)]
     executor = cfg.run.executor if cfg.run.executor != "auto" else ("slurm" if paths.slurm.exists() else "local")
     env_file = paths.root / environment.FILE
@@ -133,13 +215,7 @@ def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None
     h = RunHandle(cfg, paths, db, run_id)
     _restore_amendments(h)
     jobs = _restore_jobs(h)
-    done = 0
-    for r in range(cfg.run.rounds):
-        if not end_round_from_marker(h, r):
-            break
-        done += 1
-        if progress:
-            progress(r)
+    done = _end_rounds(h, progress, quarantined)
     with db.write() as s:
         for ck in s.exec(select(Checkpoint).where(Checkpoint.run_id == run_id)).all():
             if not Path(ck.path).exists():
@@ -148,7 +224,7 @@ def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None
         attempts = s.exec(select(func.count()).select_from(Attempt).where(Attempt.run_id == run_id)).one()
     if done < cfg.run.rounds:
         h.set_state(RunState.running, "database rebuilt from the run directory")
-    return RebuildReport(cfg.run.name, url, done, cfg.run.rounds, attempts, jobs, aside)
+    return done, attempts, jobs
 
 
 def restore_config(paths: RunPaths, force: bool = False) -> str:

@@ -5,7 +5,9 @@ what finished; the executor knows what is still alive. A run with unfinished wor
 (with a `StallReason`) when a shard ran out of retries (its message: one line, the reason's
 exception line and the `logs` command that shows the rest), when a job waits on a dependency that can
 never be satisfied, or when nothing is alive to do the work; otherwise `pending` until its first
-task starts, then `running`. Reads only small tables (no attempts scan), so it stays fast on a
+task starts, then `running`. A stalled run's message names a full disk (free space below
+`alerts.min_free_mb` on the run directory's file system, whose free space is always shown) or a
+corrupt shard output a command met (run/quarantine.py) before the executor's view. Reads only small tables (no attempts scan), so it stays fast on a
 database of 200 full-scale rounds. Writes nothing.
 """
 
@@ -20,12 +22,12 @@ from sqlmodel import select
 from sgsbatch.canary.record import read_run_record
 from sgsbatch.ops.plan import run_projection
 from sgsbatch.ops.progress import alarms, phase_progress, sparkline
-from sgsbatch.round.disk import disk_usage
+from sgsbatch.round.disk import disk_usage, free_space, full_disk
 from sgsbatch.round.lifecycle import current_phase
 from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
 from sgsbatch.round.refusals import round_refusals, summary_text
 from sgsbatch.round.timing import run_timing
-from sgsbatch.run import environment
+from sgsbatch.run import environment, quarantine
 from sgsbatch.run.attempts import error_line
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import command
@@ -75,6 +77,10 @@ class RunStatus:
     # the verifier's own refusals (round/refusals.round_refusals) of the current round's finished verify
     # shards, else of the round before; with "text", the one line status prints; None: none counted yet
     refusals: dict[str, Any] | None = None
+    # the file system holding the run directory: {"path", "free_bytes", "total_bytes"} (round/disk.free_space)
+    free_space: dict[str, Any] | None = None
+    # corrupt shard outputs (run/quarantine.py): {"found": noted and still in place, "quarantined": moved aside}
+    damaged: dict[str, Any] | None = None
 
     @property
     def repairable(self) -> bool:
@@ -99,7 +105,8 @@ class RunStatus:
             "progress": self.progress, "solve_rate_curve": self.solve_rate_curve,
             "sparkline": sparkline(self.solve_rate_curve, 0.0, 1.0), "disk": self.disk, "alerts": self.alerts,
             "amendments": self.amendments, "canary": self.canary, "watcher": self.watcher, "timing": self.timing,
-            "projection": self.projection, "refusals": self.refusals,
+            "projection": self.projection, "refusals": self.refusals, "free_space": self.free_space,
+            "damaged": self.damaged,
         }
         if self.jobs is not None:
             out["jobs"] = self.jobs
@@ -172,6 +179,11 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
         st.progress = phase_progress(h.cfg, h.paths, r, phase)
     st.alerts = alarms(h.cfg, h.paths, r, st.progress, st.disk) if row.state != RunState.completed else []
     st.refusals = refusals_now(h, r)
+    st.free_space = free_space(h.paths)
+    found, moved = quarantine.unresolved(h.paths), quarantine.records(h.paths)
+    if found or moved:
+        st.damaged = {"found": found, "quarantined": moved,
+                      "repair": command("rebuild", h.paths, "--force") if found else None}
     if row.state in (RunState.completed, RunState.cancelled, RunState.failed):
         st.phase = None if row.state == RunState.completed else phase
         return st
@@ -181,7 +193,7 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
         st.state, st.stall = "stalled", StallReason.shard_out_of_retries
         st.message = (f"{one_line(reason)}; the whole log: `{command('logs', h.paths)}`; fix the cause, then "
                       f"`{command('resume', h.paths)}`")
-        return st
+        return _blame(h, st)
     if not live:
         return st
     if (job := watcher.recorded_job(h.paths)) is not None:
@@ -190,4 +202,21 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
     st.state, st.stall = alive.state, alive.stall
     st.message = st.message if alive.message is None else alive.message
     st.jobs, st.sacct_unavailable, st.driver_pid = alive.jobs, alive.sacct_unavailable, alive.driver_pid
+    return _blame(h, st)
+
+
+def _blame(h: RunHandle, st: RunStatus) -> RunStatus:
+    """A stalled run's message names what stopped it when the run directory shows it: a corrupt shard
+    output a command met (run/quarantine.note), or a full disk (round/disk.full_disk)."""
+    if st.state != "stalled":
+        return st
+    disk = full_disk(h.cfg, st.free_space)
+    if st.damaged and st.damaged["found"]:
+        f = st.damaged["found"][0]
+        st.message = (f"{h.paths.root / f['file']} is corrupt ({f['reason']}); `{st.damaged['repair']}` moves it to "
+                      f"quarantine/ (kept), keeps its readable records and rebuilds the database; then "
+                      f"`{command('resume', h.paths)}`")
+    elif disk is not None:
+        st.stall = StallReason.disk_full  # not repairable: `watch` stops and says so instead of resuming
+        st.message = f"{disk}, then `{command('resume', h.paths)}`"
     return st

@@ -4,7 +4,9 @@ Used: the bytes of `checkpoints/` (carried optimizer states included, projected 
 run/paths.tree_bytes (symlinks not followed). Projected to `run.rounds`: checkpoints by the retention rule
 of round/checkpoints.py (rounds kept at the end x the largest round's checkpoints), the database
 linearly per completed round, round directories by a compacted round's size (`disk_usage`). Read by `status` (ops/progress.py) and judged
-against `alerts.disk_budget_gb` (round/alarms.py). Not covered: `launch --dry-run`'s projection
+against `alerts.disk_budget_gb` (round/alarms.py). `free_space` is what is left on the file system holding the run directory, and `full_disk` the
+one line `status` (and so `watch`, `--wait` and the notifications) gives a stalled run when that
+is below `alerts.min_free_mb`. Not covered: `launch --dry-run`'s projection
 from the configured checkpoint size (ops/progress.projection_text), other runs sharing the disk.
 """
 
@@ -14,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from sgsbatch.config.schema import Config
+from sgsbatch.errors import free_space as fs_free
+from sgsbatch.errors import human_bytes
 from sgsbatch.round.checkpoints import retained
 from sgsbatch.round.compaction import is_compacted
 from sgsbatch.run.paths import RunPaths, tree_bytes
@@ -50,3 +54,18 @@ def disk_usage(cfg: Config, paths: RunPaths, rounds_completed: int) -> dict[str,
     projected = ck_init + ck_opt + kept * ck_each + rounds_end + db_end
     return {"used_bytes": used, "total_bytes": sum(used.values()), "projected_bytes": int(projected),
             "checkpoints_kept_at_end": kept, "checkpoint_bytes_each": ck_each, "planned_rounds": planned}
+
+
+def free_space(paths: RunPaths) -> dict[str, Any] | None:
+    """{"path", "free_bytes", "total_bytes"} of the file system holding the run directory; None if unknown."""
+    got = fs_free(str(paths.root))
+    return None if got is None else {"path": str(paths.root), "free_bytes": got[0], "total_bytes": got[1]}
+
+
+def full_disk(cfg: Config, free: dict[str, Any] | None) -> str | None:
+    """The line for a disk with less free than `alerts.min_free_mb` (`free`: `free_space`), else None."""
+    if free is None or free["free_bytes"] >= cfg.alerts.min_free_mb * 1e6:
+        return None
+    return (f"the disk is full: {human_bytes(free['free_bytes'])} free of {human_bytes(free['total_bytes'])} on the "
+            f"file system holding {free['path']} (under alerts.min_free_mb {cfg.alerts.min_free_mb:g}); free space "
+            f"there (or move the runs directory to a larger disk)")

@@ -18,6 +18,7 @@ from sgsbatch.review import Review, fill_failed
 from sgsbatch.round.compaction import token_count
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.paths import RunPaths
+from sgsbatch.run.quarantine import quarantined_in
 from sgsbatch.run.shards import (
     atomic_write_text,
     jsonl_text,
@@ -162,11 +163,17 @@ def verify_rates(cfg: Config, paths: RunPaths, r: int) -> dict[str, float]:
 
 def round_results(cfg: Config, paths: RunPaths, r: int) -> dict[str, ProblemResult]:
     """Solve samples joined with their verdicts, with verified counts and solve rates; token arrays are
-    read only where `ProblemResult.arrays` is asked (the train job's examples)."""
+    read only where `ProblemResult.arrays` is asked (the train job's examples). In a round with a
+    quarantined file, a solve item without its verdicts or its problem is left out (lost with the file)."""
     problems = {p.problem_id: p for p in solve_problems(cfg, paths, r)}
     verdicts = {v["key"]: v["verdicts"] for v in read_phase(paths.phase_dir(r, "verify"), shards_at(cfg, paths, r, "verify"))}
     out: dict[str, ProblemResult] = {}
+    lost = None  # a solve item whose verdicts or problem went with a quarantined file (run/quarantine.py) is dropped
     for item, arrays in read_phase_arrays(paths.phase_dir(r, "solve"), shards_at(cfg, paths, r, "solve")):
+        if item["key"] not in verdicts or item["key"] not in problems:
+            lost = quarantined_in(paths, r) if lost is None else lost
+            if lost:
+                continue
         samples = [{**s, **v} for s, v in zip(item["samples"], verdicts[item["key"]], strict=True)]
         verified = sum(1 for s in samples if s["verdict"] == VERIFIED)
         # a compacted round (round/compaction.py) has prompt and sample token counts, no arrays

@@ -11,6 +11,10 @@ attempt with a log of its own (run/attempts.py). A generating shard's token ids 
 `shard_0000i.arrays`, appended before the item-log line that points at it, shared by the item log
 and the output (run/token_arrays.py; `read_phase_arrays` reads records with them). Not covered:
 what the items mean.
+
+A finished output that cannot be read whole (gzip, zlib or UTF-8 errors, a line that is not JSON, a
+cut-short file: bytes flipped or lost on disk) raises `CorruptShard`, naming the file and holding
+the records read before the damage; `rebuild` quarantines it (run/quarantine.py).
 """
 
 from __future__ import annotations
@@ -19,11 +23,54 @@ import gzip
 import json
 import os
 import time
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from sgsbatch.errors import RunError
 from sgsbatch.run.token_arrays import OFFSET, ArraysFile, RecordArrays, TokenArrays, append_block
+
+
+class CorruptShard(RunError):
+    """A finished shard output that cannot be read whole: `path`, `reason`, and `records`, those read
+    before the damage (all of them when a filter was given: `Shard.readable` reads them again)."""
+
+    def __init__(self, path: Path, reason: str, records: list[dict[str, Any]]) -> None:
+        self.path, self.reason, self.records = path, reason, records
+        root = path.parents[3]  # RUN/rounds/rNNNN/<phase>/shard_N.jsonl[.gz]
+        from sgsbatch.run.paths import RunPaths, command
+
+        super().__init__(f"{path} is corrupt ({reason}); {len(records)} record(s) before the damage are readable. "
+                         f"`{command('rebuild', RunPaths(root), '--force')}` moves it to {root / 'quarantine'} (kept, "
+                         f"not deleted), keeps its readable records and rebuilds the database from the run directory")
+
+
+_CORRUPT = (OSError, EOFError, zlib.error, ValueError)  # BadGzipFile is an OSError; JSON and UTF-8 errors ValueErrors
+
+
+def read_output(path: Path, compressed: bool, keys: set[str] | None = None) -> list[dict[str, Any]]:
+    """A finished output's records (those whose key is in `keys`, parsing only their lines), strictly:
+    the file was written whole and atomically, so any unreadable byte raises CorruptShard. A missing
+    plain file reads as no records (as it always did: a shard may finish with none)."""
+    if not compressed and not path.exists():
+        return []
+    out: list[dict[str, Any]] = []
+    try:
+        with (gzip.open(path, "rt", encoding="utf-8") if compressed else path.open("r", encoding="utf-8")) as f:
+            for n, line in enumerate(f, 1):
+                if not line.endswith("\n"):
+                    raise ValueError(f"line {n} is cut short")
+                if keys is not None and line_key(line) not in keys:
+                    continue
+                rec = json.loads(line)
+                if not isinstance(rec, dict):
+                    raise ValueError(f"line {n} is not a JSON object")
+                out.append(rec)
+    except _CORRUPT as e:
+        kind = "zlib" if isinstance(e, zlib.error) else type(e).__name__
+        raise CorruptShard(path, f"{kind}: {e}", out) from None
+    return out
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -221,19 +268,14 @@ class Shard:
         """True once compaction replaced the output with `shard_N.jsonl.gz` (and the plain file is gone)."""
         return not self.output.exists() and self.output_gz.exists()
 
-    def _lines(self) -> IO[str]:
-        """The output's lines: `shard_N.jsonl`, or once its round was compacted `shard_N.jsonl.gz`."""
-        assert self.is_done(), f"{self.output} read before its completion marker"
-        if self.is_compressed():
-            return gzip.open(self.output_gz, "rt", encoding="utf-8")
-        return self.output.open("r", encoding="utf-8")
+    def output_file(self) -> Path:
+        """The output as it is on disk: `shard_N.jsonl`, or once its round was compacted `shard_N.jsonl.gz`."""
+        return self.output_gz if self.is_compressed() else self.output
 
     def read(self) -> list[dict[str, Any]]:
+        """Every record of the finished output; CorruptShard if a byte of it cannot be read."""
         assert self.is_done(), f"{self.output} read before its completion marker"
-        if not self.is_compressed():
-            return read_jsonl(self.output)
-        with self._lines() as f:
-            return [json.loads(line) for line in f]
+        return read_output(self.output_file(), self.is_compressed())
 
     def replace_output(self, records: Iterable[dict[str, Any]]) -> None:
         """Write the finished output again, gzip-compressed (`output_gz`, atomically), then drop the plain
@@ -247,13 +289,11 @@ class Shard:
         """The output's records whose key is in `keys`, by key, parsing only their lines (a verify task
         reads 1/k of a solve shard; in runs written before the arrays file, its lines carry every sample's
         token ids)."""
+        assert self.is_done(), f"{self.output} read before its completion marker"
         out: dict[str, dict[str, Any]] = {}
-        with self._lines() as f:
-            for line in f:
-                if line_key(line) in keys:
-                    rec = json.loads(line)
-                    assert rec["key"] in keys, f"{self.output}: line_key misread {rec['key']!r}"
-                    out[rec["key"]] = rec
+        for rec in read_output(self.output_file(), self.is_compressed(), keys):
+            assert rec["key"] in keys, f"{self.output}: line_key misread {rec['key']!r}"
+            out[rec["key"]] = rec
         return out
 
     def meta(self) -> dict[str, Any]:

@@ -18,12 +18,16 @@ class StallReason(enum.StrEnum):
     dependency_never_satisfied = "dependency_never_satisfied"  # a job waits on a failed/cancelled one
     no_live_job = "no_live_job"  # Slurm: nothing queued or running
     local_driver_dead = "local_driver_dead"  # local: the driver process is gone
+    # the run directory's file system has less free than alerts.min_free_mb (ops/status.py blames it
+    # whatever the executor saw: a dead driver, a crashed shard)
+    disk_full = "disk_full"
 
     @property
     def repairable(self) -> bool:
         """True when `sgsbatch resume` fixes it as is; a shard out of retries needs its cause fixed
-        first (resubmitting it unattended would spend its allocation crashing again)."""
-        return self is not StallReason.shard_out_of_retries
+        first (resubmitting it unattended would spend its allocation crashing again), a full disk
+        needs space freed (a resume would only fail writing)."""
+        return self not in (StallReason.shard_out_of_retries, StallReason.disk_full)
 
 
 @dataclass

@@ -5,7 +5,9 @@ runs one per shard. Each start of the worker is an attempt with its own log (run
 A crash (non-zero exit, an exception, `kill -9`) is recorded in the shard's failure log with one
 line of reason (the exception's own line; the traceback stays in the attempt's log) and the
 worker is started again, until `run.max_task_retries` retries are spent; then the shard gets a
-`.failed` marker with the reason and the supervisor fails, which leaves the Slurm jobs that need
+`.failed` marker with the reason and the supervisor fails (at once, without retries, when the run
+directory's disk has less free than `alerts.min_free_mb`: the reason names the disk, its free space
+and path; when even that cannot be written, it goes to the supervisor's stderr), which leaves the Slurm jobs that need
 the shard never satisfiable: the run shows as stalled until `sgsbatch resume`. A worker that exits
 with UPSTREAM_EXIT (a streaming verify task whose solve shard did that) ends the task the same way
 without a crash counted or a `.failed` marker of its own. A worker that exits with REQUEUE_EXIT stopped on SIGUSR2: on
@@ -34,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from sgsbatch.errors import disk_full_message, is_disk_full
 from sgsbatch.phases.task import REQUEUE_EXIT, UPSTREAM_EXIT
 from sgsbatch.run.attempts import CRASHED, STOPPED, end_attempt, error_line, start_attempt
 from sgsbatch.run.attempts import DONE as ATTEMPT_DONE
@@ -152,13 +155,38 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
         if on_slurm and rc in (-signal.SIGTERM, -signal.SIGKILL):
             time.sleep(5)  # a job-wide kill (cancel, requeue) reaches the supervisor too: don't count it
         reason = crash_reason(rc, _tail(log, 20000))
-        ended(CRASHED, reason)
-        if shard.record_failure(reason, k) > max_retries:
-            shard.mark_failed(f"round {r} {phase} shard {shard_index} failed {max_retries + 1} times; last: {reason}")
+        disk = disk_full_reason(paths)
+        if disk is not None:  # retrying on a full disk only spends the retries: the shard fails, naming the disk
+            reason = f"{reason}; {disk}"
+        try:
+            ended(CRASHED, reason)
+            if disk is not None or shard.record_failure(reason, k) > max_retries:
+                shard.mark_failed(reason if disk is not None else
+                                  f"round {r} {phase} shard {shard_index} failed {max_retries + 1} times; last: {reason}")
+                return FAILED
+        except OSError as e:
+            if not is_disk_full(e):
+                raise
+            # nothing can be recorded: say it where the supervisor's output goes; `status` blames the disk
+            sys.stderr.write(f"sgsbatch supervisor: round {r} {phase} shard {shard_index}: {disk_full_message(e)}\n")
             return FAILED
         if multi_node:
             requeue_self()  # every node starts its ranks again, on a fresh rendezvous port
     return DONE
+
+
+def disk_full_reason(paths: RunPaths) -> str | None:
+    """round/disk.full_disk for the run directory (by the run's `alerts.min_free_mb`), or None."""
+    from sgsbatch.round.disk import free_space, full_disk
+    from sgsbatch.run.handle import current_config
+
+    try:
+        cfg = current_config(paths)
+    except (OSError, ValueError):  # a config that cannot be read now: judge the disk by the default
+        from sgsbatch.config.schema import Config
+
+        cfg = Config()
+    return full_disk(cfg, free_space(paths))
 
 
 def crash_reason(rc: int, output: str) -> str:

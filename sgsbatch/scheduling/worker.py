@@ -31,6 +31,7 @@ from types import FrameType
 
 from sgsbatch.config.loading import from_toml_text
 from sgsbatch.config.schema import PHASES
+from sgsbatch.errors import disk_full_message, is_disk_full
 from sgsbatch.phases.task import REQUEUE_EXIT, UPSTREAM_EXIT, Interrupted, Task, UpstreamFailed
 from sgsbatch.run.amendments import config_at
 from sgsbatch.run.lock import LockHeld, OwnerLock, describe
@@ -162,6 +163,11 @@ def main(argv: list[str]) -> int:
     except UpstreamFailed as e:
         print(f"sgsbatch worker: {e}", file=sys.stderr)
         return UPSTREAM_EXIT
+    except OSError as e:
+        if not is_disk_full(e):
+            raise
+        print(f"sgsbatch worker: {disk_full_message(e)}", file=sys.stderr)  # its last line: the crash's reason
+        return 1
     return 0
 
 

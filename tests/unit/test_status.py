@@ -152,6 +152,13 @@ def test_slurm_stalls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def _stalled_by(reason: StallReason, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunHandle:
     if reason is StallReason.local_driver_dead:
         return _run(tmp_path, "local", reason.value)
+    if reason is StallReason.disk_full:  # a dead driver on a full disk (a real full tmpfs: test_failures_truth.py)
+        from sgsbatch.ops import status as status_mod
+
+        h = _run(tmp_path, "local", reason.value)
+        monkeypatch.setattr(status_mod, "free_space", lambda paths: {"path": str(paths.root), "free_bytes": 4096,
+                                                                      "total_bytes": 3_000_000})
+        return h
     h = _run(tmp_path, "slurm", reason.value)
     _add_job(h, 0, "init", "11", [0])
     if reason is StallReason.shard_out_of_retries:
