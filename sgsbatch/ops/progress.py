@@ -173,6 +173,12 @@ def projection_text(cfg: Config) -> str:
     text = (f"checkpoints: {kept} rounds kept at round {cfg.run.rounds} (checkpoints.keep_last="
             f"{cfg.checkpoints.keep_last}, keep_every={cfg.checkpoints.keep_every}) x {roles} roles x "
             f"{per} ({source}) = {shown}")
+    if cfg.train.optimizer == "carry":  # the newest state a role, two while a round trains (backends/optimizer_state.py)
+        from sgsbatch.round.projection import optimizer_write_factor
+
+        state = roles * optimizer_write_factor(cfg) * gb * 1e9
+        size += 2 * state
+        text += f"; + the carried optimizer states (train.optimizer = \"carry\"): {2 * state / 1e9:.0f} GB at most"
     budget = cfg.alerts.disk_budget_gb
     if budget > 0 and size > budget * 1e9:
         text += f"; over alerts.disk_budget_gb {budget:g}: raise checkpoints.keep_every or lower keep_last"

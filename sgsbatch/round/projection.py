@@ -19,7 +19,8 @@ Pure arithmetic over a config, a target count and throughput figures (`Figures`:
 * A task: its start-up + its share of the work / its rate (generation: GPUs x decode rate;
   verify: CPUs x Lean proofs/s, plus `repl_start_s` per REPL start, one every
   `verification.max_proofs_per_process` proofs of a core; train: GPUs x nodes x train tokens/s,
-  plus `model_load_s` + `checkpoint_write_s` per trained role; the Solver's forward-only scoring passes,
+  plus `model_load_s` + `checkpoint_write_s` per trained role (with `train.optimizer = "carry"` its optimizer
+  state's write too, `optimizer_write_factor`); the Solver's forward-only scoring passes,
   `scoring_passes`, add `scoring_pass_share` of its tokens each, and the KL's reference one more
   `model_load_s`; the reference is freed before the policy loads, so it adds no memory). A phase's wall: `queue_wait_s` +
   waves x task time, `slurm.<phase>.array_parallelism` tasks a wave; its GPU-hours (CPU-hours):
@@ -47,6 +48,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sgsbatch.backends.batches import GRPO_FAMILY
+from sgsbatch.backends.optimizer_state import carried_state_bytes
 from sgsbatch.config.schema import MAX_TASKS, Config
 from sgsbatch.config.simulated_time import decode_rate
 from sgsbatch.round.reference_projection import ReferencePlan, reference_plan
@@ -233,14 +235,27 @@ def project(cfg: Config, targets: int, figures: Figures) -> Projection:
             passes = scoring_passes(cfg) * int(cfg.solver.train)
             scoring = passes * pj.scoring_pass_share * trained * (pj.prompt_tokens + pj.mean_tokens)
             ref_load = f["model_load_s"] if cfg.solver.train and cfg.solver.kl_beta > 0 else 0.0
+            carry = roles * optimizer_write_factor(cfg) * f["checkpoint_write_s"]
             out.append(_phase(cfg, f, phase, seqs, "sequences", tokens, gpus * f["train_tokens_per_s"],
-                              roles * (f["model_load_s"] + f["checkpoint_write_s"]) + ref_load, 1, gpus, cpus,
-                              tokens + scoring))
+                              roles * (f["model_load_s"] + f["checkpoint_write_s"]) + ref_load + carry, 1, gpus,
+                              cpus, tokens + scoring))
     if cfg.verification.streaming:
         out = [_streamed(cfg, f, p, next(x for x in out if x.phase == "solve")) if p.phase == "verify" else p
                for p in out]
     proj = Projection(targets, cfg.run.rounds, tuple(out), figures, search, sampled)
     return replace(proj, rollout=rollout_plan(cfg, proj, f, decode), reference=reference_plan(cfg, proj, f, decode))
+
+
+def optimizer_write_factor(cfg: Config) -> float:
+    """With `train.optimizer = "carry"`: a role's carried optimizer state (backends/optimizer_state.py) over
+    its bf16 weights, in bytes, so its write costs this x `checkpoint_write_s` a round (7 for ZeRO-2 in bf16:
+    Adam's moments and the fp32 master, 12 bytes a parameter, plus DeepSpeed's bf16 module copy, 2); 0 with
+    "fresh"."""
+    if cfg.train.optimizer != "carry":
+        return 0.0
+    n = 1_000_000  # the ratio does not depend on the size
+    t = cfg.train
+    return carried_state_bytes(n, zero_stage=t.zero_stage, bf16=t.bf16, keep_fp32_master=t.keep_fp32_master) / (2 * n)
 
 
 def trained_samples(cfg: Config, samples: float, sampled: float) -> float:

@@ -14,7 +14,8 @@ with the weights its previous updates made (docs/objectives.md, "Rollout steps")
   and pushing each update's weights into the engine in place (`weight_update_s`); verification streams to
   the CPU array as today. A step: generation on all the job's GPUs, verification's tail after it (the last
   problem's proofs, or the verify array's excess when it cannot keep pace), the scoring passes and the
-  updates, the same checkpoint writes (resumable at any step), the weight update. Once per job (each job
+  updates, the same checkpoint writes as the chain's train job (weights, and the optimizer state with
+  `train.optimizer = "carry"`: resumable at any step), the weight update. Once per job (each job
   is at most `slurm.train.time_min`): its queue wait, engine, trainer and reference loads. Its GPUs are held
   through verification's tail and the checkpoint writes.
 
@@ -83,9 +84,10 @@ def rollout_plan(cfg: Config, proj: Any, figures: Any, decode: float) -> Rollout
     assert train.task_s is not None
     train_work = train.task_s - train.startup_s
     roles = 1 + int(cfg.conjecturer.enabled and cfg.conjecturer.train)
-    ckpt = roles * f["checkpoint_write_s"]
+    ref_load = f["model_load_s"] if s.kl_beta > 0 else 0.0
+    ckpt = train.startup_s - roles * f["model_load_s"] - ref_load  # the weights' (and carried optimizer's) writes
     step = gen_s + tail + train_work + ckpt + f["weight_update_s"]
-    startup = f["queue_wait_s"] + 2 * f["model_load_s"] + (f["model_load_s"] if s.kl_beta > 0 else 0.0)
+    startup = f["queue_wait_s"] + 2 * f["model_load_s"] + ref_load
     per_job = max(step, res.time_min * 60 - startup)
     steps = proj.rounds
     jobs = max(1, math.ceil(steps * step / per_job))

@@ -378,3 +378,17 @@ def test_no_advice_on_part_of_a_round_and_never_more_tasks_than_problems(tmp_pat
     adv = advise(cfg, 3, published(cfg))
     assert adv is not None and adv.phase == "verify" and adv.after is not None
     assert adv.sets["shards.verify"] <= 3 + math.ceil(3 * 0.5 * 1)
+
+
+def test_a_carried_optimizer_state_is_written_every_round(tmp_path: Path) -> None:
+    """train.optimizer = "carry": each trained role also writes its AdamW state (ZeRO-2, bf16: Adam's two
+    fp32 moments and the fp32 master, 12 bytes a parameter, and DeepSpeed's bf16 module copy, 2: 7x the
+    bf16 weights' 2), so the known round's train job adds 2 roles x 7 x checkpoint_write_s (20 s)."""
+    from sgsbatch.round.projection import optimizer_write_factor
+
+    carry = known(tmp_path, "train.optimizer=carry", "train.zero_stage=2", "train.bf16=true")
+    fresh = known(tmp_path, "train.zero_stage=2", "train.bf16=true")
+    assert optimizer_write_factor(carry) == pytest.approx(7.0) and optimizer_write_factor(fresh) == 0.0
+    t_carry, t_fresh = (project(c, 100, published(c)).phase("train") for c in (carry, fresh))
+    assert t_carry is not None and t_fresh is not None and t_carry.task_s is not None and t_fresh.task_s is not None
+    assert t_carry.task_s - t_fresh.task_s == pytest.approx(2 * 7 * 20)

@@ -134,6 +134,9 @@ def test_launch_dry_run_prints_checkpoint_projection(tmp_path: Path) -> None:
                                                   "models.conjecturer=a/b", *sets]))
 
     assert "x 2 roles x 10 GB (checkpoints.estimate_gb_per_role) = 420 GB" in text("checkpoints.estimate_gb_per_role=10")
+    # a carried AdamW state (ZeRO-2, bf16: 7x the weights) a role, two while a round trains: 2 x 2 x 70 GB
+    assert "+ the carried optimizer states (train.optimizer = \"carry\"): 280 GB at most" in text(
+        "checkpoints.estimate_gb_per_role=10", "train.optimizer=carry", "train.zero_stage=2", "train.bf16=true")
     out = text("checkpoints.keep_every=50", "checkpoints.estimate_gb_per_role=10", "alerts.disk_budget_gb=1")
     assert "checkpoints: 5 rounds kept" in out and "over alerts.disk_budget_gb 1" in out
 
