@@ -56,6 +56,9 @@ def timing_short(t: dict[str, Any] | None, state: str) -> str:
     return "; " + ", ".join(parts)
 
 
+GOING_ON = ("pending", "running")  # states with a projected finish; a stalled run finishes only once resumed
+
+
 def timing_text(t: dict[str, Any], state: str) -> str:
     """The times of `status RUN`: launch, elapsed, round durations, the running round, the projected finish."""
     out = [f"launched {when(t['started_at'])}, " + ("took " if state == "completed" else "elapsed ")
@@ -67,8 +70,10 @@ def timing_text(t: dict[str, Any], state: str) -> str:
                    f"{duration(last)})")
     if t.get("current_s") is not None:
         out.append(f"round {t['current_round'] + 1} running for {duration(t['current_s'])}")
-    if t.get("eta_s") is not None:
+    if t.get("eta_s") is not None and state in GOING_ON:
         out.append(f"projected finish in {duration(t['eta_s'])} (about {when(t['finish_at'])})")
+    elif state not in GOING_ON and state != "completed":
+        out.append(f"{state}: no projected finish")
     elif state == "completed" and t.get("finish_at"):
         out.append(f"finished {when(t['finish_at'])}")
     return "; ".join(out)
