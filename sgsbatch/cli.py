@@ -166,13 +166,13 @@ def plan_command(config: Path, overrides: tuple[str, ...], as_json: bool, site: 
         sgsbatch plan jobs/sgs.toml --set projection.gpu_budget=16
         sgsbatch plan jobs/sgs.toml --set shards.solve=16 --json
     """
-    from sgsbatch.config.loading import Origins, origin_of
+    from sgsbatch.config.loading import Origins, data_origin
     from sgsbatch.ops.control import load_for_command
     from sgsbatch.ops.plan import make_plan, plan_text
 
     origins: Origins = {}
     cfg = load_for_command(config, overrides, site, runs_dir, origins)
-    p = make_plan(cfg, where=origin_of(origins, "data.source", str(config)))
+    p = make_plan(cfg, where=data_origin(origins, str(config)))
     click.echo(json.dumps(p.to_json(), sort_keys=True) if as_json else plan_text(p))
 
 

@@ -144,6 +144,15 @@ def origin_of(origins: Origins, key: str, default: str) -> str:
     return " and ".join(inside) if inside else default
 
 
+def data_origin(origins: Origins, default: str) -> str:
+    """Who to blame when `[data]` cannot be loaded: whoever set data.source, and any `--set` of data.format or
+    data.split besides (`--set data.format=hf` makes a good file unloadable); `default` for keys left alone."""
+    where = [origin_of(origins, "data.source", default)]
+    where += [o for o in (origin_of(origins, f"data.{k}", "") for k in ("format", "split"))
+              if o.startswith("--set ") and o not in where]
+    return " and ".join(where)
+
+
 def load_raw(path: Path, _seen: tuple[Path, ...] = (), origins: Origins | None = None) -> dict[str, Any]:
     """The merged raw table of a jobs file and the files it inherits from, paths resolved.
     `origins` gets, for every key set, the file that set it (`parent.toml via child.toml`)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.config.loading import Origins, load_config, origin_of, parse_override
+from sgsbatch.config.loading import Origins, data_origin, load_config, origin_of, parse_override
 from sgsbatch.config.schema import PUBLISHED_CLIP, Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
 from sgsbatch.ops.notify import Event, events
@@ -172,7 +172,7 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
     checked = require(cfg, site=executor == "slurm").checked
     if not (load_remote or is_path_like(cfg.data.source)):
         return Plan(cfg, executor, -1, [], checked, runs_dir_from, site), []
-    targets, rejected = _load_targets(cfg, origin_of(origins, "data.source", str(config_path)))
+    targets, rejected = _load_targets(cfg, data_origin(origins, str(config_path)))
     return Plan(cfg, executor, len(targets), rejected, checked, runs_dir_from, site), targets
 
 

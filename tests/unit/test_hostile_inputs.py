@@ -80,6 +80,14 @@ def test_a_bad_data_source_is_blamed_on_whoever_set_it(tmp_path: Path, kind: str
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_set_of_the_data_format_that_breaks_a_good_source_is_named_too(tmp_path: Path) -> None:
+    for args in _config_commands(tmp_path, TINY, "data.format=reference_json"):  # tiny's targets are JSONL
+        res = _run(args)
+        assert res.exit_code == 2, res.output
+        assert res.stderr.startswith(f"Error: {TINY} and --set data.format=reference_json: data.source: could not "
+                                     "load"), res.stderr
+
+
 @pytest.mark.parametrize("parent", ["a-directory", "missing.toml"])
 def test_inherit_of_a_directory_or_missing_file_names_the_key_the_file_and_the_path(tmp_path: Path,
                                                                                    parent: str) -> None:
