@@ -42,8 +42,9 @@ def proof_id(problem_id: str, slot: int) -> str:
 
 
 def _check_round(h: RunHandle, round_: int | None) -> None:
-    if round_ is not None and not 0 <= round_ < h.cfg.run.rounds:
-        raise InputError(f"--round {round_}: run {h.cfg.run.name} has rounds 0..{h.cfg.run.rounds - 1}")
+    from sgsbatch.run.handle import check_round
+
+    check_round(round_, h.cfg)
 
 
 def _check_target(h: RunHandle, target: str | None) -> None:
