@@ -150,7 +150,8 @@ def metrics(runs: tuple[str, ...], runs_dir: str, as_csv: bool, as_json: bool, p
                    "first proof, Conjecturer training weight.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON lines, one object per proof or conjecture; a proof's row is an input row of "
-                   "`sgsbatch verify` (id, header, statement, proof).")
+                   "`sgsbatch verify` (id, header, statement, proof); `simulated` names the run's SIMULATED "
+                   "parts (\"\" when none).")
 @clean_errors
 def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conjectures: bool, as_json: bool) -> None:
     """Print RUN's found proofs (the solved store) with their statements, or its conjectures' lineage.
@@ -176,6 +177,7 @@ def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conj
         click.echo(f"run {run}: no {what}" + (f" for {target}" if target else "")
                    + (f" in round {round_}" if round_ is not None else ""), err=True)
         return
+    mark = f" [SIMULATED {rows[0]['simulated']}]" if rows[0]["simulated"] else ""
     for row in rows:
         if conjectures:
             g = row["guide"]
@@ -187,12 +189,12 @@ def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conj
             rate = "not attempted" if row["solve_rate"] is None else f"{row['verified']}/{row['attempts']} verified"
             weight = "not trained on" if row["training_weight"] is None else f"weight {row['training_weight']:.4f}"
             click.echo(f"== {row['conjecture_id']} (target {row['target_id']}, round {row['round']}): "
-                       f"{scores}; {rate}; {weight}")
+                       f"{scores}; {rate}; {weight}{mark}")
             click.echo(row["statement"] or "")
             if row["proof"]:
                 click.echo(row["proof"])
         else:
-            click.echo(f"== {row['problem_id']} (round {row['round']}, sample {row['sample']}, slot {row['slot']})")
+            click.echo(f"== {row['problem_id']} (round {row['round']}, sample {row['sample']}, slot {row['slot']}){mark}")
             click.echo(row["statement"] or "(statement not recorded)")
             click.echo(row["proof"])
         click.echo("")
