@@ -173,7 +173,8 @@ def plan_command(config: Path, overrides: tuple[str, ...], as_json: bool, site: 
     """
     from sgsbatch.config.loading import Origins, data_origin
     from sgsbatch.ops.control import load_for_command
-    from sgsbatch.ops.plan import launched_plan, make_plan, plan_text
+    from sgsbatch.ops.plan import make_plan, plan_text
+    from sgsbatch.ops.status import launched_plan
     from sgsbatch.run.paths import default_runs_dir
 
     against = ""

@@ -28,12 +28,24 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sgsbatch.errors import SgsError
 
-if TYPE_CHECKING:
-    from sgsbatch.config.schema import DataConfig
+
+class DataSource(Protocol):
+    """What `load_data_source` reads of a config's `[data]` table (config/schema.DataConfig), read-only."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def split(self) -> str: ...
+    @property
+    def limit(self) -> int: ...
+    @property
+    def strict(self) -> bool: ...
 
 FORMATS: tuple[str, ...] = ("auto", "reference_json", "jsonl", "hf")
 STATEMENT_END = ":= by"
@@ -238,7 +250,7 @@ def load_targets(
     return result
 
 
-def load_data_source(data: DataConfig, where: str) -> LoadResult:
+def load_data_source(data: DataSource, where: str) -> LoadResult:
     """The targets of a config's `[data]` table, for `launch` and `plan` alike. Any failure to load them (a bad
     or unreadable file, an unknown layout, the hub, the datasets library) and a source with no usable row is
     a ConfigError on data.source naming `where`: whoever set it, the jobs file or the `--set`

@@ -293,21 +293,3 @@ def comparison_text(c: dict[str, Any] | None) -> str:
     ph = [f"{k} {duration(v['projected_s'])}/{duration(v['actual_s'])}" for k, v in c["phases"].items()
           if v["actual_s"] is not None]
     return out + (f"; last round projected/actual: {', '.join(ph)}" if ph else "")
-
-
-def launched_plan(runs_dir: str, name: str) -> tuple[RunPlan, str]:
-    """`plan RUN`: a launched run's own config projected (its targets, its amendments), and its projection
-    against its completed rounds as `status` shows it ("" before any round completed)."""
-    from sgsbatch.errors import InputError
-    from sgsbatch.ops.status import run_status
-    from sgsbatch.run.handle import open_run
-
-    try:
-        h = open_run(runs_dir, name, readonly=True)
-    except InputError as e:
-        raise InputError(f"{name} is neither a jobs file nor a launched run: {e}") from None
-    st = run_status(h, live=False)
-    plan = make_plan(h.cfg, st.targets, where=str(h.paths.config))
-    compared = comparison_text(st.projection) if st.projection and st.rounds_completed else None
-    return plan, f"  against its {st.rounds_completed} completed rounds: {compared}" if compared else ""
-

@@ -159,7 +159,9 @@ def role_checkpoint_gb(cfg: Config) -> tuple[float, str]:
     from sgsbatch.models.tiny import tiny_param_count
 
     if all(getattr(cfg.models, role) == TINY_RANDOM for role in ("solver", "conjecturer")):
-        return tiny_param_count() * 4 / 1e9, "tiny-random models, fp32"
+        t = cfg.models.tiny
+        n = tiny_param_count(vocab_size=t.vocab_size, hidden_size=t.hidden_size, num_layers=t.num_layers)
+        return n * 4 / 1e9, "tiny-random models, fp32"
     return cfg.checkpoints.estimate_gb_per_role, "checkpoints.estimate_gb_per_role"
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from sqlmodel import select
 
 from sgsbatch.canary.record import read_run_record
-from sgsbatch.ops.plan import run_projection
+from sgsbatch.ops.plan import RunPlan, comparison_text, make_plan, run_projection
 from sgsbatch.ops.progress import alarms, phase_progress, sparkline
 from sgsbatch.round.disk import disk_usage, free_space, full_disk
 from sgsbatch.round.lifecycle import current_phase
@@ -220,3 +220,20 @@ def _blame(h: RunHandle, st: RunStatus) -> RunStatus:
         st.stall = StallReason.disk_full  # not repairable: `watch` stops and says so instead of resuming
         st.message = f"{disk}, then `{command('resume', h.paths)}`"
     return st
+
+
+def launched_plan(runs_dir: str, name: str) -> tuple[RunPlan, str]:
+    """`plan RUN`: a launched run's own config projected (its targets, its amendments), and its projection
+    against its completed rounds as `status` shows it ("" before any round completed)."""
+    from sgsbatch.errors import InputError
+    from sgsbatch.run.handle import open_run
+
+    try:
+        h = open_run(runs_dir, name, readonly=True)
+    except InputError as e:
+        raise InputError(f"{name} is neither a jobs file nor a launched run: {e}") from None
+    st = run_status(h, live=False)
+    plan = make_plan(h.cfg, st.targets, where=str(h.paths.config))
+    compared = comparison_text(st.projection) if st.projection and st.rounds_completed else None
+    return plan, f"  against its {st.rounds_completed} completed rounds: {compared}" if compared else ""
+
