@@ -139,7 +139,7 @@ def _end_rounds(h: RunHandle, progress: Callable[[int], None] | None, quarantine
     for r in range(h.cfg.run.rounds):
         while True:
             try:
-                ended = end_round_from_marker(h, r)
+                ended = end_round_from_marker(h.for_round(r), r)  # with the config round r ran with
                 break
             except CorruptShard as e:
                 if any(q["file"] == str(e.path.relative_to(h.paths.root)) for q in quarantined):
@@ -180,8 +180,11 @@ def _restore_amendments(h: RunHandle) -> int:
     return len(records)
 
 
-def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None] | None = None) -> RebuildReport:
+def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None] | None = None,
+            executor: str | None = None) -> RebuildReport:
     """Recreate the run's database from `paths` (see the module docstring); `progress(r)` after each round.
+    `executor`: the run's executor when the caller knows it (a fork, ops/fork.py, before its first job);
+    else run.executor, and for "auto" the directory's (a `slurm/` folder: Slurm).
 
     The new SQLite database is built beside state.db and put in its place only when complete: a
     rebuild that fails (a damaged file it cannot read past, a full disk) leaves state.db as it was."""
@@ -193,7 +196,7 @@ def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None
     db, staging = _fresh_database(paths, url, cfg.run.name, bool(cfg.run.database_url), force)
     quarantined: list[dict[str, Any]] = []
     try:
-        done, attempts, jobs = _fill(db, cfg, paths, text, progress, quarantined)
+        done, attempts, jobs = _fill(db, cfg, paths, text, progress, quarantined, executor)
     except BaseException:
         db.close()
         if staging is not None:
@@ -205,10 +208,11 @@ def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None
 
 
 def _fill(db: Database, cfg: Config, paths: RunPaths, text: str, progress: Callable[[int], None] | None,
-          quarantined: list[dict[str, Any]]) -> tuple[int, int, int]:
+          quarantined: list[dict[str, Any]], executor: str | None) -> tuple[int, int, int]:
     """Write the run's rows into the empty `db`; (rounds ended, attempts, Slurm jobs)."""
     targets = [Target(t.problem_id, t.header, t.theorem) for t in run_targets(paths)]
-    executor = cfg.run.executor if cfg.run.executor != "auto" else ("slurm" if paths.slurm.exists() else "local")
+    if executor is None:
+        executor = cfg.run.executor if cfg.run.executor != "auto" else ("slurm" if paths.slurm.exists() else "local")
     env_file = paths.root / environment.FILE
     env = read_json(env_file) if env_file.exists() else None  # runs launched before it was recorded have none
     run_id = insert_run(db, cfg, paths, text, targets, executor, created_at=paths.config.stat().st_mtime, env=env)
