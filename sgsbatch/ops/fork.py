@@ -8,7 +8,8 @@ first own round, 0-based as `resume --from-round` and the run directory's `round
 
 Refused, naming the keys and what to do: a child whose `data.*` (the targets) or `models.*` (round 0's
 weights, the KL reference) differ from the parent's, a child named like its parent, a trained role
-whose weights after round N-1 the parent's retention deleted. Every other key may differ.
+whose weights after round N-1 the parent's retention deleted, an Expert Iteration window (solver.ei_rounds)
+reaching into rounds the parent compacted. Every other key may differ.
 
 How (the parent is only read: its database opened read-only, its files linked, never written):
 
@@ -180,6 +181,7 @@ def prepare(child: Config, parent_run: str, n: int, command: str) -> Fork:
                              f"retention: checkpoints.keep_last, keep_every), and round {n} of the fork starts from them; "
                              f"fork at a round whose weights were kept: --round "
                              + (" or ".join(map(str, kept)) if kept else "(none kept)"))
+    _require_window(parent, now_cfg, n)
     inherited = [r for r in precords if r.get("kind") == amendments.METHOD and r.get("from_round") is not None
                  and int(r["from_round"]) < n]
     records = [*inherited, *_records(changed, a, b, n, command)]
@@ -187,6 +189,22 @@ def prepare(child: Config, parent_run: str, n: int, command: str) -> Fork:
               _config_hash(parent), "parent_rounds_completed": done, "at": time.time(), "command": command,
               "changed": changed}
     return Fork(child, parent, n, records, changed, record)
+
+
+def _require_window(parent: RunPaths, cfg: Config, n: int) -> None:
+    """Round n's training with Expert Iteration reads the token records of the `solver.ei_rounds` rounds up to
+    n: those the fork inherits must not have been compacted by the parent (round/compaction.py)."""
+    from sgsbatch.round.compaction import is_compacted
+
+    if not cfg.solver.train or cfg.solver.window_rounds() <= 1:
+        return
+    gone = [k for k in range(max(0, n - cfg.solver.window_rounds() + 1), n) if is_compacted(parent, k)]
+    if gone:
+        raise InputError(f"round {n} of the fork trains on the token records of rounds {n - cfg.solver.window_rounds() + 1}"
+                         f"..{n} (Expert Iteration, solver.ei_rounds = {cfg.solver.ei_rounds}), but run {parent.name} "
+                         f"compacted round(s) {', '.join(map(str, gone))} (records.keep_sample_tokens = false); fork at "
+                         f"round {max(gone) + cfg.solver.window_rounds()} or later, where the window is whole (a trunk "
+                         f"meant for Expert Iteration forks: launch it with --set records.keep_sample_tokens=true)")
 
 
 def _records(changed: Sequence[str], old: dict[str, Any], new: dict[str, Any], n: int,

@@ -4,13 +4,15 @@ The run directory holds everything the database is derived from: the frozen conf
 each round's shard files (conjectures, samples with their verdicts, reviews, training results)
 and the round's job journal (`rounds/rNNNN/jobs.jsonl`). `rebuild` writes the run's rows afresh,
 then ends every round whose train shard is done exactly as its train job did (the same
-`scheduling/chain.end_round`), and restores the Slurm job records so that `status` and
-`resume` see the jobs of the round in flight. A live run can go on afterwards: its jobs open the
+`scheduling/chain.end_round`, with the config that round ran with: run/amendments.config_at, so a
+round before a change of method, or inherited by a fork, keeps its values), and restores the Slurm
+job records so that `status` and `resume` see the jobs of the round in flight. A live run can go on afterwards: its jobs open the
 rebuilt database like the old one.
 
 Covered: runs, rounds, phases (each round's shard counts as amended, run/amendments.py), the
 config's amendments (`amendments.jsonl`), problems, attempts with verdicts, the solved store, conjectures,
-reviews, metrics (TensorBoard points rewritten too), checkpoints (marked deleted where the
+reviews, metrics (TensorBoard points rewritten too), a fork's parent (`forked_from.json` stays in the
+directory; ops/fork.py builds a fork's database with this module), checkpoints (marked deleted where the
 retention policy removed the weights), Slurm jobs with their restarts (from sacct, while
 accounting remembers them).
 `restore_config` is the other direction: config.toml lost, damaged or edited after launch is
