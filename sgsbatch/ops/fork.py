@@ -149,11 +149,11 @@ def prepare(child: Config, parent_run: str, n: int, command: str) -> Fork:
     from sgsbatch.round.checkpoints import ROLES, trained_every_round
 
     parent = existing_run_paths(child.run.runs_dir, parent_run)
-    if child.run.name == parent.name:
-        raise ConfigError("--from", "run.name", f"the fork would have its parent's name {parent.name!r}; give it its "
-                                                f"own: --set run.name={parent.name}-fork")
-    new_run_paths(child)  # the name is free
     pcfg = read_frozen_config(parent)
+    if child.run.name in (parent.name, pcfg.run.name):
+        raise ConfigError("--from", "run.name", f"the fork would have its parent's name {child.run.name!r}; give it "
+                                                f"its own: --set run.name={child.run.name}-fork")
+    new_run_paths(child)  # the name is free
     done = _completed(parent, pcfg)
     if not 1 <= n <= done:
         raise InputError(f"--round {n}: run {parent.name} has {done} completed round(s), so a fork can start at round "
@@ -173,15 +173,19 @@ def prepare(child: Config, parent_run: str, n: int, command: str) -> Fork:
         raise ConfigError("--from", ", ".join(refused), f"differ from run {parent.name}'s ({why}); a fork keeps them: "
                           f"{sets} (or launch a new run without --from)")
     changed = [k for k in diff if k not in IDENTITY and amendments.classify(k)[0] != amendments.OPERATIONAL]
-    now_cfg = amendments.config_with(child, [*precords, *_records(changed, a, b, n, command)], n)
-    for role in ROLES:
-        if trained_every_round(now_cfg, role) and not is_complete(parent.checkpoint(n - 1, role)):
-            kept = [k + 1 for k in range(done) if is_complete(parent.checkpoint(k, role))]
-            raise InputError(f"run {parent.name}'s {role} weights after round {n - 1} are gone ({parent.checkpoint(n - 1, role)}; "
-                             f"retention: checkpoints.keep_last, keep_every), and round {n} of the fork starts from them; "
-                             f"fork at a round whose weights were kept: --round "
-                             + (" or ".join(map(str, kept)) if kept else "(none kept)"))
-    _require_window(parent, now_cfg, n)
+    for role in ROLES:  # round n of the fork starts from the parent's weights after round n-1 (round/checkpoints.py)
+        if not trained_every_round(child, role) or is_complete(parent.checkpoint(n - 1, role)):
+            continue
+        if not trained_every_round(at, role):
+            raise ConfigError("--from", f"{role}.train", f"run {parent.name} did not train its {role} in round {n - 1}, "
+                              f"so there are no {role} weights after it for the fork to train from; keep the parent's "
+                              f"setting (a fork changes what is trained from round {n} only where the parent trained it)")
+        kept = [k + 1 for k in range(done) if is_complete(parent.checkpoint(k, role))]
+        raise InputError(f"run {parent.name}'s {role} weights after round {n - 1} are gone ({parent.checkpoint(n - 1, role)}; "
+                         f"retention: checkpoints.keep_last, keep_every), and round {n} of the fork starts from them; "
+                         f"fork at a round whose weights were kept: --round "
+                         + (" or ".join(map(str, kept)) if kept else "(none kept)"))
+    _require_window(parent, child, n)
     inherited = [r for r in precords if r.get("kind") == amendments.METHOD and r.get("from_round") is not None
                  and int(r["from_round"]) < n]
     records = [*inherited, *_records(changed, a, b, n, command)]

@@ -6,7 +6,8 @@ trained steps), its rounds 1 and 2 ran with the new value (the train job's recor
 change of method from round 1, the parent's directory is untouched (every file's size and mtime) even
 when the child's retention deletes its own copy of a checkpoint, files are hard links, status, the
 report and a rebuild of the child know the parent; refusals: --round out of range, a data.* or models.*
-difference, the parent's name, run.rounds not beyond N, --from without --round; a dry run creates nothing.
+difference, the parent's name, run.rounds not beyond N, --from without --round, weights the parent's retention
+deleted; a dry run creates nothing.
 Not covered here: Slurm (tests/slurm/test_fork_slurm.py), a parent on another file system (copies).
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import sys
 from pathlib import Path
@@ -149,3 +151,18 @@ def test_fork_refusals_name_the_keys_and_what_to_do(parent: Path) -> None:
     assert "inherits its rounds 0..1" in dry.stdout and "solver.band_high" in dry.stdout and "nothing created" in dry.stdout
     assert not (runs / "other").exists()
     assert _files(parent) == before
+
+
+def test_fork_refuses_weights_the_parent_deleted(parent: Path, tmp_path: Path) -> None:
+    """A parent whose retention deleted its round-0 weights: a fork at round 1 is refused naming round 2,
+    whose weights were kept; one at round 2 is fine (dry run). RUN as a path to another runs directory."""
+    trunk = tmp_path / "pruned"
+    shutil.copytree(parent, trunk)
+    shutil.rmtree(trunk / "checkpoints" / "r0000")
+    proc = sgsbatch(*launch_args(tmp_path, "other", "run.executor=local", "run.rounds=3"), "--from", str(trunk),
+                    "--round", "1", env=_env())
+    assert proc.returncode == 2 and "weights after round 0 are gone" in proc.stderr, proc.stderr
+    assert "--round 2" in proc.stderr and not (tmp_path / "other").exists()
+    dry = sgsbatch(*launch_args(tmp_path, "other", "run.executor=local", "run.rounds=3"), "--from", str(trunk),
+                   "--round", "2", "--dry-run", env=_env())
+    assert dry.returncode == 0 and "no change of method" in dry.stdout, dry.stdout + dry.stderr
