@@ -273,6 +273,7 @@ def sgs_chain(tmp: Path, rounds: int, timeout: float, log: Path, t_begin: float,
 
     from sgsbatch.run.handle import open_run
     from sgsbatch.run.shards import Shard
+    from sgsbatch.scheduling.slurm import run_tag
     from sgsbatch.state.schema import SlurmJob
 
     h = open_run(runs_dir, name)
@@ -281,7 +282,7 @@ def sgs_chain(tmp: Path, rounds: int, timeout: float, log: Path, t_begin: float,
     h.db.close()
     ev = ctld_events(log, t_begin)
     acct = sacct_intervals(t_begin)
-    mine = f"sgs.{name}."
+    mine = run_tag(name)  # every job name of the run starts with its tag (scheduling/slurm.job_name)
     phases: list[dict[str, Any]] = []
     for r in range(rounds):
         for ph in h.cfg.phases_of_round(r):

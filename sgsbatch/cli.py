@@ -204,13 +204,16 @@ def plan_command(config: Path, overrides: tuple[str, ...], as_json: bool, site: 
         sgsbatch plan jobs/sgs.toml --set shards.solve=16 --json
         sgsbatch plan sgs --runs-dir runs
     """
+    from sgsbatch.config.loading import Origins, data_origin
     from sgsbatch.ops.control import load_for_command
     from sgsbatch.ops.plan import launched_plan, make_plan, plan_text
     from sgsbatch.run.paths import default_runs_dir
 
     against = ""
     if config.is_file() or config.suffix == ".toml":
-        p = make_plan(load_for_command(config, overrides, site, runs_dir), where=str(config))
+        origins: Origins = {}
+        cfg = load_for_command(config, overrides, site, runs_dir, origins)
+        p = make_plan(cfg, where=data_origin(origins, str(config)))
     elif overrides or site:
         raise click.UsageError(f"{config} is a run, not a jobs file: --set and --site apply to a jobs file (a "
                                f"launched run is amended with `sgsbatch resume {config} --set KEY=VALUE`)")

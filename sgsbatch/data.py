@@ -28,9 +28,12 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sgsbatch.errors import SgsError
+
+if TYPE_CHECKING:
+    from sgsbatch.config.schema import DataConfig
 
 FORMATS: tuple[str, ...] = ("auto", "reference_json", "jsonl", "hf")
 STATEMENT_END = ":= by"
@@ -233,3 +236,23 @@ def load_targets(
         lines = "\n".join(f"  {r.id_or_line}: {r.reason}" for r in result.rejected)
         raise DataError(f"{text}: {len(result.rejected)} malformed row(s):\n{lines}")
     return result
+
+
+def load_data_source(data: DataConfig, where: str) -> LoadResult:
+    """The targets of a config's `[data]` table, for `launch` and `plan` alike. Any failure to load them (a bad
+    or unreadable file, an unknown layout, the hub, the datasets library) and a source with no usable row is
+    a ConfigError on data.source naming `where`: whoever set it, the jobs file or the `--set`
+    (config.loading.origin_of). Not covered: checking rows beyond `load_targets`."""
+    from sgsbatch.errors import ConfigError
+
+    try:
+        loaded = load_targets(data.source, fmt=data.format, split=data.split, strict=data.strict,
+                              limit=data.limit or None)
+    except Exception as e:  # a bad file, the hub or the datasets library: a data problem either way
+        raise ConfigError(where, "data.source", f"could not load {data.source!r}: {str(e).rstrip('.')}; give a readable targets "
+                          "file (.jsonl, .json), a saved dataset directory or a reachable dataset id") from e
+    if not loaded.targets:
+        why = f" (every row rejected, first: {loaded.rejected[0].id_or_line}: {loaded.rejected[0].reason})" \
+            if loaded.rejected else ""
+        raise ConfigError(where, "data.source", f"{data.source} holds no usable targets{why}")
+    return loaded

@@ -14,6 +14,17 @@ TINY = REPO / "jobs" / "tiny.toml"
 VENV_BIN = Path(sys.executable).parent
 
 
+@pytest.fixture(autouse=True)
+def _runs_dir_of_its_own(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test's default runs directory ($SGSBATCH_RUNS_DIR) is an empty directory of its own, never the
+    checkout's ./runs: the README's first command leaves `runs/tiny` there, and a test that launches or plans
+    jobs/tiny.toml without --runs-dir would find it (or, worse, read or write the user's runs). Subprocesses
+    inherit it through os.environ (`cli_env`). A test of the default itself deletes or sets the variable."""
+    runs = tmp_path_factory.mktemp("default-runs")
+    monkeypatch.setenv("SGSBATCH_RUNS_DIR", str(runs))
+    return runs
+
+
 @pytest.fixture
 def shared_dir() -> Path:
     if not SHARED.is_dir():

@@ -133,12 +133,24 @@ def _set_origin(origins: Origins, key: str, source: str) -> None:
 
 
 def origin_of(origins: Origins, key: str, default: str) -> str:
-    """Where `key` (or the table holding it) was set; `default` for a key left at its default."""
+    """Where `key` (or the table holding it) was set; for a table, where the keys inside it were set (an
+    unknown table is whoever put a key in it: `--set nosuch.key=1`, not the jobs file); `default` for a key
+    left at its default."""
     parts = re.sub(r"\[\d+\]", "", key).split(".")
     for n in range(len(parts), 0, -1):
         if ".".join(parts[:n]) in origins:
             return origins[".".join(parts[:n])]
-    return default
+    inside = dict.fromkeys(v for k, v in origins.items() if k.startswith(".".join(parts) + "."))
+    return " and ".join(inside) if inside else default
+
+
+def data_origin(origins: Origins, default: str) -> str:
+    """Who to blame when `[data]` cannot be loaded: whoever set data.source, and any `--set` of data.format or
+    data.split besides (`--set data.format=hf` makes a good file unloadable); `default` for keys left alone."""
+    where = [origin_of(origins, "data.source", default)]
+    where += [o for o in (origin_of(origins, f"data.{k}", "") for k in ("format", "split"))
+              if o.startswith("--set ") and o not in where]
+    return " and ".join(where)
 
 
 def load_raw(path: Path, _seen: tuple[Path, ...] = (), origins: Origins | None = None) -> dict[str, Any]:
@@ -152,7 +164,14 @@ def load_raw(path: Path, _seen: tuple[Path, ...] = (), origins: Origins | None =
     parent = raw.pop("inherit", None)
     if parent is not None and not isinstance(parent, str):
         raise ConfigError(str(path), "inherit", "must be a string: the path of the parent jobs file")
-    merged = raw if parent is None else _merge(load_raw(path.parent / parent, (*_seen, path), origins), raw)
+    merged = raw
+    if parent is not None:
+        parent_path = (path.parent / Path(parent).expanduser()).resolve()
+        if not parent_path.is_file():
+            what = "a directory" if parent_path.is_dir() else "not an existing file"
+            raise ConfigError(str(path), "inherit", f"{parent!r} ({parent_path}) is {what}; give the path of the "
+                              "parent jobs file, relative to this file, e.g. inherit = \"sgs.toml\"")
+        merged = _merge(load_raw(parent_path, (*_seen, path), origins), raw)
     if origins is not None:
         label = " via ".join(str(p) for p in (path, *reversed(_seen)))
         for key in _leaves(raw):
@@ -443,7 +462,7 @@ def load_config(path: Path, overrides: typing.Sequence[str] = (), cwd: Path | No
     if site is not None:
         raw = _merge(raw, load_site(site, origins))
     raw = apply_overrides(raw, overrides, cwd or Path.cwd(), origins)
-    if runs_dir is not None:
+    if runs_dir is not None and isinstance(raw.get("run", {}), dict):  # else `--set run=3`: validate says so
         _set(raw, "run.runs_dir", runs_dir[0], runs_dir[1])
         _set_origin(origins, "run.runs_dir", runs_dir[1])
     return validate(raw, str(path), origins)

@@ -661,7 +661,7 @@ def _gpu(gpus: int, cpus: int, mem: str, time_min: int) -> SlurmPhaseConfig:
 
 @dataclass(frozen=True)
 class SlurmConfig:
-    """Each phase's Slurm job. A jobs file (or site file) may also hold `[slurm.defaults]`: keys of
+    """Each phase's Slurm job, and Slurm's mail about the run. A jobs file (or site file) may also hold `[slurm.defaults]`: keys of
     a phase table that apply to every phase whose own table does not set them (config/loading.py
     merges it into the six phases and the watcher; it is not kept in the run's frozen config)."""
 
@@ -681,6 +681,14 @@ class SlurmConfig:
     watcher: SlurmPhaseConfig = field(
         default_factory=lambda: SlurmPhaseConfig(cpus=1, mem="2G", time_min=240, signal_delay_s=60)
     )
+    # Slurm's own mail (sbatch --mail-user/--mail-type), so a run's end or failure reaches a person with
+    # nothing of ours left running (scheduling/slurm.mail_parameters says which job gets which types)
+    mail_user: str = key("", "Mail address Slurm writes to about the run's jobs (sbatch --mail-user); \"\" = "
+                             "no mail. Usually set once in the site file.")
+    mail_type: str = key("END,FAIL", "sbatch --mail-type of the job whose end is the run's end: the last "
+                                     "round's train job (with slurm.mail_user).")
+    mail_type_failure: str = key("FAIL", "sbatch --mail-type of every other job of the run (a failed job stalls "
+                                         "the run: what depends on it never starts); \"\" = none.")
 
 
 @dataclass(frozen=True)
@@ -832,6 +840,12 @@ class Config:
                                        ("replayed tactic environment", self.solver.mode == "search"
                                         and self.search.environment == "replay")) if on]
         return parts
+
+    def simulated_label(self) -> str:
+        """The SIMULATED parts as one string for a row of results (`proofs`, the export): "generation,
+        verifier, trainer"; "" when nothing is simulated."""
+        parts = self.simulated_parts() or (["rehearsal"] if self.simulated else [])
+        return ", ".join(parts)
 
     def phase_resources(self, phase: str) -> SlurmPhaseConfig:
         res: SlurmPhaseConfig = getattr(self.slurm, phase)

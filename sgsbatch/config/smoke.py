@@ -72,5 +72,6 @@ def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Co
         train=r(cfg.train, bf16=False, gradient_checkpointing=False, zero_stage=0),
         verification=r(cfg.verification, backend=verifier),
         shards=r(cfg.shards, conjecture=2, solve=2, guide=1, verify=0),
-        slurm=SlurmConfig(**{p: phase(p) for p in SLURM_TABLES}),
+        slurm=SlurmConfig(**{p: phase(p) for p in SLURM_TABLES}, mail_user=cfg.slurm.mail_user,  # the site's mail
+                          mail_type=cfg.slurm.mail_type, mail_type_failure=cfg.slurm.mail_type_failure),
     )

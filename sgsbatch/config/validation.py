@@ -237,7 +237,24 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
                   f"must be one shell line (no line breaks; one array item per line), got {_short(line)}")
         check(r.nodes == 1 or (phase == "train" and 1 <= r.nodes <= 1024), f"slurm.{phase}.nodes",
               "must be 1 (only the train job spans nodes)" if phase != "train" else f"must be >= 1 and <= 1024, got {r.nodes}")
+    sl = cfg.slurm
+    check(not any(c.isspace() or c in ",;" for c in sl.mail_user), "slurm.mail_user",
+          f"must be one mail address (no spaces, commas or semicolons), got {_short(sl.mail_user)}")
+    for key in ("mail_type", "mail_type_failure"):
+        bad = [t for t in mail_types(getattr(sl, key)) if t not in MAIL_TYPES]
+        check(not bad, f"slurm.{key}", f"{', '.join(map(repr, bad))}: not an sbatch --mail-type; use a comma-separated "
+                                      f"list of {', '.join(MAIL_TYPES)}")
     return errs
+
+
+# sbatch --mail-type's values (Slurm 23.02)
+MAIL_TYPES = ("NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT", "TIME_LIMIT",
+              "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")
+
+
+def mail_types(text: str) -> list[str]:
+    """A `slurm.mail_type*` value as its types: `"end, fail"` -> ["END", "FAIL"]; "" and "NONE" -> []."""
+    return [t.strip().upper() for t in text.split(",") if t.strip() and t.strip().upper() != "NONE"]
 
 
 def _search_errors(cfg: Config, check: Callable[[bool, str, str], None]) -> None:

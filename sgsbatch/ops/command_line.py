@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -75,6 +76,35 @@ def _where(kwargs: dict[str, Any]) -> str | None:
     if isinstance(run, str) and run:
         return run if "/" in run else str(Path(runs_dir or default_runs_dir()) / run)
     return str(runs_dir) if runs_dir else None
+
+
+class OutPath(click.Path):
+    """A path a command writes (`report --out`, `metrics --out`, `fit --plot`, `export --out`, `verify --out`):
+    refused before any work (click's usage error, exit 2, naming the option and the path) when the nearest
+    part of it that exists above it is a regular file (`--out notes.txt/r.html`) or a directory this user
+    cannot write. Not covered: a full disk or a file system that fails mid-write."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        target = Path(os.fsdecode(path)).expanduser().absolute()
+        for above in target.parents:
+            if not above.exists():
+                continue
+            if not above.is_dir():
+                self.fail(f"{target}: {above} is a file, not a directory; choose a path under a directory", param, ctx)
+            if not os.access(above, os.W_OK | os.X_OK):
+                self.fail(f"{target}: directory {above} is not writable by this user", param, ctx)
+            break
+        return path
+
+
+def mutually_exclusive(**given: bool) -> None:
+    """The one check of options that contradict each other (`metrics --csv --json`): a click.UsageError
+    (exit 2) naming every one given, when more than one is. `given`: option name (without --, `_` for `-`)
+    -> whether it was given."""
+    names = [f"--{k.replace('_', '-')}" for k, v in given.items() if v]
+    if len(names) > 1:
+        raise click.UsageError(f"{' and '.join(names)} are mutually exclusive: give one of them")
 
 
 runs_dir_option = click.option("--runs-dir", default=default_runs_dir, show_default="$SGSBATCH_RUNS_DIR or runs",

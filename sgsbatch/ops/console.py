@@ -1,10 +1,12 @@
 """What the commands print about a run on a terminal: status lines and details, redrawing, colour, Ctrl-C.
 
 Covered: `status_line` (one line per run: `status`, `launch --wait`, `resume --wait`, `watch`),
-`status_text` (`status RUN`: the line, then its details: jobs, times, progress, sparkline, disk,
-amendments, alarms, metrics), `timing_text` (launch time, elapsed, round duration, projected
-finish; round/timing.py computes them), `show` (`status --watch`: on a terminal the screen is
-cleared and redrawn; in a file or pipe each refresh is appended after a blank line), `finished`
+`status_text` (`status RUN`: the line, then its details: times, Slurm jobs with their tasks'
+states by count (`job_line`), progress, sparkline, disk, amendments, alarms, and the last completed
+round's metrics by group (`metrics_text`, round/metrics.METRIC_GROUPS)), `timing_text` (launch
+time, elapsed, round duration, projected finish; round/timing.py computes them), `show` (`status
+--watch`: on a terminal the screen is cleared and redrawn; in a file or pipe each refresh is
+appended after a blank line), `finished`
 (the states `status --watch` stops at) and `run_goes_on` (Ctrl-C while waiting or watching: the
 run's jobs go on, and the message says how to follow and how to stop it; exit 130).
 
@@ -24,7 +26,7 @@ from typing import Any
 import click
 
 from sgsbatch.errors import UserInterrupt, human_bytes
-from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
+from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE, metric_groups
 from sgsbatch.run.paths import RunPaths, command
 from sgsbatch.run.progress import duration
 from sgsbatch.run.quarantine import describe as describe_quarantine
@@ -56,6 +58,9 @@ def timing_short(t: dict[str, Any] | None, state: str) -> str:
     return "; " + ", ".join(parts)
 
 
+GOING_ON = ("pending", "running")  # states with a projected finish; a stalled run finishes only once resumed
+
+
 def timing_text(t: dict[str, Any], state: str) -> str:
     """The times of `status RUN`: launch, elapsed, round durations, the running round, the projected finish."""
     out = [f"launched {when(t['started_at'])}, " + ("took " if state == "completed" else "elapsed ")
@@ -67,8 +72,10 @@ def timing_text(t: dict[str, Any], state: str) -> str:
                    f"{duration(last)})")
     if t.get("current_s") is not None:
         out.append(f"round {t['current_round'] + 1} running for {duration(t['current_s'])}")
-    if t.get("eta_s") is not None:
+    if t.get("eta_s") is not None and state in GOING_ON:
         out.append(f"projected finish in {duration(t['eta_s'])} (about {when(t['finish_at'])})")
+    elif state not in GOING_ON and state != "completed":
+        out.append(f"{state}: no projected finish")
     elif state == "completed" and t.get("finish_at"):
         out.append(f"finished {when(t['finish_at'])}")
     return "; ".join(out)
@@ -155,11 +162,72 @@ def status_text(st: dict[str, Any]) -> str:
         from sgsbatch.ops.plan import comparison_text
 
         out += [f"  projection: {text}" for text in [comparison_text(st["projection"])] if text]
-    out += [f"  job {j['job_id']} r{j['round']} {j['phase']}: {j.get('task_states', {})} "
-            f"restarts={j.get('restarts', '?')}" for j in st.get("jobs", [])]
+    if st.get("jobs"):
+        from sgsbatch.scheduling.slurm import run_tag
+
+        out.append(f"  Slurm jobs (their names start {run_tag(st['name'])}, this run's tag, in `squeue`):")
+        out += [job_line(j) for j in st["jobs"]]
     out += _watch_details(st)
-    out += [f"  {k} = {v:g}" for k, v in sorted(st["metrics"].items())]
+    out += metrics_text(st["metrics"], st["rounds_completed"])
     return "\n".join(out)
+
+
+def task_count(task_id: str) -> int:
+    """The tasks one sacct/squeue id stands for: `123` or `123_4` one, `123_[5-63%8]` (an array's
+    pending rest, one line in sacct) 59, `123_[1,3-4]` 3; an id it cannot read counts one."""
+    _, _, index = task_id.partition("_")
+    if not index.startswith("["):
+        return 1
+    n = 0
+    try:
+        for part in index.strip("[]").split("%")[0].split(","):
+            lo, _, hi = part.partition("-")
+            n += int(hi) - int(lo) + 1 if hi else 1
+    except ValueError:
+        return 1
+    return max(n, 1)
+
+
+def state_counts(task_states: dict[str, str]) -> str:
+    """A job's task states by count, most first: `60 COMPLETED, 4 RUNNING` ("" for none)."""
+    counts: dict[str, int] = {}
+    for task_id, state in task_states.items():
+        counts[state or "UNKNOWN"] = counts.get(state or "UNKNOWN", 0) + task_count(task_id)
+    return ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])))
+
+
+def job_line(j: dict[str, Any]) -> str:
+    """One Slurm job (array) of `status RUN`: `job 123 r0 solve (64 tasks): 60 COMPLETED, 4 RUNNING` and its
+    restarts when any; `r0` is the round as in the job's name, its directory (`slurm/r0000`) and `logs --round`."""
+    n = len(j.get("shards") or [])
+    states = j.get("task_states")
+    what = ("task states unknown (no accounting)" if states is None else
+            state_counts(states) or "not in accounting yet")
+    restarts = j.get("restarts")
+    return (f"    job {j['job_id']} r{j['round']} {j['phase']} ({n} task{'' if n == 1 else 's'}): {what}"
+            + (f"; {restarts} restart{'' if restarts == 1 else 's'}" if restarts else ""))
+
+
+METRICS_WIDTH = 118  # a metrics group's line is wrapped past this many characters
+
+
+def metrics_text(metrics: dict[str, float], round_shown: int) -> list[str]:
+    """The metrics of `status RUN`, grouped (round/metrics.METRIC_GROUPS): one line per group, `name = value`
+    items wrapped under the group's name past METRICS_WIDTH; [] without metrics."""
+    if not metrics:
+        return []
+    out = [f"  metrics of round {round_shown} (every round: `sgsbatch metrics RUN`):"]
+    for title, names in metric_groups(metrics):
+        head = f"    {title}: "
+        line = head
+        for i, name in enumerate(names):
+            item = f"{name} = {metrics[name]:g}" + ("," if i < len(names) - 1 else "")
+            if line != head and len(line) + len(item) > METRICS_WIDTH:
+                out.append(line.rstrip())
+                line = " " * len(head)
+            line += item + " "
+        out.append(line.rstrip())
+    return out
 
 
 def finished(st: dict[str, Any]) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.config.loading import Origins, load_config, origin_of, parse_override
+from sgsbatch.config.loading import Origins, data_origin, load_config, origin_of, parse_override
 from sgsbatch.config.schema import PUBLISHED_CLIP, Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
 from sgsbatch.ops.notify import Event, events
@@ -105,18 +105,11 @@ def resolve_executor(cfg: Config) -> str:
     return "local"
 
 
-def _load_targets(cfg: Config, config_path: Path) -> tuple[list[Any], list[str]]:
-    """The run's targets and the rejected rows; any loading failure is a data.source error."""
-    from sgsbatch.data import load_targets
+def _load_targets(cfg: Config, where: str) -> tuple[list[Any], list[str]]:
+    """The run's targets and the rejected rows; any loading failure is a data.source error naming `where`."""
+    from sgsbatch.data import load_data_source
 
-    c = cfg.data
-    try:
-        loaded = load_targets(c.source, fmt=c.format, split=c.split, strict=c.strict, limit=c.limit or None)
-    except Exception as e:  # a bad file, the hub or the datasets library: a data problem either way
-        raise ConfigError(str(config_path), "data.source", f"could not load {c.source!r}: {e}; give a "
-                          f"reachable dataset id or a local path") from e
-    if not loaded.targets:
-        raise ConfigError(str(config_path), "data.source", f"{c.source} holds no usable targets")
+    loaded = load_data_source(cfg.data, where)
     return list(loaded.targets), [f"{x.id_or_line}: {x.reason}" for x in loaded.rejected]
 
 
@@ -180,7 +173,7 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
     checked = require(cfg, site=executor == "slurm").checked
     if not (load_remote or is_path_like(cfg.data.source)):
         return Plan(cfg, executor, -1, [], checked, runs_dir_from, site), []
-    targets, rejected = _load_targets(cfg, config_path)
+    targets, rejected = _load_targets(cfg, data_origin(origins, str(config_path)))
     return Plan(cfg, executor, len(targets), rejected, checked, runs_dir_from, site), targets
 
 

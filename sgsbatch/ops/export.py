@@ -4,14 +4,16 @@ Two configs, in the layout of a Hub dataset repository (what `Dataset.push_to_hu
 config_name=...)` writes), so that `datasets.load_dataset(DIR, "proofs")` loads a local copy and
 the Hub loads the pushed one; each config has one split, `train`, in one Parquet file:
 - `proofs/train-00000-of-00001.parquet`: the solved store (ops/proofs.py `found_proofs`: id,
-  problem id, whether it is a conjecture, round, sample, slot, header, statement, proof). Its rows
-  are `sgsbatch verify` input rows as they are (`statement` reads as `theorem`).
+  problem id, whether it is a conjecture, round, sample, slot, header, statement, proof, simulated).
+  Its rows are `sgsbatch verify` input rows as they are (`statement` reads as `theorem`).
 - `conjectures/train-00000-of-00001.parquet`: every unique conjecture with its lineage (target,
   round, statement, the Guide review: whether it was reviewed, whether the reply parsed and the
   parse failure's reason code, the sub-scores (NaN where not reviewed or not parsed: a failed
   review's are stand-ins) and the combined score the reward used (a failed review's is the round's
   stand-in, review.py `fill_failed`; NaN where not reviewed), verified/attempts, first proof or "",
-  training weight or NaN).
+  training weight or NaN, simulated).
+Both configs' `simulated` column names the run's SIMULATED parts ("generation, verifier, trainer";
+"" for a run with none): a row taken out of the dataset still says so.
 A config without rows is left out (`datasets` cannot load a split of none). README.md is the card:
 YAML front matter declaring the configs, their data files (`proofs` the default) and their
 `dataset_info` (columns, sizes), then the
@@ -39,11 +41,11 @@ STRING, INT, FLOAT, BOOL = "string", "int64", "float64", "bool"
 # the columns of each config, in order, with their Arrow types
 FEATURES: dict[str, dict[str, str]] = {
     "proofs": {"id": STRING, "problem_id": STRING, "is_conjecture": BOOL, "round": INT, "sample": INT, "slot": INT,
-               "header": STRING, "statement": STRING, "proof": STRING},
+               "header": STRING, "statement": STRING, "proof": STRING, "simulated": STRING},
     "conjectures": {"conjecture_id": STRING, "target_id": STRING, "round": INT, "statement": STRING,
                     "reviewed": BOOL, "guide_parsed": BOOL, "guide_failure": STRING,
                     **{f"guide_{k}": FLOAT for k in GUIDE_KEYS}, "guide_score": FLOAT,
-                    "verified": INT, "attempts": INT, "proof": STRING, "training_weight": FLOAT},
+                    "verified": INT, "attempts": INT, "proof": STRING, "training_weight": FLOAT, "simulated": STRING},
 }
 CONFIGS = tuple(FEATURES)
 CARD_TITLE = "# sgsbatch run "  # the card's first heading: how --force knows an earlier export
@@ -78,7 +80,7 @@ def conjecture_row(c: dict[str, Any]) -> dict[str, Any]:
         **{f"guide_{k}": _float(g[k]) if parsed else math.nan for k in GUIDE_KEYS},
         "guide_score": math.nan if g is None else _float(g["score"]),
         "verified": c["verified"], "attempts": c["attempts"], "proof": c["proof"] or "",
-        "training_weight": _float(c["training_weight"]),
+        "training_weight": _float(c["training_weight"]), "simulated": c["simulated"],
     }
 
 
@@ -112,8 +114,11 @@ def dataset_card(h: RunHandle, rows: dict[str, list[dict[str, Any]]]) -> str:
     failed = sum(1 for c in rows["conjectures"] if c["reviewed"] and not c["guide_parsed"])
     lines = [f"{CARD_TITLE}{h.cfg.run.name}: proofs and conjectures", ""]
     if h.cfg.simulated:
-        lines += ["**SIMULATED**: this run used a simulated component (generation, verifier or trainer); its "
-                  "proofs were not checked by Lean.", ""]
+        parts = h.cfg.simulated_label()
+        lean = ("its proofs were not checked by Lean" if "verifier" in parts or "rehearsal" in parts else
+                "its proofs were checked by the configured verifier")
+        lines += [f"**SIMULATED**: this run used SIMULATED parts ({parts}; the `simulated` column of every row "
+                  f"says so too); {lean}.", ""]
     lines += [
         "Self-Guided Self-Play (arXiv 2604.20209) run by sgsbatch. Configs (one `train` split each; "
         "`datasets.load_dataset(REPO, \"proofs\")`):", "",

@@ -53,16 +53,9 @@ def target_count(cfg: Config, where: str = "config") -> tuple[int, str]:
     if not is_path_like(cfg.data.source):
         n = min(cfg.projection.hub_targets, cfg.data.limit or cfg.projection.hub_targets)
         return n, f"projection.hub_targets: data.source {cfg.data.source} is a hub id, not downloaded"
-    from sgsbatch.data import load_targets
-    from sgsbatch.errors import ConfigError
+    from sgsbatch.data import load_data_source
 
-    try:
-        loaded = load_targets(cfg.data.source, fmt=cfg.data.format, split=cfg.data.split, strict=cfg.data.strict,
-                              limit=cfg.data.limit or None)
-    except Exception as e:  # a bad file: the same data.source error launch gives
-        raise ConfigError(where, "data.source", f"could not load {cfg.data.source!r}: {e}") from e
-    if not loaded.targets:
-        raise ConfigError(where, "data.source", f"{cfg.data.source} holds no usable targets")
+    loaded = load_data_source(cfg.data, where)
     return len(loaded.targets), f"from {cfg.data.source}"
 
 

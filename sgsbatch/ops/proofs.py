@@ -10,7 +10,9 @@ its first verified proof, and its Conjecturer training weight that round (the re
 gave it, read from the `conjecturer_rewards.json` its `prepare` wrote; for runs prepared before
 that file existed, recomputed from the round's shard files with round/examples.py, the one place it
 is defined; None when it was out of the band, the Conjecturer did not train, the round is not
-prepared yet, or an old run's round was compacted since). Covered: both
+prepared yet, or an old run's round was compacted since). Every row of both has `simulated`: the
+run's SIMULATED parts (`Config.simulated_label`: "generation, verifier, trainer"; "" for a run with
+none), so a row read alone still says so (a SIMULATED verifier: the proof was not checked by Lean). Covered: both
 executors' runs, a run in progress (completed rounds and whatever is ingested). Not covered:
 malformed and duplicate conjectures (counted by the funnel metrics, not listed here).
 """
@@ -42,8 +44,9 @@ def proof_id(problem_id: str, slot: int) -> str:
 
 
 def _check_round(h: RunHandle, round_: int | None) -> None:
-    if round_ is not None and not 0 <= round_ < h.cfg.run.rounds:
-        raise InputError(f"--round {round_}: run {h.cfg.run.name} has rounds 0..{h.cfg.run.rounds - 1}")
+    from sgsbatch.run.handle import check_round
+
+    check_round(round_, h.cfg)
 
 
 def _check_target(h: RunHandle, target: str | None) -> None:
@@ -64,7 +67,8 @@ def found_proofs(h: RunHandle, target: str | None = None, round_: int | None = N
     """The stored proofs, oldest round first; `target` (a problem id, target or conjecture) and `round_` filter.
 
     Each row is also a row `sgsbatch verify` reads: `id` (`proof_id`), `header`, `statement` (read
-    as its `theorem`) and `proof`; header and statement are None where the problem was not recorded."""
+    as its `theorem`) and `proof`; header and statement are None where the problem was not recorded;
+    `simulated` names the run's SIMULATED parts ("" when none)."""
     _check_round(h, round_)
     _check_target(h, target)
     with h.db.read() as s:
@@ -74,9 +78,10 @@ def found_proofs(h: RunHandle, target: str | None = None, round_: int | None = N
         if round_ is not None:
             q = q.where(StoredProof.round == round_)
         rows = s.exec(q.order_by(StoredProof.round, StoredProof.problem_id, StoredProof.slot)).all()  # type: ignore[arg-type]
+        simulated = h.cfg.simulated_label()
         out: list[dict[str, Any]] = [{"id": proof_id(p.problem_id, p.slot), "problem_id": p.problem_id,
-                                      "round": p.round, "sample": p.sample, "slot": p.slot, "proof": p.proof}
-                                     for p in rows]
+                                      "round": p.round, "sample": p.sample, "slot": p.slot, "proof": p.proof,
+                                      "simulated": simulated} for p in rows]
     problems = _problems(h, {str(r["problem_id"]) for r in out})
     for r in out:
         r["header"], r["statement"] = problems.get(str(r["problem_id"]), (None, None))
@@ -152,5 +157,6 @@ def conjecture_lineage(h: RunHandle, target: str | None = None, round_: int | No
             "verified": verified, "attempts": attempts, "solve_rate": verified / attempts if attempts else None,
             "proof": proofs.get(str(cid)),
             "training_weight": per_round.get(r, {}).get(str(cid)) if weights else None,
+            "simulated": h.cfg.simulated_label(),
         })
     return out

@@ -38,7 +38,7 @@ from sqlmodel import col, select
 from sgsbatch.ops import fork
 from sgsbatch.ops.amend import history
 from sgsbatch.ops.comparison import config_diff, read_metrics
-from sgsbatch.ops.console import timing_text, when
+from sgsbatch.ops.console import GOING_ON, timing_text, when
 from sgsbatch.ops.fit import NotEnoughPoints, fit_run
 from sgsbatch.ops.plan import comparison_text, run_projection
 from sgsbatch.ops.plot import draw_fit, hist_png, lines_png, png_bytes, stacked_png
@@ -271,8 +271,11 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
                      f"method from round {data['forked_from']['round']} below.</p>")
     data["amendments"] = history(h)
     parts.append(_amendments_table(data["amendments"]))
+    from sgsbatch.ops.status import run_status
+
     data["timing"] = run_timing(h)
-    parts.append(f"<p>Time: {esc(timing_text(data['timing'], h.row().state.value))}.</p>")
+    data["state"] = run_status(h, live=True, detail=False).state  # status's truth (a dead driver: stalled)
+    parts.append(f"<p>State: {esc(data['state'])}. Time: {esc(timing_text(data['timing'], data['state']))}.</p>")
     data["projection"] = run_projection(h, h.row().targets, data["timing"], metrics[max(done)] if done else {})
     compared = comparison_text(data["projection"]) or "none (no phase has a throughput figure)"
     parts.append(f"<p>Projection (sgsbatch plan): {esc(compared)}.</p>")
@@ -340,18 +343,18 @@ def overlay_section(handles: list[RunHandle], metrics: list[dict[int, dict[str, 
     return f'<div class="grid">{"".join(figs)}</div>', data
 
 
-def timing_table(handles: list[RunHandle], timings: list[dict[str, Any]]) -> str:
-    """Per run (its `run_timing`): launched, state, elapsed, rounds timed, mean and last round
-    duration, projected finish."""
+def timing_table(handles: list[RunHandle], timings: list[dict[str, Any]], states: list[str]) -> str:
+    """Per run (its `run_timing`, its state as `status` judges it): launched, state, elapsed, rounds timed,
+    mean and last round duration, projected finish (only for a run that is going on)."""
     rows = []
-    for h, t in zip(handles, timings, strict=True):
+    for h, t, state in zip(handles, timings, states, strict=True):
         row = h.row()
         rs = t["round_s"]
-        finish = (f"finished {when(t['finish_at'])}" if row.state.value == "completed" and t["finish_at"] else
-                  f"in {duration(t['eta_s'])} (about {when(t['finish_at'])})" if t["eta_s"] is not None else
-                  "not projected (no timed round yet)" if row.state.value not in ("failed", "cancelled") else
-                  row.state.value)
-        rows.append(f"<tr><td>{esc(h.cfg.run.name)}</td><td>{when(t['started_at'])}</td><td>{esc(row.state.value)}</td>"
+        finish = (f"finished {when(t['finish_at'])}" if state == "completed" and t["finish_at"] else
+                  f"in {duration(t['eta_s'])} (about {when(t['finish_at'])})"
+                  if t["eta_s"] is not None and state in GOING_ON else
+                  "not projected (no timed round yet)" if state in GOING_ON else state)
+        rows.append(f"<tr><td>{esc(h.cfg.run.name)}</td><td>{when(t['started_at'])}</td><td>{esc(state)}</td>"
                     f"<td>{duration(t['elapsed_s'])}</td><td>{len(rs)} of {row.rounds}</td>"
                     f"<td>{duration(t['mean_round_s']) if rs else '-'}</td>"
                     f"<td>{duration(rs[max(rs)]) if rs else '-'}</td><td>{esc(finish)}</td></tr>")
@@ -386,7 +389,7 @@ def render_report(handles: list[RunHandle], examples: int | None = None) -> tupl
         sections.append(sec)
         runs.append(data)
     fig, fit_data = draw_fit(handles)
-    times_html = timing_table(handles, [r["timing"] for r in runs])
+    times_html = timing_table(handles, [r["timing"] for r in runs], [r["state"] for r in runs])
     curves_html, curves = overlay_section(handles, [r["metrics"] for r in runs])
     diff_html, diff = diff_table(handles)
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

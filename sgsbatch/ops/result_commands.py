@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from sgsbatch.ops.command_line import clean_errors, runs_dir_option
+from sgsbatch.ops.command_line import OutPath, clean_errors, mutually_exclusive, runs_dir_option
 
 
 @click.command()
@@ -24,7 +24,7 @@ from sgsbatch.ops.command_line import clean_errors, runs_dir_option
               help="Drop points below this many generations so far [default: the run's scaling.min_generations].")
 @click.option("--halves", type=click.IntRange(min=0), default=None,
               help="Random-half refits for the spread of A; 0 = none [default: the run's scaling.halves].")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--plot", "plot_path", type=OutPath(dir_okay=False, path_type=Path), default=None,
               help="Also draw every run's points, fitted curve and asymptote, and the paper's SGS curve, as a PNG.")
 @clean_errors
 def fit(runs: tuple[str, ...], runs_dir: str, as_json: bool, min_generations: int | None, halves: int | None,
@@ -67,7 +67,7 @@ def fit(runs: tuple[str, ...], runs_dir: str, as_json: bool, min_generations: in
 @click.command()
 @click.argument("runs", metavar="RUN...", nargs=-1, required=True)
 @runs_dir_option
-@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
+@click.option("--out", "out_path", type=OutPath(dir_okay=False, path_type=Path), required=True,
               help="The HTML file to write (one self-contained page: images inline, no network needed).")
 @click.option("--examples", type=click.IntRange(min=0), default=None,
               help="Example conjectures shown per recent round [default: the run's report.examples].")
@@ -96,16 +96,16 @@ def report(runs: tuple[str, ...], runs_dir: str, out_path: Path, examples: int |
 @click.command()
 @click.argument("runs", metavar="RUN...", nargs=-1, required=True)
 @runs_dir_option
-@click.option("--csv", "fmt", flag_value="csv", default=True, help="CSV with a header (the default).")
-@click.option("--json", "fmt", flag_value="json", help="JSON lines, one object per row.")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV with a header (the default).")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines, one object per row (not with --csv).")
 @click.option("--metric", "patterns", multiple=True, metavar="PATTERN",
               help="Only metrics whose name matches (shell pattern: 'cost/*', 'pass@?'); repeatable.")
 @click.option("--round", "rounds", type=click.IntRange(min=0), multiple=True, help="Only this round (0-based); repeatable.")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--out", "out_path", type=OutPath(dir_okay=False, path_type=Path), default=None,
               help="Write the rows to this file instead of standard output.")
 @clean_errors
-def metrics(runs: tuple[str, ...], runs_dir: str, fmt: str, patterns: tuple[str, ...], rounds: tuple[int, ...],
-            out_path: Path | None) -> None:
+def metrics(runs: tuple[str, ...], runs_dir: str, as_csv: bool, as_json: bool, patterns: tuple[str, ...],
+            rounds: tuple[int, ...], out_path: Path | None) -> None:
     """Print every metric of each RUN from its database: one row per run, round and metric.
 
     Columns: run, round (0-based), metric, value, and the round's start and end (epoch seconds;
@@ -119,9 +119,15 @@ def metrics(runs: tuple[str, ...], runs_dir: str, fmt: str, patterns: tuple[str,
     """
     from sgsbatch.errors import InputError
     from sgsbatch.ops.comparison import metric_rows, write_rows
-    from sgsbatch.run.handle import open_run
 
-    rows = metric_rows([open_run(runs_dir, run, readonly=True) for run in runs], patterns, rounds)
+    mutually_exclusive(csv=as_csv, json=as_json)
+    from sgsbatch.run.handle import check_round, open_run
+
+    handles = [open_run(runs_dir, run, readonly=True) for run in runs]
+    for r in rounds:
+        check_round(r, *(h.cfg for h in handles))
+    rows = metric_rows(handles, patterns, rounds)
+    fmt = "json" if as_json else "csv"
     if not rows and patterns:
         raise InputError(f"no metric of {', '.join(runs)} matches --metric {' '.join(patterns)}; "
                          f"`sgsbatch metrics {runs[0]}` lists every one")
@@ -144,7 +150,8 @@ def metrics(runs: tuple[str, ...], runs_dir: str, fmt: str, patterns: tuple[str,
                    "first proof, Conjecturer training weight.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON lines, one object per proof or conjecture; a proof's row is an input row of "
-                   "`sgsbatch verify` (id, header, statement, proof).")
+                   "`sgsbatch verify` (id, header, statement, proof); `simulated` names the run's SIMULATED "
+                   "parts (\"\" when none).")
 @clean_errors
 def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conjectures: bool, as_json: bool) -> None:
     """Print RUN's found proofs (the solved store) with their statements, or its conjectures' lineage.
@@ -170,6 +177,7 @@ def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conj
         click.echo(f"run {run}: no {what}" + (f" for {target}" if target else "")
                    + (f" in round {round_}" if round_ is not None else ""), err=True)
         return
+    mark = f" [SIMULATED {rows[0]['simulated']}]" if rows[0]["simulated"] else ""
     for row in rows:
         if conjectures:
             g = row["guide"]
@@ -181,12 +189,12 @@ def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conj
             rate = "not attempted" if row["solve_rate"] is None else f"{row['verified']}/{row['attempts']} verified"
             weight = "not trained on" if row["training_weight"] is None else f"weight {row['training_weight']:.4f}"
             click.echo(f"== {row['conjecture_id']} (target {row['target_id']}, round {row['round']}): "
-                       f"{scores}; {rate}; {weight}")
+                       f"{scores}; {rate}; {weight}{mark}")
             click.echo(row["statement"] or "")
             if row["proof"]:
                 click.echo(row["proof"])
         else:
-            click.echo(f"== {row['problem_id']} (round {row['round']}, sample {row['sample']}, slot {row['slot']})")
+            click.echo(f"== {row['problem_id']} (round {row['round']}, sample {row['sample']}, slot {row['slot']}){mark}")
             click.echo(row["statement"] or "(statement not recorded)")
             click.echo(row["proof"])
         click.echo("")
@@ -195,7 +203,7 @@ def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conj
 @click.command()
 @click.argument("run")
 @runs_dir_option
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("--out", "out_dir", type=OutPath(file_okay=False, path_type=Path), required=True,
               help="Directory for the dataset (one Parquet file per config) and its card, README.md.")
 @click.option("--force", is_flag=True, help="Replace a non-empty --out.")
 @click.option("--push-to-hub", "repo", default=None, metavar="REPO",

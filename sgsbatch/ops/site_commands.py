@@ -13,12 +13,12 @@ from pathlib import Path
 import click
 
 from sgsbatch.errors import EXIT_OK, EXIT_USAGE
-from sgsbatch.ops.command_line import clean_errors, new_runs_dir_option, set_option, site_option
+from sgsbatch.ops.command_line import OutPath, clean_errors, new_runs_dir_option, set_option, site_option
 
 
 @click.command()
 @click.argument("input_path", metavar="INPUT.jsonl", type=click.Path(path_type=Path, allow_dash=True))
-@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--out", "out_path", required=True, type=OutPath(dir_okay=False, path_type=Path),
               help="Verdicts JSONL (appended to; ids already there are skipped).")
 @click.option("--config", "config", type=click.Path(path_type=Path), default=None,
               help="Jobs file for the [verification] settings (default: the package defaults).")

@@ -14,6 +14,9 @@ if TYPE_CHECKING:
 
 def run_timelines(h: RunHandle, only: int | None = None) -> list[RoundTimeline]:
     """The completed rounds' timelines (`only`: that round, an InputError unless it completed)."""
+    from sgsbatch.run.handle import check_round
+
+    check_round(only, h.cfg)
     rounds = [only] if only is not None else range(h.cfg.run.rounds)
     out = []
     for r in rounds:

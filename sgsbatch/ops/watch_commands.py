@@ -70,10 +70,11 @@ def logs(run: str, runs_dir: str, round_: int | None, phase: str | None, shard: 
     """
     from sgsbatch.ops.logs import choose_log, describe, phase_ended
     from sgsbatch.ops.logs import follow as follow_log
-    from sgsbatch.run.handle import existing_run_paths, read_frozen_config
+    from sgsbatch.run.handle import check_round, existing_run_paths, read_frozen_config
 
     paths = existing_run_paths(runs_dir, run)
     cfg = read_frozen_config(paths)
+    check_round(round_, cfg)
     choice = choose_log(paths, cfg, round_, phase, shard, attempt)
     click.echo(f"# {describe(choice)}", err=True)
     shown = [f for f in choice.files if not (follow and f == choice.live)]

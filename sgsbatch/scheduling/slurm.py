@@ -18,6 +18,10 @@ submission reads config.toml afresh (`submission_config`): resources amended wit
 apply to the next job submitted, a train job's submission of the next round included, and a
 round is submitted with its own shard counts (run/amendments.config_at).
 
+Job names start with the run's tag, the phase's letter and the round (`job_name`: a default
+`squeue` shows 8 characters); the site's `slurm.mail_*` keys ask Slurm to mail on the run's end
+and on a failed job (`mail_parameters`).
+
 Slurm state comes from `squeue` (live jobs) and `sacct` (finished ones, restarts); when `sacct`
 is unavailable, status works from squeue and the shard files alone. Every submission is also
 appended to the round's `jobs.jsonl`, so a lost database can be rebuilt with its job ids.
@@ -40,6 +44,7 @@ from dataclasses import dataclass
 from sqlmodel import select
 
 from sgsbatch.config.schema import Config
+from sgsbatch.config.validation import mail_types
 from sgsbatch.errors import SchedulerError
 from sgsbatch.round import metrics as M
 from sgsbatch.run.handle import RunHandle
@@ -64,8 +69,46 @@ def available(timeout: float = 10.0) -> bool:
         return False
 
 
-def job_name(run: str, r: int, phase: str) -> str:
-    return f"sgs.{run}.r{r:04d}.{phase}"
+TAG_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+TAG_CHARS = 4  # 36^4 = 1.7M tags: two runs share one about once in a million pairs
+# the letter after the tag in a job's name: one per phase, and the run's watcher job (ops/watcher.py)
+JOB_LETTERS = {"init": "i", "conjecture": "c", "solve": "s", "verify": "v", "guide": "g", "train": "t",
+               "watcher": "w"}
+
+
+def run_tag(run: str) -> str:
+    """The run's tag: TAG_CHARS characters of its name's SHA-256 in base 36, the same wherever it is computed.
+    Runs whose names share a long prefix (grpo-lr1e-6, grpo-lr3e-6) get different tags."""
+    import hashlib
+
+    n = int.from_bytes(hashlib.sha256(run.encode()).digest()[:8], "big")
+    out = ""
+    for _ in range(TAG_CHARS):
+        n, d = divmod(n, len(TAG_ALPHABET))
+        out += TAG_ALPHABET[d]
+    return out
+
+
+def job_name(run: str, r: int | None, phase: str) -> str:
+    """A job's Slurm name, `<tag><letter><round>.sgs.<run>.r<round:04d>.<phase>` (e.g. `k3f9s0.sgs.tiny.r0000.solve`;
+    `r` None: a job of no round, the watcher's `k3f9w.sgs.tiny.watcher`). Its first 8 characters, all a
+    default `squeue` shows (NAME is `%.8j`), are the run's tag (`run_tag`), the phase's letter (JOB_LETTERS)
+    and the round (0-based, as in the run's `slurm/r0000` directories and `logs --round`): they tell runs apart;
+    the rest names the run and phase in full (`squeue -o "%.18i %.50j %.8T"`, `sacct --name`)."""
+    head = f"{run_tag(run)}{JOB_LETTERS[phase]}"
+    if r is None:
+        return f"{head}.sgs.{run}.{phase}"
+    return f"{head}{r}.sgs.{run}.r{r:04d}.{phase}"
+
+
+def is_run_job(name: str, run: str) -> bool:
+    """Whether a Slurm job name (`job_name`) is one of run `run`'s jobs."""
+    head, sep, rest = name.partition(".sgs.")
+    if not sep or not head.startswith(run_tag(run)) or not rest.startswith(f"{run}."):
+        return False
+    tail = rest[len(run) + 1:]
+    return tail == "watcher" or (tail[:1] == "r" and tail[1:5].isdigit() and tail[5:6] == "."
+                                 and tail[6:] in JOB_LETTERS)
 
 
 @contextmanager
@@ -120,8 +163,28 @@ def _parameters_for(cfg: Config, r: int, phase: str, n: int, dependency: str | N
             params[key] = getattr(res, key)
     if res.setup:  # slurm.<phase>.setup: shell lines at the top of the job script, before the task starts
         params["setup"] = list(res.setup)
+    params.update(mail_parameters(cfg, r, phase))
     params["teardown"] = early_signal_requeue()
     return params
+
+
+def mail_parameters(cfg: Config, r: int, phase: str) -> dict[str, str]:
+    """submitit's `mail_user` and `mail_type` (sbatch --mail-user, --mail-type) for round r's `phase`; {}
+    without `slurm.mail_user` or types.
+
+    The job whose end is the run's end, the last round's train job (it ends the run's last round:
+    scheduling/chain.py), gets `slurm.mail_type` (default END,FAIL); it and every other phase's job
+    get `slurm.mail_type_failure` (default FAIL): a job out of retries fails, and what depends on it can
+    never start, so the run stalls there. A job array mails once for the whole array (Slurm's rule
+    without ARRAY_TASKS). Decided at submission, with the config read then: a run whose `run.rounds`
+    is raised later (`resume --set`) mails END for the old last round too. Not covered: the watcher
+    and canary jobs (neither's end is the run's), a local run (no Slurm)."""
+    s = cfg.slurm
+    last = phase == "train" and r == cfg.run.rounds - 1
+    types = list(dict.fromkeys((mail_types(s.mail_type) if last else []) + mail_types(s.mail_type_failure)))
+    if not s.mail_user or not types:
+        return {}
+    return {"mail_user": s.mail_user, "mail_type": ",".join(types)}
 
 
 def python_command(python: str = sys.executable) -> str:

@@ -250,11 +250,12 @@ def environment_refusal(paths: RunPaths, shard: Shard, r: int, phase: str) -> st
     launch_file = paths.root / environment.FILE
     if not launch_file.exists():
         return None  # launched before environments were recorded
-    changes = environment.drift(read_json(launch_file), here)
-    if not changes:
+    launch = read_json(launch_file)
+    if not environment.drift(launch, here):
         return None
     cfg = from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config))
-    if cfg.run.allow_env_drift:
+    changes = environment.drift(launch, here, environment.loaded_packages(cfg))  # what this run's backends load
+    if not changes or cfg.run.allow_env_drift:
         return None
     return (f"round {r} {phase} shard {shard.index} refuses to run in an environment that differs from the "
             f"launch's: {'; '.join(changes)}. Restore the launch's versions (see {launch_file}), or accept the "

@@ -12,7 +12,8 @@ decoded on its own (invalid UTF-8 makes that row `line-N` malformed, not the fil
 a string holding a lone surrogate (`"\ud800"`, which no UTF-8 file can hold) makes its row
 malformed; its verdict row is written as `line-N`, so a resume skips it too. An input with rows
 of which none could be read is refused before anything is written (ValueError naming the input
-and the first row's reason): it is the wrong file, not a file of bad proofs.
+and the first row's reason): it is the wrong file, not a file of bad proofs; so is an input with no
+row at all (empty, or blank lines only): nothing to verify.
 Output rows: `{"id", "verdict", "reason", "messages", "time_s"}`, appended and flushed one by
 one, so an interrupted run resumes: ids already in the output are skipped, a torn last line is cut
 first, and a complete line that is not a verdict row (or `--out` naming the input) is refused
@@ -175,8 +176,11 @@ def verify_file(input_path: Path, out_path: Path, cfg: Config, progress: bool, p
             bad.append((rid, parsed))
         else:
             jobs.append(parsed)
-    if rows and not readable:
-        name = "standard input" if input_path == STDIN else str(input_path)
+    name = "standard input" if input_path == STDIN else str(input_path)
+    if not rows:
+        raise ValueError(f"{name}: nothing to verify: it holds no rows (empty, or blank lines only); give a JSONL "
+                         "file of {id, header, theorem, proof} or {id, code} rows; nothing was written")
+    if not readable:
         lines = f"{rows} non-empty line" + ("s" if rows != 1 else "")
         raise ValueError(f"{name}: no row could be read ({lines}; {first_reason}); each row must be a JSON "
                          "object {id, header, theorem, proof} (`statement` for `theorem` also reads, as "

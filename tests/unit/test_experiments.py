@@ -32,15 +32,21 @@ EXPECTED = {
     # the paper's REINFORCE-1/2 solver-only baseline (no script in the repository): no conjectures
     "reinforce_solver_only": {"conjecturer.enabled": False, "guide.enabled": False},
     # the GRPO family as solver-only RL baselines (no reference script: issue 31; sources in each
-    # file): the objective, the family's LR 1e-6 (DeepSeekMath §4.2, DAPO §4.1) and
-    # cispo_solver_only's batch of 64; the objectives' own numbers are their defaults; pi_old recomputed by the
-    # trainer (verl, DeepSeekMath; issue 40), GRPO's KL coefficient 0.04 (DeepSeekMath §4.2) and DAPO's warm-up
-    # over 20 rollout steps of 16 updates (DAPO §4.1)
-    **{name: {"solver.objective": objective, "solver.lr": 1e-6, "solver.batch_size": 64,
-              "conjecturer.enabled": False, "guide.enabled": False, "train.old_logprobs": "recompute",
-              **({"solver.kl_beta": 0.04} if objective == "grpo" else {}),
-              **({"solver.lr_warmup_steps": 320} if objective == "dapo" else {})}
-       for name, objective in (("grpo", "grpo"), ("drgrpo", "dr_grpo"), ("dapo", "dapo"), ("gspo", "gspo"))},
+    # file): the objective, the family's LR 1e-6 (DeepSeekMath §4.2, DAPO §4.1), pi_old recomputed by the
+    # trainer (verl, DeepSeekMath), one AdamW across rounds, each paper's rollout step (a round): DeepSeekMath
+    # 16 questions x 64 outputs, one update of 1,024 and KL 0.04 (§4.2); Dr. GRPO 128 x 8 in updates of 128
+    # (its recipe); DAPO 512 x 16, over-sampled 3x, updates of 512, warm-up over 20 rollout steps of 16 updates
+    # (§4.1); GSPO 128 x 8 in four minibatches (§5.1)
+    **{name: {"solver.objective": objective, "solver.lr": 1e-6, "conjecturer.enabled": False,
+              "guide.enabled": False, "train.old_logprobs": "recompute", "train.optimizer": "carry",
+              **shape}
+       for name, objective, shape in (
+           ("grpo", "grpo", {"solver.kl_beta": 0.04, "solver.samples": 64, "solver.rollout_prompts": 16,
+                             "solver.batch_size": 1024}),
+           ("drgrpo", "dr_grpo", {"solver.rollout_prompts": 128, "solver.batch_size": 128}),
+           ("dapo", "dapo", {"solver.samples": 16, "solver.rollout_prompts": 512, "solver.rollout_oversample": 3.0,
+                             "solver.batch_size": 512, "solver.lr_warmup_steps": 320}),
+           ("gspo", "gspo", {"solver.rollout_prompts": 128, "solver.batch_size": 256}))},
     # sgs_frozen_conjecturer.py: freeze_conjecturer=True; guide_config = None
     "sgs_frozen_conjecturer": {"conjecturer.train": False, "guide.enabled": False},
     # sgs_no_guide.py: guide_config = None (R_guide = 1)

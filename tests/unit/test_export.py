@@ -19,16 +19,18 @@ from sgsbatch.ops import export
 HEADER = "import Mathlib\n"
 PROOFS = [
     {"id": "t0#0", "problem_id": "t0", "is_conjecture": False, "round": 0, "sample": 3, "slot": 0,
-     "header": HEADER, "statement": "theorem t0 : 1 + 1 = 2 := by", "proof": "\n  norm_num"},
+     "header": HEADER, "statement": "theorem t0 : 1 + 1 = 2 := by", "proof": "\n  norm_num",
+     "simulated": "verifier"},
     {"id": "c1#0", "problem_id": "c1", "is_conjecture": True, "round": 1, "sample": 0, "slot": 0,
-     "header": HEADER, "statement": "theorem c1 : 2 + 2 = 4 := by", "proof": "\n  norm_num"},
+     "header": HEADER, "statement": "theorem c1 : 2 + 2 = 4 := by", "proof": "\n  norm_num",
+     "simulated": "verifier"},
 ]
 
 
 def _lineage(cid: str, guide: dict[str, Any] | None, weight: float | None = None) -> dict[str, Any]:
     return {"conjecture_id": cid, "target_id": "t0", "round": 1, "statement": f"theorem {cid} : True := by",
             "guide": guide, "verified": 1, "attempts": 8, "solve_rate": 1 / 8, "proof": "trivial",
-            "training_weight": weight}
+            "training_weight": weight, "simulated": "verifier"}
 
 
 GOOD = {"parsed": True, "reason": None, "relevance": 4.0, "redundant": 0.0, "complexity": 1.0, "score": 6.0}

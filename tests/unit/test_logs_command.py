@@ -35,8 +35,10 @@ def test_local_layout_finds_shard_log_and_lists_choices(tmp_path: Path) -> None:
     code, out = _logs(tmp_path, "--round", "0", "--phase", "solve", "--shard", str(n - 1))
     assert code == 0, out
     assert "last shard here" in out and "shard zero" not in out
-    code, out = _logs(tmp_path, "--round", "5", "--phase", "solve")
-    assert code != 0 and "rounds that exist: 0" in out
+    code, out = _logs(tmp_path, "--round", "1", "--phase", "solve")  # a round of the run's, with no files yet
+    assert code == 2 and "rounds that exist: 0" in out
+    code, out = _logs(tmp_path, "--round", "5", "--phase", "solve")  # beyond the run's 2 rounds
+    assert code == 2 and "--round 5: no such round; run t has rounds 0..1" in out
     code, out = _logs(tmp_path, "--phase", "nope")
     assert code != 0 and "solve" in out and "verify" in out
     code, out = _logs(tmp_path, "--phase", "solve", "--shard", "999")

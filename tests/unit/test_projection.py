@@ -293,6 +293,9 @@ def test_status_and_the_report_show_projected_against_actual(tmp_path: Path) -> 
     assert "  projection: projected " in text and "actual 15m00s a round over 1" in text and "verify " in text
     page, data = run_section(open_run(tmp_path, "t", readonly=True))
     assert data["projection"]["rounds"][0]["actual_s"] == 900.0 and "Projection (sgsbatch plan): projected" in page
+    # one truth: its driver is not alive, so status says stalled, and so does the report, with no finish time
+    assert json.loads(res.stdout)["state"] == data["state"] == "stalled"
+    assert "State: stalled." in page and "stalled: no projected finish" in page and "projected finish in" not in page
     # `plan RUN`: the launched run's own config, its 3 targets, and the same comparison
     planned = CliRunner().invoke(main, ["plan", "t", "--runs-dir", str(tmp_path)])
     assert planned.exit_code == 0, planned.output

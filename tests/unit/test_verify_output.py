@@ -107,4 +107,5 @@ def test_stdin_and_proofs_json_rows(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["verify", "-", "--out", str(tmp_path / "o2.jsonl"), *SIM], input="garbage\n")
     assert res.exit_code == 2 and "standard input: no row could be read" in res.stderr
     res = CliRunner().invoke(main, ["verify", "-", "--out", str(tmp_path / "o3.jsonl"), *SIM], input="")
-    assert res.exit_code == 0 and "nothing to check" in res.output
+    assert res.exit_code == 2 and "standard input: nothing to verify" in res.stderr  # an empty input: refused
+    assert not (tmp_path / "o3.jsonl").exists()
