@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from sgsbatch.errors import EXIT_FAILED, EXIT_OK, SgsError
+from sgsbatch.errors import EXIT_FAILED, EXIT_OK, SgsError, human_bytes
 from sgsbatch.ops import console
 from sgsbatch.ops.command_line import (
     clean_errors,
@@ -87,11 +87,17 @@ def _status_or_error(run_dir: Path) -> dict[str, Any]:
 @click.option("--strict", is_flag=True, help="Refuse data with malformed rows instead of skipping them (data.strict).")
 @click.option("--skip-canary", is_flag=True,
               help="Launch a research config on Slurm without a passed `sgsbatch canary` (recorded in the run).")
+@click.option("--from", "parent", metavar="RUN",
+              help="Fork RUN: the new run inherits its rounds before --round (shard files, proof store, solve-rate "
+                   "history, weights; hard links) and runs the rest with CONFIG; data.* and models.* must match RUN's.")
+@click.option("--round", "from_round", type=click.IntRange(min=0), default=None, metavar="N",
+              help="With --from: the fork's first own round (0-based): it inherits RUN's rounds 0..N-1, N >= 1.")
 @site_option
 @new_runs_dir_option
 @clean_errors
 def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool, smoke: bool, rehearse: bool,
-           strict: bool, skip_canary: bool, site: Path | None, runs_dir: str | None) -> None:
+           strict: bool, skip_canary: bool, parent: str | None, from_round: int | None, site: Path | None,
+           runs_dir: str | None) -> None:
     """Validate CONFIG, record the run and submit its first round.
 
     Before anything is created, the pre-flight checks what the jobs will need: on Slurm the site's
@@ -107,6 +113,7 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
         sgsbatch launch jobs/sgs.toml --rehearse --set run.rounds=2
         sgsbatch launch jobs/sgs.toml --smoke --set verification.backend=simulated   # no Lean here
         sgsbatch launch jobs/sgs.toml --site site.toml --runs-dir /scratch/$USER/runs
+        sgsbatch launch jobs/sgs.toml --from sgs --round 20 --set run.name=sgs-lr --set solver.lr=2e-6
 
     The run directory is RUNS_DIR/<run.name>, RUNS_DIR by the rule of every command: --runs-dir,
     else $SGSBATCH_RUNS_DIR, else run.runs_dir of the jobs or site file (or --set), else ./runs.
@@ -115,6 +122,13 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
 
     if strict:
         overrides = (*overrides, "data.strict=true")
+    if (parent is None) != (from_round is None):
+        raise click.UsageError("--from RUN and --round N go together (fork RUN: inherit its rounds 0..N-1)")
+    if parent is not None and from_round is not None:
+        if smoke or rehearse:
+            raise click.UsageError("--from forks a run as CONFIG says; it does not take --smoke or --rehearse")
+        _fork(config, overrides, parent, from_round, dry_run, wait_, skip_canary, site, runs_dir)
+        return
     if dry_run:
         p, _ = control.plan(config, overrides, smoke, rehearse=rehearse, site=site, runs_dir=runs_dir)
         click.echo(p.describe())
@@ -137,6 +151,25 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
                + (" [REHEARSAL: SIMULATED generation, verifier and trainer]" if h.cfg.run.rehearsal
                   else f" [SIMULATED {', '.join(h.cfg.simulated_parts())}: not a model or Lean]" if st_row.simulated
                   else ""))
+    click.echo(f"follow it with `{command('status', h.paths)}`")
+    if wait_:
+        _wait(h)
+
+
+def _fork(config: Path, overrides: tuple[str, ...], parent: str, n: int, dry_run: bool, wait_: bool,
+          skip_canary: bool, site: Path | None, runs_dir: str | None) -> None:
+    """`launch --from RUN --round N` (ops/fork.py)."""
+    from sgsbatch.ops import fork
+
+    h, f, mat = fork.launch(config, overrides, parent, n, site, runs_dir, skip_canary, dry_run)
+    click.echo(f.describe())
+    if h is None or mat is None:
+        click.echo("dry run: nothing created, nothing submitted")
+        return
+    click.echo(f"launched {h.cfg.run.name} ({h.row().executor}) in {h.paths.root}: {fork.describe(f.record)}; "
+               f"{mat.linked} file(s) hard-linked ({human_bytes(mat.bytes_linked)}), {mat.copied} copied")
+    for note in mat.notes:
+        click.echo(f"note: {note}")
     click.echo(f"follow it with `{command('status', h.paths)}`")
     if wait_:
         _wait(h)

@@ -152,6 +152,10 @@ def status_text(st: dict[str, Any]) -> str:
     if st.get("rehearsal"):
         out.append("  REHEARSAL: SIMULATED generation, verifier and trainer (launch --rehearse)")
     out += [f"  {k}: {st[k]}" for k in ("executor", "run_dir", "targets")]
+    if st.get("forked_from"):
+        from sgsbatch.ops.fork import describe
+
+        out.append(f"  {describe(st['forked_from'])}")
     if st.get("timing"):
         out.append(f"  time: {timing_text(st['timing'], st['state'])}")
     if st.get("projection"):

@@ -4,13 +4,15 @@ The run directory holds everything the database is derived from: the frozen conf
 each round's shard files (conjectures, samples with their verdicts, reviews, training results)
 and the round's job journal (`rounds/rNNNN/jobs.jsonl`). `rebuild` writes the run's rows afresh,
 then ends every round whose train shard is done exactly as its train job did (the same
-`scheduling/chain.end_round`), and restores the Slurm job records so that `status` and
-`resume` see the jobs of the round in flight. A live run can go on afterwards: its jobs open the
+`scheduling/chain.end_round`, with the config that round ran with: run/amendments.config_at, so a
+round before a change of method, or inherited by a fork, keeps its values), and restores the Slurm
+job records so that `status` and `resume` see the jobs of the round in flight. A live run can go on afterwards: its jobs open the
 rebuilt database like the old one.
 
 Covered: runs, rounds, phases (each round's shard counts as amended, run/amendments.py), the
 config's amendments (`amendments.jsonl`), problems, attempts with verdicts, the solved store, conjectures,
-reviews, metrics (TensorBoard points rewritten too), checkpoints (marked deleted where the
+reviews, metrics (TensorBoard points rewritten too), a fork's parent (`forked_from.json` stays in the
+directory; ops/fork.py builds a fork's database with this module), checkpoints (marked deleted where the
 retention policy removed the weights), Slurm jobs with their restarts (from sacct, while
 accounting remembers them).
 `restore_config` is the other direction: config.toml lost, damaged or edited after launch is
@@ -139,7 +141,7 @@ def _end_rounds(h: RunHandle, progress: Callable[[int], None] | None, quarantine
     for r in range(h.cfg.run.rounds):
         while True:
             try:
-                ended = end_round_from_marker(h, r)
+                ended = end_round_from_marker(h.for_round(r), r)  # with the config round r ran with
                 break
             except CorruptShard as e:
                 if any(q["file"] == str(e.path.relative_to(h.paths.root)) for q in quarantined):
@@ -180,8 +182,11 @@ def _restore_amendments(h: RunHandle) -> int:
     return len(records)
 
 
-def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None] | None = None) -> RebuildReport:
+def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None] | None = None,
+            executor: str | None = None) -> RebuildReport:
     """Recreate the run's database from `paths` (see the module docstring); `progress(r)` after each round.
+    `executor`: the run's executor when the caller knows it (a fork, ops/fork.py, before its first job);
+    else run.executor, and for "auto" the directory's (a `slurm/` folder: Slurm).
 
     The new SQLite database is built beside state.db and put in its place only when complete: a
     rebuild that fails (a damaged file it cannot read past, a full disk) leaves state.db as it was."""
@@ -193,7 +198,7 @@ def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None
     db, staging = _fresh_database(paths, url, cfg.run.name, bool(cfg.run.database_url), force)
     quarantined: list[dict[str, Any]] = []
     try:
-        done, attempts, jobs = _fill(db, cfg, paths, text, progress, quarantined)
+        done, attempts, jobs = _fill(db, cfg, paths, text, progress, quarantined, executor)
     except BaseException:
         db.close()
         if staging is not None:
@@ -205,10 +210,11 @@ def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None
 
 
 def _fill(db: Database, cfg: Config, paths: RunPaths, text: str, progress: Callable[[int], None] | None,
-          quarantined: list[dict[str, Any]]) -> tuple[int, int, int]:
+          quarantined: list[dict[str, Any]], executor: str | None) -> tuple[int, int, int]:
     """Write the run's rows into the empty `db`; (rounds ended, attempts, Slurm jobs)."""
     targets = [Target(t.problem_id, t.header, t.theorem) for t in run_targets(paths)]
-    executor = cfg.run.executor if cfg.run.executor != "auto" else ("slurm" if paths.slurm.exists() else "local")
+    if executor is None:
+        executor = cfg.run.executor if cfg.run.executor != "auto" else ("slurm" if paths.slurm.exists() else "local")
     env_file = paths.root / environment.FILE
     env = read_json(env_file) if env_file.exists() else None  # runs launched before it was recorded have none
     run_id = insert_run(db, cfg, paths, text, targets, executor, created_at=paths.config.stat().st_mtime, env=env)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlmodel import col, select
 
+from sgsbatch.ops import fork
 from sgsbatch.ops.amend import history
 from sgsbatch.ops.comparison import config_diff, read_metrics
 from sgsbatch.ops.console import GOING_ON, timing_text, when
@@ -264,6 +265,10 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
     done = [r for r, m in metrics.items() if M.CUMULATIVE_SOLVE_RATE in m]
     parts.append(f"<p>{len(done)} completed round(s) of {h.cfg.run.rounds}; executor {esc(h.cfg.run.executor)}; "
                  f"seed {h.cfg.run.seed}.</p>")
+    data["forked_from"] = fork.read(h.paths)
+    if data["forked_from"]:
+        parts.append(f"<p>{esc(fork.describe(data['forked_from']).capitalize())}; its keys that differ are changes of "
+                     f"method from round {data['forked_from']['round']} below.</p>")
     data["amendments"] = history(h)
     parts.append(_amendments_table(data["amendments"]))
     from sgsbatch.ops.status import run_status

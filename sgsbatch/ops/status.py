@@ -20,6 +20,7 @@ from typing import Any
 from sqlmodel import select
 
 from sgsbatch.canary.record import read_run_record
+from sgsbatch.ops import fork
 from sgsbatch.ops.plan import RunPlan, comparison_text, make_plan, run_projection
 from sgsbatch.ops.progress import alarms, phase_progress, sparkline
 from sgsbatch.round.disk import disk_usage, free_space, full_disk
@@ -81,6 +82,8 @@ class RunStatus:
     free_space: dict[str, Any] | None = None
     # corrupt shard outputs (run/quarantine.py): {"found": noted and still in place, "quarantined": moved aside}
     damaged: dict[str, Any] | None = None
+    # `launch --from RUN --round N` (ops/fork.py): the run's forked_from.json (parent, parent_dir, round, ...); None: no fork
+    forked_from: dict[str, Any] | None = None
 
     @property
     def repairable(self) -> bool:
@@ -106,7 +109,7 @@ class RunStatus:
             "sparkline": sparkline(self.solve_rate_curve, 0.0, 1.0), "disk": self.disk, "alerts": self.alerts,
             "amendments": self.amendments, "canary": self.canary, "watcher": self.watcher, "timing": self.timing,
             "projection": self.projection, "refusals": self.refusals, "free_space": self.free_space,
-            "damaged": self.damaged,
+            "damaged": self.damaged, "forked_from": self.forked_from,
         }
         if self.jobs is not None:
             out["jobs"] = self.jobs
@@ -171,7 +174,7 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
                    smoke=row.smoke, targets=row.targets, run_dir=row.run_dir, metrics=metrics,
                    environment=launch_env, solve_rate_curve=curve, disk=disk_usage(h.cfg, h.paths, completed),
                    rehearsal=h.cfg.run.rehearsal, amendments=amendment_summary(h),
-                   canary=read_run_record(h.paths.root), timing=run_timing(h))
+                   canary=read_run_record(h.paths.root), timing=run_timing(h), forked_from=fork.read(h.paths))
     assert st.timing is not None
     if detail:  # what `status` shows; the polls of `--wait` and `watch` print no projection
         st.projection = run_projection(h, row.targets, st.timing, metrics)

@@ -266,8 +266,9 @@ def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str,
             run.state, run.message = RunState.completed, f"all {run.rounds} rounds completed"
         elif s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == r + 1)).first() is None:
             s.add(Round(run_id=h.run_id, index=r + 1, state="pending", unsolved=run.targets - solved))
-            for kind in h.cfg.phases_of_round(r + 1):
-                s.add(Phase(run_id=h.run_id, round=r + 1, kind=kind, shards=shards_at(h.cfg, h.paths, r + 1, kind)))
+            nxt = h.at(r + 1)  # the next round's own config (a change of method from it on; a fork's first round)
+            for kind in nxt.phases_of_round(r + 1):
+                s.add(Phase(run_id=h.run_id, round=r + 1, kind=kind, shards=nxt.shard_count(kind)))
         run.updated_at = time.time()
         s.add(run)
         s.flush()
@@ -297,7 +298,7 @@ def finish_round(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> None
                     ck.deleted = True
                     s.add(ck)
     if r + 1 < h.cfg.run.rounds:
-        prepare_round(h, r + 1)
+        prepare_round(h.for_round(r + 1), r + 1)
 
 
 def steps_before_round(h: RunHandle, r: int) -> dict[str, int]:

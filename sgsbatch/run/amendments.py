@@ -163,12 +163,19 @@ def append(paths: RunPaths, records: list[dict[str, Any]]) -> None:
     atomic_write_text(path_of(paths), "".join(lines))
 
 
-def _replace(cfg: Config, key: str, value: Any) -> Config:
-    section, _, name = key.partition(".")
-    sub = getattr(cfg, section)
-    if getattr(sub, name) == value:
-        return cfg
-    return dataclasses.replace(cfg, **{section: dataclasses.replace(sub, **{name: value})})
+def _replace(obj: Any, key: str, value: Any) -> Any:
+    """`obj` (a config or one of its tables) with the dotted `key` set to `value` (any depth: `solver.lr`,
+    `slurm.train.gpus`); a JSON list given for a tuple field stays a tuple."""
+    head, _, rest = key.partition(".")
+    current = getattr(obj, head)
+    if rest:
+        new = _replace(current, rest, value)
+        return obj if new is current else dataclasses.replace(obj, **{head: new})
+    if isinstance(current, tuple) and isinstance(value, list):
+        value = tuple(value)
+    if current == value:
+        return obj
+    return dataclasses.replace(obj, **{head: value})
 
 
 def method_values(records: list[dict[str, Any]], r: int) -> dict[str, Any]:

@@ -49,6 +49,11 @@ class RunHandle:
         """The config round r runs with: changes of method made for later rounds left out (run/amendments.py)."""
         return config_at(self.cfg, self.paths, r)
 
+    def for_round(self, r: int) -> RunHandle:
+        """This run with `at(r)` as its config: for code that reads a round's settings from `cfg` (ending
+        or preparing round r), so a round before a change of method (or inherited by a fork) keeps its own."""
+        return RunHandle(self.at(r), self.paths, self.db, self.run_id)
+
     def refreshed(self) -> RunHandle:
         """This run with its config read again from config.toml: what `resume --set` changed since this
         handle was opened (a long job submits the next round with the newest resources)."""
