@@ -160,13 +160,14 @@ def _fork(config: Path, overrides: tuple[str, ...], parent: str, n: int, dry_run
           skip_canary: bool, site: Path | None, runs_dir: str | None) -> None:
     """`launch --from RUN --round N` (ops/fork.py)."""
     from sgsbatch.ops import fork
+    from sgsbatch.run import lineage
 
     h, f, mat = fork.launch(config, overrides, parent, n, site, runs_dir, skip_canary, dry_run)
     click.echo(f.describe())
     if h is None or mat is None:
         click.echo("dry run: nothing created, nothing submitted")
         return
-    click.echo(f"launched {h.cfg.run.name} ({h.row().executor}) in {h.paths.root}: {fork.describe(f.record)}; "
+    click.echo(f"launched {h.cfg.run.name} ({h.row().executor}) in {h.paths.root}: {lineage.describe(f.record)}; "
                f"{mat.linked} file(s) hard-linked ({human_bytes(mat.bytes_linked)}), {mat.copied} copied")
     for note in mat.notes:
         click.echo(f"note: {note}")

@@ -153,7 +153,7 @@ def status_text(st: dict[str, Any]) -> str:
         out.append("  REHEARSAL: SIMULATED generation, verifier and trainer (launch --rehearse)")
     out += [f"  {k}: {st[k]}" for k in ("executor", "run_dir", "targets")]
     if st.get("forked_from"):
-        from sgsbatch.ops.fork import describe
+        from sgsbatch.run.lineage import describe
 
         out.append(f"  {describe(st['forked_from'])}")
     if st.get("timing"):

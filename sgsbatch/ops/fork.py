@@ -59,11 +59,11 @@ from sgsbatch.errors import ConfigError, InputError
 from sgsbatch.run import amendments, environment
 from sgsbatch.run.checkpoint import is_complete
 from sgsbatch.run.handle import RunHandle, existing_run_paths, new_run_paths, open_run_dir, read_frozen_config
+from sgsbatch.run.lineage import FILE
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard, atomic_write_json, atomic_write_text
 from sgsbatch.state.schema import Round, RunState
 
-FILE = "forked_from.json"
 # differences that make inheriting meaningless: the targets, and round 0's weights (the KL reference)
 REFUSED_SECTIONS = {"data": "the targets the inherited rounds solved", "models": "the weights the inherited rounds "
                     "trained from (round 0's, the KL reference)"}
@@ -102,25 +102,6 @@ class Fork:
         return (f"fork of run {self.record['parent']} at round {self.round}: inherits its {inherited}, "
                 f"runs rounds {self.round}..{self.child.run.rounds - 1}; "
                 + (f"changes of method from round {self.round}: {keys}" if keys else "no change of method"))
-
-
-def read(paths: RunPaths) -> dict[str, Any] | None:
-    """The run's `forked_from.json` (None: the run is no fork)."""
-    path = paths.root / FILE
-    if not path.is_file():
-        return None
-    try:
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data
-
-
-def describe(rec: dict[str, Any]) -> str:
-    """One line: `forked from RUN at round N (its rounds 0..N-1 inherited; DIR)`."""
-    n = int(rec["round"])
-    rounds = "round 0" if n == 1 else f"rounds 0..{n - 1}"
-    return f"forked from {rec['parent']} at round {n} (its {rounds} inherited; {rec['parent_dir']})"
 
 
 def _completed(parent: RunPaths, pcfg: Config) -> int:

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 
 from sqlmodel import col, select
 
-from sgsbatch.ops import fork
 from sgsbatch.ops.amend import history
 from sgsbatch.ops.comparison import config_diff, read_metrics
 from sgsbatch.ops.console import GOING_ON, timing_text, when
@@ -47,6 +46,7 @@ from sgsbatch.ops.train_step_report import train_step_section
 from sgsbatch.round import metrics as M
 from sgsbatch.round.refusals import from_metrics
 from sgsbatch.round.timing import run_timing
+from sgsbatch.run import lineage
 from sgsbatch.run.progress import duration
 from sgsbatch.state.schema import Attempt, Conjecture, ReviewRow
 
@@ -265,9 +265,9 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
     done = [r for r, m in metrics.items() if M.CUMULATIVE_SOLVE_RATE in m]
     parts.append(f"<p>{len(done)} completed round(s) of {h.cfg.run.rounds}; executor {esc(h.cfg.run.executor)}; "
                  f"seed {h.cfg.run.seed}.</p>")
-    data["forked_from"] = fork.read(h.paths)
+    data["forked_from"] = lineage.read(h.paths)
     if data["forked_from"]:
-        parts.append(f"<p>{esc(fork.describe(data['forked_from']).capitalize())}; its keys that differ are changes of "
+        parts.append(f"<p>{esc(lineage.describe(data['forked_from']).capitalize())}; its keys that differ are changes of "
                      f"method from round {data['forked_from']['round']} below.</p>")
     data["amendments"] = history(h)
     parts.append(_amendments_table(data["amendments"]))

@@ -20,7 +20,6 @@ from typing import Any
 from sqlmodel import select
 
 from sgsbatch.canary.record import read_run_record
-from sgsbatch.ops import fork
 from sgsbatch.ops.plan import RunPlan, comparison_text, make_plan, run_projection
 from sgsbatch.ops.progress import alarms, phase_progress, sparkline
 from sgsbatch.round.disk import disk_usage, free_space, full_disk
@@ -28,7 +27,7 @@ from sgsbatch.round.lifecycle import current_phase
 from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
 from sgsbatch.round.refusals import round_refusals, summary_text
 from sgsbatch.round.timing import run_timing
-from sgsbatch.run import environment, quarantine
+from sgsbatch.run import environment, lineage, quarantine
 from sgsbatch.run.attempts import error_line
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import command
@@ -174,7 +173,7 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
                    smoke=row.smoke, targets=row.targets, run_dir=row.run_dir, metrics=metrics,
                    environment=launch_env, solve_rate_curve=curve, disk=disk_usage(h.cfg, h.paths, completed),
                    rehearsal=h.cfg.run.rehearsal, amendments=amendment_summary(h),
-                   canary=read_run_record(h.paths.root), timing=run_timing(h), forked_from=fork.read(h.paths))
+                   canary=read_run_record(h.paths.root), timing=run_timing(h), forked_from=lineage.read(h.paths))
     assert st.timing is not None
     if detail:  # what `status` shows; the polls of `--wait` and `watch` print no projection
         st.projection = run_projection(h, row.targets, st.timing, metrics)
