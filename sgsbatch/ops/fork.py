@@ -58,7 +58,14 @@ from sgsbatch.config.schema import Config
 from sgsbatch.errors import ConfigError, InputError
 from sgsbatch.run import amendments, environment
 from sgsbatch.run.checkpoint import is_complete
-from sgsbatch.run.handle import RunHandle, existing_run_paths, new_run_paths, open_run_dir, read_frozen_config
+from sgsbatch.run.handle import (
+    RunHandle,
+    existing_run_paths,
+    new_run_paths,
+    open_run_dir,
+    read_frozen_config,
+    remove_new_run_dir,
+)
 from sgsbatch.run.lineage import FILE
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard, atomic_write_json, atomic_write_text
@@ -293,12 +300,7 @@ def fork(f: Fork, executor: str, canary: dict[str, Any] | None = None) -> tuple[
         rebuild(paths, executor=executor)
         h = open_run_dir(paths)
     except BaseException:
-        shutil.rmtree(paths.root, ignore_errors=True)
-        for p in made[1:]:
-            try:
-                p.rmdir()
-            except OSError:
-                break
+        remove_new_run_dir(paths, made)
         raise
     h.set_state(RunState.running, f"forked from {f.parent.name} at round {f.round}")
     start(h)

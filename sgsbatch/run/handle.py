@@ -100,14 +100,20 @@ def create_run(cfg: Config, targets: list[Target], executor: str) -> RunHandle:
         db = open_db(database_url(cfg, paths))
         run_id = insert_run(db, cfg, paths, text, targets, executor, time.time(), env)
     except BaseException:
-        shutil.rmtree(paths.root, ignore_errors=True)
-        for p in made[1:]:
-            try:
-                p.rmdir()
-            except OSError:
-                break
+        remove_new_run_dir(paths, made)
         raise
     return RunHandle(cfg, paths, db, run_id)
+
+
+def remove_new_run_dir(paths: RunPaths, made: list[Path]) -> None:
+    """Undo a run directory a failed creation made: the directory, then the empty parents it created
+    (`made`: paths.root and its parents that did not exist before, innermost first)."""
+    shutil.rmtree(paths.root, ignore_errors=True)
+    for p in made[1:]:
+        try:
+            p.rmdir()
+        except OSError:
+            break
 
 
 def insert_run(db: Database, cfg: Config, paths: RunPaths, text: str, targets: list[Target], executor: str,
