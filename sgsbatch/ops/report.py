@@ -45,7 +45,6 @@ from sgsbatch.ops.search_report import search_section
 from sgsbatch.ops.train_step_report import train_step_section
 from sgsbatch.round import metrics as M
 from sgsbatch.round.refusals import from_metrics
-from sgsbatch.round.timing import run_timing
 from sgsbatch.run import lineage
 from sgsbatch.run.progress import duration
 from sgsbatch.state.schema import Attempt, Conjecture, ReviewRow
@@ -273,8 +272,8 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
     parts.append(_amendments_table(data["amendments"]))
     from sgsbatch.ops.status import run_status
 
-    data["timing"] = run_timing(h)
-    data["state"] = run_status(h, live=True, detail=False).state  # status's truth (a dead driver: stalled)
+    st = run_status(h, live=True, detail=False)  # status's truth (a dead driver: stalled) and its timing
+    data["timing"], data["state"] = st.timing, st.state
     parts.append(f"<p>State: {esc(data['state'])}. Time: {esc(timing_text(data['timing'], data['state']))}.</p>")
     data["projection"] = run_projection(h, h.row().targets, data["timing"], metrics[max(done)] if done else {})
     compared = comparison_text(data["projection"]) or "none (no phase has a throughput figure)"
