@@ -504,16 +504,17 @@ class VerificationConfig:
     cpu_time_factor: float = key(2.0, "RLIMIT_CPU of each process = this x (header_timeout_s + "
                                       "max_proofs_per_process x timeout_s); 0 = no limit.")
     process_limit: int = key(1024, "RLIMIT_NPROC inside a sandbox with its own user namespace; 0 = no limit.")
-    idle_check_ms: float = key(20.0, "After each proof the pool samples the REPL's threads' CPU twice this many ms "
-                                     "apart and restarts the REPL if it works while idle (work a proof left); "
-                                     "0 = no check.")
-    idle_cpu_fraction: float = key(0.25, "idle_check_ms: the share of one core an idle REPL may use before it is "
-                                         "restarted.")
+    idle_check_ms: float = key(20.0, "After each proof the pool samples the REPL's threads' run and run-queue time "
+                                     "this many ms apart and restarts the REPL if it wants CPU while idle (work a "
+                                     "proof left; two windows in a row); 0 = no check.")
+    idle_cpu_fraction: float = key(0.25, "idle_check_ms: the share of one core an idle REPL may want (run or wait "
+                                         "in the run queue, so a starved spinner on a loaded node counts whole) "
+                                         "before it is restarted.")
     thread_slack: int = key(32, "Restart a REPL that holds more than this many threads beyond its count right after "
                                 "its header (Lean's own task pool grows with a proof's parallel tasks: keep it "
                                 "generous).")
     timeout_cpu_factor: float = key(1.5, "A proof that times out on a REPL that had checked proofs before, while the "
-                                         "REPL used more than this many CPU-seconds per wall second (or held more "
+                                         "REPL used or wanted more than this many cores (or held more "
                                          "than thread_slack extra threads), is checked once more on a fresh REPL; "
                                          "0 = never.")
     slot_cpus: float = key(1.0, "Per pool slot (REPL and checker) a cgroup v2 group with cpu.max of this many "
