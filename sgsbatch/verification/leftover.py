@@ -44,6 +44,7 @@ class Usage:
     run_ns: int
     wait_ns: int
     at: float
+    runnable: int = 0  # threads in state R (running, or runnable in the run queue) at that moment
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -71,25 +72,29 @@ def descendants(root: int) -> list[int]:
     return out
 
 
-def _schedstat(pid: int) -> tuple[int, int]:
-    """ns the live threads of `pid` ran on a CPU, and ns they waited runnable in the run queue."""
-    run, wait = 0, 0
+def _schedstat(pid: int) -> tuple[int, int, int]:
+    """ns the live threads of `pid` ran on a CPU, ns they waited runnable in the run queue (both as the
+    kernel last updated them: at a switch, so a long wait shows only once it ends), and how many are
+    in state R now."""
+    run, wait, runnable = 0, 0, 0
     try:
         tasks = os.listdir(PROC / str(pid) / "task")
     except OSError:
-        return 0, 0
+        return 0, 0, 0
     for tid in tasks:
+        task = PROC / str(pid) / "task" / tid
         try:
-            fields = (PROC / str(pid) / "task" / tid / "schedstat").read_text().split()
+            fields = (task / "schedstat").read_text().split()
             run, wait = run + int(fields[0]), wait + int(fields[1])
+            runnable += (task / "stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
         except (OSError, ValueError, IndexError):
             continue
-    return run, wait
+    return run, wait, runnable
 
 
 def usage(root: int) -> Usage:
     """Threads and CPU of `root` and its descendants (all zero when it is gone)."""
-    threads, ticks, run_ns, wait_ns = 0, 0, 0, 0
+    threads, ticks, run_ns, wait_ns, runnable = 0, 0, 0, 0, 0
     for pid in descendants(root):
         fields = _stat_fields(pid)
         if fields is None:
@@ -97,9 +102,10 @@ def usage(root: int) -> Usage:
         # fields[0] is stat's field 3 (state): utime 14, stime 15, num_threads 20
         ticks += int(fields[11]) + int(fields[12])
         threads += int(fields[17])
-        run, wait = _schedstat(pid)
-        run_ns, wait_ns = run_ns + run, wait_ns + wait
-    return Usage(threads=threads, cpu_s=ticks / _TICK, run_ns=run_ns, wait_ns=wait_ns, at=time.monotonic())
+        run, wait, ready = _schedstat(pid)
+        run_ns, wait_ns, runnable = run_ns + run, wait_ns + wait, runnable + ready
+    return Usage(threads=threads, cpu_s=ticks / _TICK, run_ns=run_ns, wait_ns=wait_ns, at=time.monotonic(),
+                 runnable=runnable)
 
 
 def demand(before: Usage, after: Usage) -> float:
@@ -142,22 +148,38 @@ def _extra_threads(threads: int, baseline_threads: int, limits: LeftoverLimits) 
     return None
 
 
+WINDOW_SAMPLES = 4  # samples of the threads' states within one idle window
+
+
+def _window(root: int, start: Usage, window_ms: float) -> tuple[Usage, float, bool]:
+    """One idle window from `start`: its last sample, the cores the tree wanted in it, and whether
+    some thread was runnable at every sample (a spinner always is, whatever the load)."""
+    always_runnable = start.runnable > 0
+    sample = start
+    for _ in range(WINDOW_SAMPLES):
+        time.sleep(window_ms / 1000 / WINDOW_SAMPLES)
+        sample = usage(root)
+        always_runnable = always_runnable and sample.runnable > 0
+    return sample, demand(start, sample), always_runnable
+
+
 def poisoned(root: int, baseline_threads: int, limits: LeftoverLimits) -> Leftover | None:
     """The work the idle REPL tree `root` runs that a proof left (threads beyond `baseline_threads` +
-    slack, or CPU while it waits for a command), or None; None without a check (idle_check_ms 0)."""
+    slack, or CPU while it waits for a command), or None; None without a check (idle_check_ms 0).
+
+    A window is busy when the tree wanted more than idle_cpu_fraction of a core (run + run-queue
+    time) or some thread stood runnable at every sample; two busy windows in a row (the reply's own
+    last steps end within one) make the REPL poisoned. The states matter on a loaded node, where
+    the kernel adds a long run-queue wait to schedstat only once the wait ends."""
     if limits.idle_check_ms <= 0:
         return None
-    first = usage(root)
-    time.sleep(limits.idle_check_ms / 1000)
-    second = usage(root)
-    busy = demand(first, second)
-    if busy > limits.idle_cpu_fraction:  # a second window: the reply's own last steps end within one
-        time.sleep(limits.idle_check_ms / 1000)
-        third = usage(root)
-        busy = min(busy, demand(second, third))
-        if busy > limits.idle_cpu_fraction:
-            return Leftover("leftover_cpu", f"it wanted {busy:.2f} of a core while waiting for a command "
-                                            "(verification.idle_cpu_fraction)")
+    second, busy, runnable = _window(root, usage(root), limits.idle_check_ms)
+    if busy > limits.idle_cpu_fraction or runnable:
+        _, busy_again, runnable_again = _window(root, second, limits.idle_check_ms)
+        if busy_again > limits.idle_cpu_fraction or runnable_again:
+            return Leftover("leftover_cpu", f"it wanted {min(busy, busy_again):.2f} of a core"
+                                            f"{', runnable throughout' if runnable and runnable_again else ''}"
+                                            " while waiting for a command (verification.idle_cpu_fraction)")
     threads = _extra_threads(second.threads, baseline_threads, limits)
     return None if threads is None else Leftover("leftover_threads", threads)
 

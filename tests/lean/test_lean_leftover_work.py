@@ -95,9 +95,11 @@ def test_threads_within_the_slack_keep_the_repl(tmp_path: Path, fake_env: Path,
 def test_a_timeout_after_a_poisoned_proof_is_checked_again_on_a_fresh_repl(tmp_path: Path, fake_env: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     # the threads wake after the idle check; the next proof starves and its REPL burns CPU meanwhile
-    monkeypatch.setenv("FAKE_SPIN_DELAY_S", "0.3")
+    # (a delay well past the idle check and a timeout long enough to measure the spinner's demand on
+    # a loaded machine, where the kernel records a run-queue wait only when it ends)
+    monkeypatch.setenv("FAKE_SPIN_DELAY_S", "0.6")
     results, pool, pids = _run(tmp_path, [_job("late", "FAKE_SPIN_LATER"), _job("victim")],
-                               leftover=LeftoverLimits(timeout_cpu_factor=0.3))
+                               leftover=LeftoverLimits(timeout_cpu_factor=0.3), timeout_s=3.0)
     assert results["victim"][0] == VERIFIED, results["victim"]
     assert pool.leftover_restarts["timeout_retry"] == 1
     assert len(pids) == 2

@@ -2,7 +2,8 @@
 
 Real processes pinned to one CPU (os.sched_setaffinity): a spinner in the tree under test beside
 hogs outside it, so the spinner runs about 1/8 of the core, below `idle_cpu_fraction` (the CI
-failure this pins: a CPU-used measure saw it idle and the next proof timed out); a sleeper beside
+failure this pins: a CPU-used measure saw it idle and the next proof timed out; the run-queue
+time alone is not enough either, as the kernel adds a wait only when it ends); a sleeper beside
 the same hogs is not poisoned. Not covered: the pool around it (tests/lean/test_lean_leftover_work.py).
 """
 
@@ -59,7 +60,7 @@ def test_a_starved_spinner_is_poisoned(loaded_cpu: int) -> None:
         second = usage(pid)
         ran = (second.run_ns - first.run_ns) / 1e9 / (second.at - first.at)
         assert ran < limits.idle_cpu_fraction, f"the hogs should starve the spinner (it ran {ran:.2f} of a core)"
-        assert demand(first, second) > 0.8, "running or runnable: the whole core it would take"
+        assert demand(first, second) >= ran
         left = poisoned(pid, baseline_threads=1, limits=limits)
         assert left is not None and left.cause == "leftover_cpu", left
 
