@@ -56,6 +56,11 @@ class SchedulerError(SgsError):
     """Slurm (or the local executor) refused or failed an operation."""
 
 
+class HubError(SgsError):
+    """A service outside the cluster (the Hugging Face Hub) could not be reached or refused; the message
+    names what was asked (the repo), the reason in one line, and where the local copy is. Exit code 1."""
+
+
 class UserInterrupt(SgsError):
     """Ctrl-C while a command waited or watched; the message says what goes on and how to stop it."""
 

@@ -71,7 +71,7 @@ def timing_text(t: dict[str, Any], state: str) -> str:
         out.append(f"rounds take {duration(t['mean_round_s'])} on average ({len(rs)} timed; last "
                    f"{duration(last)})")
     if t.get("current_s") is not None:
-        out.append(f"round {t['current_round'] + 1} running for {duration(t['current_s'])}")
+        out.append(f"round {t['current_round']} running for {duration(t['current_s'])}")
     if t.get("eta_s") is not None and state in GOING_ON:
         out.append(f"projected finish in {duration(t['eta_s'])} (about {when(t['finish_at'])})")
     elif state not in GOING_ON and state != "completed":
@@ -81,17 +81,27 @@ def timing_text(t: dict[str, Any], state: str) -> str:
     return "; ".join(out)
 
 
+def rounds_text(round_: int | None, rounds_completed: int, rounds: int, completed: bool = False) -> str:
+    """Where a run is, in the one convention for rounds (docs/operating.md): the round as stored, 0-based
+    as in `rounds/r0002`, job names and `--round`, and counts that say they are counts:
+    `round 2 (2 of 3 rounds completed)`; a completed run `(3 of 3 rounds completed)`."""
+    counts = f"({rounds_completed} of {rounds} rounds completed)"
+    return counts if completed or round_ is None else f"round {round_} {counts}"
+
+
 def status_line(st: dict[str, Any]) -> str:
-    """One run in one line (1-based round for people), its state coloured on a terminal."""
+    """One run in one line: its round as stored (0-based) and the rounds completed (`rounds_text`), its state
+    coloured on a terminal."""
     flags = "".join(f" [{x.upper() if x == 'rehearsal' else x}]" for x in ("rehearsal", "simulated", "smoke")
                     if st.get(x))
     rate = st["metrics"].get(CUMULATIVE_SOLVE_RATE)
     rate_s = f" solve rate {rate:.1%}" if rate is not None else ""
     phase = f" {st['phase']}" if st.get("phase") else ""
-    shown = st["round"] + 1 if isinstance(st["round"], int) else st["round"]
-    done = "" if st["state"] == "completed" else f" ({st['rounds_completed']} completed)"
+    where = rounds_text(st["round"], st["rounds_completed"], st["rounds"], st["state"] == "completed")
+    if phase and where.startswith("round "):
+        where = where.replace(" (", f"{phase} (", 1)
     state = click.style(st["state"], fg=STATE_COLOURS.get(st["state"]), bold=st["state"] in ("failed", "stalled") or None)
-    return (f"{st['name']}: {state} round {shown} of {st['rounds']}{phase}{done}{rate_s}{flags}"
+    return (f"{st['name']}: {state} {where}{rate_s}{flags}"
             f"{timing_short(st.get('timing'), st['state'])}" + (f" - {st['message']}" if st.get("message") else ""))
 
 
@@ -119,7 +129,7 @@ def _watch_details(st: dict[str, Any]) -> list[str]:
     if d:
         used = ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in d["used_bytes"].items())
         out.append(f"  disk: {d['total_bytes'] / 1e9:.2f} GB ({used}); projected {d['projected_bytes'] / 1e9:.1f} GB "
-                   f"at round {d['planned_rounds']} ({d['checkpoints_kept_at_end']} checkpoint rounds kept)")
+                   f"at the end of its {d['planned_rounds']} rounds ({d['checkpoints_kept_at_end']} checkpoint rounds kept)")
     free = st.get("free_space")
     if free:
         out.append(f"  free space: {human_bytes(free['free_bytes'])} of {human_bytes(free['total_bytes'])} on the file "
@@ -168,7 +178,7 @@ def status_text(st: dict[str, Any]) -> str:
         out.append(f"  Slurm jobs (their names start {run_tag(st['name'])}, this run's tag, in `squeue`):")
         out += [job_line(j) for j in st["jobs"]]
     out += _watch_details(st)
-    out += metrics_text(st["metrics"], st["rounds_completed"])
+    out += metrics_text(st["metrics"], st["rounds_completed"] - 1)  # the last completed round's
     return "\n".join(out)
 
 
@@ -211,12 +221,12 @@ def job_line(j: dict[str, Any]) -> str:
 METRICS_WIDTH = 118  # a metrics group's line is wrapped past this many characters
 
 
-def metrics_text(metrics: dict[str, float], round_shown: int) -> list[str]:
-    """The metrics of `status RUN`, grouped (round/metrics.METRIC_GROUPS): one line per group, `name = value`
+def metrics_text(metrics: dict[str, float], round_: int) -> list[str]:
+    """The metrics of round `round_` (0-based) in `status RUN`, grouped (round/metrics.METRIC_GROUPS): one line per group, `name = value`
     items wrapped under the group's name past METRICS_WIDTH; [] without metrics."""
     if not metrics:
         return []
-    out = [f"  metrics of round {round_shown} (every round: `sgsbatch metrics RUN`):"]
+    out = [f"  metrics of round {round_} (every round: `sgsbatch metrics RUN`):"]
     for title, names in metric_groups(metrics):
         head = f"    {title}: "
         line = head

@@ -18,7 +18,13 @@ A config without rows is left out (`datasets` cannot load a split of none). READ
 YAML front matter declaring the configs, their data files (`proofs` the default) and their
 `dataset_info` (columns, sizes), then the
 run's frozen config, counts, the cumulative solve rate per round; a SIMULATED run says so at the
-top. `--push-to-hub` pushes each config with `push_to_hub(repo, config_name=...)`, then the card.
+top. The card publishes no absolute path of the machine (`public_config`): a path in the config
+under the run directory reads relative to it, any other absolute path (`run.runs_dir`, a
+`data.source` file, a model or cache directory, one inside a string such as a setup command) by
+its last component; hub ids and relative paths stay as they are.
+`--push-to-hub` pushes each config with `push_to_hub(repo, config_name=...)`, then the card; the
+export is on disk first, and a Hub that cannot be reached or refuses (`HubError`) is one line naming
+the repo, the reason and the local copy.
 Not covered: the failed attempts (they stay in the state database).
 """
 
@@ -26,11 +32,12 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.errors import InputError, RunError
+from sgsbatch.errors import HubError, InputError, RunError, SgsError, is_disk_full
 from sgsbatch.ops.proofs import conjecture_lineage, found_proofs
 from sgsbatch.ops.status import run_status
 from sgsbatch.run.handle import RunHandle
@@ -130,9 +137,36 @@ def dataset_card(h: RunHandle, rows: dict[str, list[dict[str, Any]]]) -> str:
         "sub-scores are NaN and `guide_score` is the stand-in the reward used)", "",
         f"State: {st.state}, {st.rounds_completed} of {h.cfg.run.rounds} rounds completed, {st.targets} targets.", "",
         f"Cumulative solve rate by round: {curve}", "",
-        "## Run config (frozen at launch)", "", "```toml", h.paths.config.read_text().rstrip(), "```", "",
+        "## Run config (frozen at launch)", "",
+        "Paths under the run directory read relative to it; other absolute paths of the machine that ran it "
+        "by their last component.", "",
+        "```toml", public_config(h.paths.config.read_text(), h.paths.root).rstrip(), "```", "",
     ]
     return "\n".join(lines)
+
+
+# an absolute path: `/` or `~` not inside a word, a URL (`https://`) or another path, up to a quote,
+# a space or a TOML/shell separator
+ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~-])(?:~(?=/)|/)[^\s\"'=,;:()\[\]{}]*")
+
+
+def public_config(text: str, run_dir: Path) -> str:
+    """`text` (a run's config TOML) with every absolute path in it made public: one under `run_dir`
+    relative to it (`.` for the run directory itself), any other by its last component (`/` alone stays).
+    Text outside paths is kept as it is, comments too."""
+    roots = {str(run_dir), str(run_dir.resolve())}
+
+    def public(m: re.Match[str]) -> str:
+        path = m.group(0)
+        if path in ("/", "~"):
+            return path
+        full = os.path.expanduser(path).rstrip("/") or "/"
+        for root in roots:
+            if full == root or full.startswith(root + "/"):
+                return os.path.relpath(full, root)
+        return Path(full).name or path
+
+    return ABSOLUTE_PATH.sub(public, text)
 
 
 def is_export(out: Path) -> bool:
@@ -192,8 +226,49 @@ def hub_token() -> str | None:
     return get_token()
 
 
+def hub_failures() -> tuple[type[BaseException], ...]:
+    """The exceptions a push that reaches no Hub, or one that refuses it, raises: OSError (requests'
+    errors and `HfHubHTTPError` are OSErrors), the HTTP client's errors (httpx, or the client that
+    `huggingface_hub` is built on) and the Hub's own errors."""
+    found: list[type[BaseException]] = [OSError]
+    try:
+        from huggingface_hub import errors as hub_errors
+
+        found += [c for c in vars(hub_errors).values()
+                  if isinstance(c, type) and issubclass(c, Exception) and c.__module__ == hub_errors.__name__]
+        found += [c for c in hub_errors.HfHubHTTPError.__mro__[1:] if c.__name__ == "HTTPError"]
+    except ImportError:
+        pass
+    try:
+        import httpx
+
+        found.append(httpx.HTTPError)
+    except ImportError:
+        pass
+    return tuple(found)
+
+
+def hub_failure_message(repo: str, out: Path, e: BaseException) -> str:
+    """One line: the repo, the reason (the exception's class and first line) and where the export is."""
+    reason = str(e).strip().splitlines()[0] if str(e).strip() else "no reason given"
+    return (f"--push-to-hub {repo}: the push to the Hugging Face Hub failed ({type(e).__name__}: {reason}); "
+            f"the export is complete on disk in {out.absolute()}: push it later with "
+            f"`hf upload {repo} {out.absolute()} --repo-type dataset`")
+
+
 def push_to_hub(out: Path, repo: str) -> None:
-    """Upload the exported configs, then the card, to the dataset repo `repo`; a clear error without a token."""
+    """Upload the exported configs, then the card, to the dataset repo `repo`; a clear error without a
+    token, and `HubError` (one line: the repo, the reason, the local copy) when the Hub cannot be reached
+    or refuses. A full disk while pushing is left to the CLI's disk-full message."""
+    try:
+        _push(out, repo)
+    except hub_failures() as e:
+        if isinstance(e, SgsError) or is_disk_full(e):
+            raise
+        raise HubError(hub_failure_message(repo, out, e)) from e
+
+
+def _push(out: Path, repo: str) -> None:
     token = hub_token()
     if token is None:
         raise RunError(f"--push-to-hub {repo}: no Hugging Face token (set HF_TOKEN or run `hf auth login`); "

@@ -172,7 +172,7 @@ def projection_text(cfg: Config) -> str:
     kept, size = checkpoint_projection(cfg, roles * gb * 1e9)
     shown = f"{size / 1e9:.0f} GB" if size >= 1e9 else f"{size / 1e6:.1f} MB"
     per = f"{gb:g} GB" if gb >= 1 else f"{gb * 1e3:.2g} MB"
-    text = (f"checkpoints: {kept} rounds kept at round {cfg.run.rounds} (checkpoints.keep_last="
+    text = (f"checkpoints: {kept} rounds kept at the end of {cfg.run.rounds} rounds (checkpoints.keep_last="
             f"{cfg.checkpoints.keep_last}, keep_every={cfg.checkpoints.keep_every}) x {roles} roles x "
             f"{per} ({source}) = {shown}")
     if cfg.train.optimizer == "carry":  # the newest state a role, two while a round trains (backends/optimizer_state.py)

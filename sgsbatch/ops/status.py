@@ -189,12 +189,13 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
     if row.state in (RunState.completed, RunState.cancelled, RunState.failed):
         st.phase = None if row.state == RunState.completed else phase
         return st
-    reason = next(filter(None, (failed_reason(h.paths.phase_dir(r, p), h.at(r).shard_count(p))
-                                for p in h.cfg.phases_of_round(r))), None)
-    if reason:
+    failed = next(((p, reason) for p in h.cfg.phases_of_round(r)
+                   if (reason := failed_reason(h.paths.phase_dir(r, p), h.at(r).shard_count(p)))), None)
+    if failed:
         st.state, st.stall = "stalled", StallReason.shard_out_of_retries
-        st.message = (f"{one_line(reason)}; the whole log: `{command('logs', h.paths)}`; fix the cause, then "
-                      f"`{command('resume', h.paths)}`")
+        # the round as stored (0-based), as in the reason, `logs --round` and what `resume` prints
+        st.message = (f"{one_line(failed[1])}; the whole log: `{command('logs', h.paths, '--round', str(r), '--phase', failed[0])}`; "
+                      f"fix the cause, then `{command('resume', h.paths)}` (it resubmits round {r}'s unfinished shards)")
         return _blame(h, st)
     if not live:
         return st

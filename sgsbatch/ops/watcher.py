@@ -106,7 +106,10 @@ class WatcherJob:
         last: list[str] = []
 
         def report(st: Any, action: str | None) -> None:
-            line = f"round {st.round + 1} of {st.rounds} {st.state}" + (f": {st.message}" if st.message else "")
+            from sgsbatch.ops.console import rounds_text
+
+            line = (f"{st.state} {rounds_text(st.round, st.rounds_completed, st.rounds, st.state == 'completed')}"
+                    + (f": {st.message}" if st.message else ""))
             if action or line != (last[-1] if last else None):  # a line per change, not per check
                 _say(line + (f" -> {action}" if action else ""))
                 last.append(line)

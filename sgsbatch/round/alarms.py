@@ -76,7 +76,7 @@ def disk_alarm(cfg: Config, paths: RunPaths, disk: Mapping[str, Any]) -> dict[st
     if not (budget > 0 and disk["projected_bytes"] > budget * 1e9):
         return None
     return {"metric": M.alert("disk_over_budget"), "value": disk["projected_bytes"],
-            "message": f"disk projected to {disk['projected_bytes'] / 1e9:.1f} GB by round {cfg.run.rounds}, "
+            "message": f"disk projected to {disk['projected_bytes'] / 1e9:.1f} GB by the end of {cfg.run.rounds} rounds, "
                        f"over alerts.disk_budget_gb {budget:g}; {_fewer_checkpoints(cfg, paths, disk)}"}
 
 

@@ -93,7 +93,7 @@ def test_rebuild_quarantines_a_corrupt_shard_and_keeps_the_rest(finished: Path, 
     assert 0 < left < whole
     assert len(list(run.glob("state.db.bad-*"))) == 1 and not list(run.glob(".state.db.rebuilding-*"))
     st = sgsbatch("status", "t", "--runs-dir", str(tmp_path), env=cli_env)
-    assert st.returncode == 0 and "completed round 1 of 1" in st.stdout and "quarantined: " in st.stdout
+    assert st.returncode == 0 and "completed (1 of 1 rounds completed)" in st.stdout and "quarantined: " in st.stdout
     again = sgsbatch("status", "t", "--runs-dir", str(tmp_path), "--json", env=cli_env)
     assert json.loads(again.stdout)["damaged"]["quarantined"][0]["file"] == str(SOLVE0)
 

@@ -249,3 +249,14 @@ def test_push_to_hub_without_a_token_is_refused_after_the_local_copy(runs: Path,
     proc = sgsbatch("export", NAME, "--runs-dir", str(runs), "--out", str(out), "--push-to-hub", "me/x", env=env)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "no Hugging Face token" in proc.stderr and (out / "README.md").is_file()
+
+
+def test_push_to_hub_that_reaches_no_hub_names_the_repo_and_the_local_copy(runs: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_TOKEN="hf_test", HF_HOME=str(tmp_path / "hf"), HF_ENDPOINT="http://127.0.0.1:9",
+               HF_HUB_ETAG_TIMEOUT="5", HF_HUB_DOWNLOAD_TIMEOUT="5")  # a closed local port: a real push fails fast
+    out = tmp_path / "ds"
+    proc = sgsbatch("export", NAME, "--runs-dir", str(runs), "--out", str(out), "--push-to-hub", "me/x", env=env)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "--push-to-hub me/x: the push to the Hugging Face Hub failed" in proc.stderr
+    assert f"the export is complete on disk in {out}" in proc.stderr and (out / "README.md").is_file()

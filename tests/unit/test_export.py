@@ -178,3 +178,106 @@ def test_is_export_knows_only_exports(tmp_path: Path) -> None:
     old.mkdir()
     (old / "dataset_dict.json").write_text("{}")  # an export from before the configs
     assert export.is_export(old)
+
+
+PUSH = """import sys
+from pathlib import Path
+from sgsbatch.ops.command_line import clean_errors
+from sgsbatch.ops import export
+clean_errors(export.push_to_hub)(Path(sys.argv[1]), sys.argv[2])
+"""
+
+
+@pytest.mark.parametrize("offline", [False, True], ids=["closed-port", "hub-offline"])
+def test_a_push_that_reaches_no_hub_is_one_line_naming_the_repo_and_the_local_copy(tmp_path: Path,
+                                                                                    offline: bool) -> None:
+    """A real push (no stand-in) to a Hub on a closed local port, and one with the Hub set offline: exit 1,
+    one line naming the repo, the reason and the export on disk; no traceback, and no hang (timeouts of 5 s)."""
+    import os
+    import subprocess
+    import sys
+
+    out = _write(tmp_path / "ds")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_TOKEN="hf_test", HF_HOME=str(tmp_path / "hf-home"), HF_ENDPOINT="http://127.0.0.1:9",
+               HF_HUB_ETAG_TIMEOUT="5", HF_HUB_DOWNLOAD_TIMEOUT="5", PYTHONPATH=str(Path(__file__).parents[2]),
+               **({"HF_HUB_OFFLINE": "1"} if offline else {}))
+    proc = subprocess.run([sys.executable, "-c", PUSH, str(out), "me/demo"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]  # above it, only the datasets library's progress bars
+    assert last.startswith("Error: --push-to-hub me/demo: the push to the Hugging Face Hub failed ("), proc.stderr
+    assert f"the export is complete on disk in {out}" in last
+    if not offline:
+        assert "Connection refused" in last
+    assert all((out / export.data_file(c)).is_file() for c in export.CONFIGS)  # the local copy is untouched
+
+
+def test_a_hub_failure_is_a_typed_error_and_other_errors_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from sgsbatch.errors import HubError
+
+    out = _write(tmp_path / "ds")
+    monkeypatch.setattr(export, "hub_token", lambda: "hf_test")
+    for raised, expected in ((ConnectionError("no route to host"), HubError),
+                             (OSError(errno.ENOSPC, "No space left on device"), OSError),  # the CLI's disk-full line
+                             (KeyError("bug"), KeyError)):  # a bug stays a traceback
+        def fail(*_a: Any, _e: BaseException = raised, **_k: Any) -> None:
+            raise _e
+
+        monkeypatch.setattr(export, "_push", fail)
+        with pytest.raises(expected) as got:
+            export.push_to_hub(out, "me/demo")
+        assert type(got.value) is not HubError or "me/demo" in str(got.value) and str(out) in str(got.value)
+
+
+def test_public_config_keeps_no_absolute_path(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "demo"
+    text = "\n".join([
+        f'runs_dir = "{tmp_path / "runs"}"',
+        f'source = "{Path.home() / "data" / "targets.jsonl"}"  # was ~/data',
+        f'log = "{run_dir / "logs" / "x.log"}"',
+        f'root = "{run_dir}"',
+        'cache_dir = "~/.cache/sgsbatch/tiny-random"',
+        'setup = "source /work/venv/bin/activate && cd /scratch/me"',
+        'model = "LukeBailey181Pub/D_3k"',
+        'url = "https://huggingface.co/datasets/x/y"',
+        'rel = "../sgsbatch/embedded/tiny_targets.jsonl"',
+        "ratio = 1/2  # a / b",
+    ])
+    got = export.public_config(text, run_dir).splitlines()
+    assert got == [
+        'runs_dir = "runs"',
+        'source = "targets.jsonl"  # was data',
+        'log = "logs/x.log"',
+        'root = "."',
+        'cache_dir = "tiny-random"',
+        'setup = "source activate && cd me"',
+        'model = "LukeBailey181Pub/D_3k"',
+        'url = "https://huggingface.co/datasets/x/y"',
+        'rel = "../sgsbatch/embedded/tiny_targets.jsonl"',
+        "ratio = 1/2  # a / b",
+    ]
+
+
+def test_the_card_of_a_real_run_publishes_no_absolute_path_of_this_machine(tmp_path: Path) -> None:
+    import re
+
+    from sgsbatch.config.loading import load_config
+    from sgsbatch.data import Target
+    from sgsbatch.run.handle import create_run
+
+    repo = Path(__file__).resolve().parents[2]
+    cfg = load_config(repo / "jobs" / "tiny.toml", [f"run.runs_dir={tmp_path / 'runs'}", "run.name=pub",
+                                                    f"data.source={repo / 'sgsbatch' / 'embedded' / 'tiny_targets.jsonl'}",
+                                                    f"models.tiny.cache_dir={Path.home() / '.cache' / 'tiny'}"])
+    h = create_run(cfg, [Target("t0", HEADER, "theorem t0 : True := by")], "local")
+    assert str(tmp_path) in h.paths.config.read_text()  # the frozen config does hold them
+    export.export_run(h, tmp_path / "ds")
+    card = (tmp_path / "ds" / "README.md").read_text()
+    for machine in (str(tmp_path), str(tmp_path.resolve()), str(Path.home()), str(repo), "/work", "/tmp"):
+        assert machine not in card, machine
+    assert not re.search(r"(?<![\w.:/~-])/(?:tmp|work|home|root|scratch)\b", card)
+    assert 'runs_dir = "runs"' in card and 'source = "tiny_targets.jsonl"' in card

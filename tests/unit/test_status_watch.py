@@ -52,7 +52,7 @@ def test_running_phase_progress_and_stuck_shard(tmp_path: Path) -> None:
     assert any(a["metric"] == "alerts/stuck_shards" and a["shard"] == n - 1 for a in st["alerts"])
     assert st["round"] == 0 and "disk" in st and "state" in st  # old fields kept
     code, out = _status(tmp_path)
-    assert "round 1 of 2" in out and "ALERT alerts/stuck_shards" in out and f"job 4242_{n - 1}" in out
+    assert " round 0 " in out and "(0 of 2 rounds completed)" in out and "ALERT alerts/stuck_shards" in out and f"job 4242_{n - 1}" in out
 
 
 def test_no_stuck_alarm_for_a_fresh_shard(tmp_path: Path) -> None:
@@ -124,7 +124,7 @@ def test_launch_dry_run_prints_checkpoint_projection(tmp_path: Path) -> None:
         return res.output
 
     out = dry("checkpoints.estimate_gb_per_role=10")  # tiny-random models: their own size, not the estimate
-    assert "checkpoints: 21 rounds kept at round 200" in out and "keep_every=10" in out
+    assert "checkpoints: 21 rounds kept at the end of 200 rounds" in out and "keep_every=10" in out
     assert "x 2 roles x 0.79 MB (tiny-random models, fp32) = 33.1 MB" in out
     from sgsbatch.config.loading import load_config
     from sgsbatch.ops.progress import projection_text
