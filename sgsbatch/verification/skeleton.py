@@ -40,6 +40,7 @@ from sgsbatch.verification.tactics import (
     ARROW,
     CALC,
     CONV,
+    CONV_TO_TACTIC,
     FIRST,
     IF,
     IN,
@@ -308,7 +309,7 @@ class _Walker:
                 return self.seq(i + 1, stops, mode)
             elif depth == 0 and self.arrow(i) and (shape in (ARROW, CONV) or (shape == ALTS and after_with)):
                 inner_mode = "conv" if shape == CONV or (shape == ARROW and mode == "conv" and entry is not None
-                                                         and entry.name != "tactic") else "tactic"
+                                                         and entry.name not in CONV_TO_TACTIC) else "tactic"
                 inner = _Stops(bar=shape == ALTS or stops.bar, comma=stops.comma, words=stops.words)
                 i = self.seq(i + (2 if self.sym_run(i, "=>") else 1), inner, inner_mode)
                 if shape != ALTS:

@@ -15,8 +15,8 @@ An entry is `mode name shape source [tactic options]`:
   (steps on lines of their own, `_ = ...` at the tactic's column included);
 - source: the file that declares the syntax, relative to its repository (`src/Init/Tactics.lean`
   is Lean's, `Mathlib/...` Mathlib's, `Batteries/...`, `Aesop/...`), for the person who judges the
-  entry; spot-checked against the sources (`replace`, `solve`, `unhygienic`: src/Init/Tactics.lean),
-  not yet against a catalogue generated from them (see docs/verification.md);
+  entry; held against tests/lean/data/tactic_catalogue.tsv, generated from the sources at the pinned
+  versions (tests/lean/test_tactic_catalogue.py; docs/verification.md says which sources it read);
 - tactic options: names of `(name := ...)` options whose value is tactic syntax (`disch`), walked as
   tactic blocks; every other `(name := value)` right after the head is a configuration, which Lean
   evaluates (`declare_config_elab`), so it must be a literal; `*` marks a tactic that takes its
@@ -44,6 +44,9 @@ TERMS, SEQ, FIRST, ARROW, ALTS, IF, IN, CONV, CALC = "terms", "seq", "first", "a
 SHAPES: tuple[str, ...] = (TERMS, SEQ, FIRST, ARROW, ALTS, IF, IN, CONV, CALC)
 MODES: tuple[str, ...] = ("tactic", "conv")
 ANYWHERE = "*"  # in the options column: the tactic takes its clauses in any order, configurations among them
+# conv tactics whose `=> ...` block is a *tactic* block (`tactic => t`, Batteries' `equals e => t`); the
+# other conv `arrow` entries (`case`, `next`) take a conv block.
+CONV_TO_TACTIC: frozenset[str] = frozenset({"tactic", "equals"})
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ tactic  rename_i           terms  {_CORE}
 tactic  rename             terms  {_CORE}
 tactic  revert             terms  {_CORE}
 tactic  clear              terms  {_CORE}
-tactic  clear_value        terms  Mathlib/Tactic/ClearExcept.lean
+tactic  clear_value        terms  Mathlib/Tactic/Basic.lean
 tactic  subst              terms  {_CORE}
 tactic  subst_vars         terms  {_CORE}
 tactic  assumption         terms  {_CORE}
@@ -98,7 +101,7 @@ tactic  use                terms  Mathlib/Tactic/Use.lean              discharge
 tactic  use!               terms  Mathlib/Tactic/Use.lean              discharger
 tactic  have               terms  {_CORE}
 tactic  haveI              terms  {_CORE}
-tactic  have'              terms  Mathlib/Tactic/Have.lean
+tactic  have'              terms  {_CORE}
 tactic  replace            terms  {_CORE}
 tactic  inhabit            terms  Mathlib/Tactic/Inhabit.lean
 tactic  nontriviality      terms  Mathlib/Tactic/Nontriviality/Core.lean
@@ -126,7 +129,6 @@ tactic  mod_cases          terms  Mathlib/Tactic/ModCases.lean
 tactic  by_cases           terms  {_CORE}
 tactic  by_contra          terms  Batteries/Tactic/Init.lean
 tactic  by_contra!         terms  Mathlib/Tactic/ByContra.lean
-tactic  by_contra'         terms  Mathlib/Tactic/ByContra.lean
 tactic  push_neg           terms  Mathlib/Tactic/PushNeg.lean
 tactic  contrapose         terms  Mathlib/Tactic/Contrapose.lean
 tactic  contrapose!        terms  Mathlib/Tactic/Contrapose.lean
@@ -221,10 +223,10 @@ tactic  convert            terms  Mathlib/Tactic/Convert.lean
 tactic  convert_to         terms  Mathlib/Tactic/Convert.lean
 tactic  apply_fun          terms  Mathlib/Tactic/ApplyFun.lean
 tactic  symm               terms  {_CORE}
-tactic  trans              terms  Mathlib/Tactic/Relation/Trans.lean
+tactic  trans              terms  Batteries/Tactic/Trans.lean
 tactic  subst_eqs          terms  {_CORE}
 tactic  wlog               terms  Mathlib/Tactic/WLOG.lean
-tactic  filter_upwards     terms  Mathlib/Order/Filter/Basic.lean
+tactic  filter_upwards     terms  Mathlib/Order/Filter/Defs.lean
 tactic  fun_prop           terms  Mathlib/Tactic/FunProp/Elab.lean     disch
 tactic  continuity         terms  Mathlib/Tactic/Continuity.lean
 tactic  measurability      terms  Mathlib/Tactic/Measurability.lean
@@ -297,7 +299,7 @@ conv    norm_num1          terms  Mathlib/Tactic/NormNum/Core.lean
 conv    ring_nf            terms  Mathlib/Tactic/Ring/RingNF.lean
 conv    abel_nf            terms  Mathlib/Tactic/Abel.lean
 conv    apply_congr        terms  Mathlib/Tactic/ApplyCongr.lean
-conv    equals             terms  Mathlib/Tactic/Conv.lean
+conv    equals             arrow  Batteries/Tactic/Init.lean
 conv    try                seq    {_CONV}
 conv    repeat             seq    {_CONV}
 conv    all_goals          seq    {_CONV}
