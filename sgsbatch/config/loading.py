@@ -113,6 +113,11 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
         val = _get(raw, key)
         if isinstance(val, str) and is_path_like(val):
             _set(raw, key, str((base / Path(val).expanduser()).resolve()), str(base))
+    sets = _get(raw, "eval.sets")
+    if isinstance(sets, dict):  # each evaluation set's source is a path like data.source's
+        for name, val in sets.items():
+            if isinstance(val, str) and is_path_like(val):
+                sets[name] = str((base / Path(val).expanduser()).resolve())
 
 
 Origins = dict[str, str]  # dotted key -> where its value came from ("a.toml via b.toml", "--set k=v")
@@ -246,7 +251,7 @@ def apply_overrides(raw: dict[str, Any], overrides: typing.Sequence[str], cwd: P
     raw = _merge(raw, {})
     for text in overrides:
         key, value = parse_override(text)
-        if key in PATH_KEYS and isinstance(value, str) and is_path_like(value):
+        if (key in PATH_KEYS or key.startswith("eval.sets.")) and isinstance(value, str) and is_path_like(value):
             value = str((cwd / Path(value).expanduser()).resolve())
         _set(raw, key, value, f"--set {text}")
         if origins is not None:
