@@ -38,10 +38,10 @@ from sqlmodel import col, select
 from sgsbatch.ops.amend import history
 from sgsbatch.ops.comparison import config_diff, read_metrics
 from sgsbatch.ops.console import GOING_ON, timing_text, when
+from sgsbatch.ops.eval_report import eval_section
 from sgsbatch.ops.fit import NotEnoughPoints, fit_run
 from sgsbatch.ops.plan import comparison_text, run_projection
 from sgsbatch.ops.plot import draw_fit, hist_png, lines_png, png_bytes, stacked_png
-from sgsbatch.ops.eval_report import eval_section
 from sgsbatch.ops.search_report import search_section
 from sgsbatch.ops.train_step_report import train_step_section
 from sgsbatch.round import metrics as M
