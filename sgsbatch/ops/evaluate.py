@@ -9,8 +9,8 @@ them from the database like every round metric. A set already evaluated for roun
 is not sampled again unless `force`: its stored summary is recorded again.
 
 Refused with an InputError: a round not completed (its weights are not published), a run without
-`eval.sets`, a `--set` the run does not have. Not covered: submitting the evaluation as a job on the run's
-executor, `eval.every_rounds` (evaluation after each round's end): neither is built yet.
+`eval.sets`, a `--set` the run does not have. Submitting it as a job (`eval --submit`, `eval.every_rounds`):
+scheduling/eval_jobs.py, which runs this command.
 """
 
 from __future__ import annotations
@@ -72,6 +72,12 @@ def record_metrics(h: RunHandle, r: int, values: dict[str, float]) -> None:
             s.add(row)
 
 
+def check_submittable(h: RunHandle, r: int, only: str | None = None) -> None:
+    """What `eval --submit` refuses before submitting: no such set, a round not completed."""
+    chosen_sets(h, only)
+    _check_round(h, r)
+
+
 def evaluate_round(h: RunHandle, r: int, only: str | None = None, force: bool = False) -> list[SetResult]:
     """Evaluate round r's Solver weights on the run's evaluation sets (see the module docstring)."""
     sets = chosen_sets(h, only)
@@ -88,7 +94,7 @@ def evaluate_round(h: RunHandle, r: int, only: str | None = None, force: bool = 
                               strict=False)
             targets = load_data_source(data, str(h.paths.config), key=f"eval.sets.{name}").targets
             summary = evaluate_set(cfg, h.paths, r, name, targets, samples=e.samples, ks=e.pass_k,
-                                   processes=cfg.phase_resources("verify").cpus)
+                                   processes=cfg.phase_resources("solve").cpus)  # the evaluation job's CPUs
         values = {M.eval_pass_at(name, int(k)): float(v) for k, v in summary["pass_at_k"].items()}
         record_metrics(h, r, values)
         M.write_eval_tensorboard(h.paths.tb, r, values, simulated=cfg.simulated)

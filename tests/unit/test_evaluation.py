@@ -98,3 +98,32 @@ def test_bad_eval_keys_are_refused_naming_the_key(sets: list[str], key: str, say
     with pytest.raises(ConfigError) as err:
         load_config(TINY, sets)
     assert err.value.key == key and says in err.value.message, (err.value.key, err.value.message)
+
+
+def test_plan_counts_the_evaluation_jobs_beside_the_chain(tmp_path: Path) -> None:
+    """`plan`: run.rounds // every_rounds jobs of slurm.solve's resources, each model load + generation at the
+    decode rate + one REPL start + Lean on the job's CPUs; the run's days unchanged; a hub set not counted."""
+    from sgsbatch.ops.plan import make_plan, plan_text
+    from sgsbatch.round.projection import decode_tokens_per_s
+
+    held = tmp_path / "held.jsonl"
+    held.write_text((Path(__file__).resolve().parents[2] / "sgsbatch" / "embedded" / "tiny_targets.jsonl")
+                    .read_text().splitlines()[0] + "\n" + "\n".join(
+                        f'{{"id": "p{i}", "header": "", "theorem": "theorem p{i} : 1 = 1 := by"}}' for i in range(9)) + "\n")
+    sgs = TINY.parent / "sgs.toml"
+    base = make_plan(load_config(sgs))
+    assert base.projection.eval is None and base.to_json()["eval"] is None
+    cfg = load_config(sgs, ["run.rounds=20", "eval.every_rounds=5", f"eval.sets.mini={held}", "eval.sets.hub=org/f2f"])
+    p = make_plan(cfg)
+    ev = p.projection.eval
+    assert ev is not None and (ev.evaluations, ev.problems, ev.samples, ev.uncounted) == (4, 10, 80, ("hub",))
+    f, res = p.projection.figures, cfg.slurm.solve
+    want = (f["model_load_s"] + 80 * cfg.projection.mean_tokens / (res.gpus * decode_tokens_per_s(cfg, f))
+            + f["repl_start_s"] + 80 / (res.cpus * f["lean_proofs_per_s"]))
+    assert ev.job_s == pytest.approx(want)
+    assert ev.gpu_hours == pytest.approx(4 * res.gpus * want / 3600) and ev.cpu_hours == pytest.approx(4 * res.cpus * want / 3600)
+    assert p.projection.run_days == pytest.approx(make_plan(load_config(sgs, ["run.rounds=20"])).projection.run_days)
+    text = plan_text(p)
+    assert "held-out evaluation (eval.every_rounds = 5): 4 jobs beside the chain" in text and "not counted" in text
+    limited = make_plan(load_config(sgs, ["eval.every_rounds=5", "eval.sets.hub=org/f2f", "eval.limit=3"])).projection.eval
+    assert limited is not None and (limited.problems, limited.uncounted) == (3, ())
