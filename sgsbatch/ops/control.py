@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.config.loading import Origins, data_origin, load_config, origin_of, parse_override
+from sgsbatch.config.loading import (
+    Origins,
+    check_eval_sets,
+    data_origin,
+    load_config,
+    origin_of,
+    parse_override,
+)
 from sgsbatch.config.schema import PUBLISHED_CLIP, Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
 from sgsbatch.ops.notify import Event, events
@@ -174,23 +181,9 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
     if not (load_remote or is_path_like(cfg.data.source)):
         return Plan(cfg, executor, -1, [], checked, runs_dir_from, site), []
     targets, rejected = _load_targets(cfg, data_origin(origins, str(config_path)))
-    check_eval_sets(cfg, origins, str(config_path), load_remote)
+    check_eval_sets(cfg, origins, str(config_path), load_remote)  # config/loading.py
     return Plan(cfg, executor, len(targets), rejected, checked, runs_dir_from, site), targets
 
-
-def check_eval_sets(cfg: Config, origins: Origins, default: str, load_remote: bool) -> None:
-    """Each evaluation set of `eval.sets` loads like data.source (a path always; a hub id with `load_remote`):
-    a ConfigError on `eval.sets.<name>` naming who set it, before the run exists (ops/evaluate.py reads them
-    again when it evaluates)."""
-    from sgsbatch.config.loading import is_path_like
-    from sgsbatch.config.schema import DataConfig
-    from sgsbatch.data import load_data_source
-
-    e = cfg.eval
-    for name, source in sorted(e.sets.items()):
-        if load_remote or is_path_like(source):
-            data = DataConfig(source=source, format="auto", split=e.splits.get(name, e.split), limit=e.limit)
-            load_data_source(data, origin_of(origins, f"eval.sets.{name}", default), key=f"eval.sets.{name}")
 
 
 def canary_clearance(cfg: Config, executor: str, skip: bool) -> dict[str, Any] | None:
