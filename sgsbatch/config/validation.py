@@ -267,6 +267,9 @@ def _eval_errors(cfg: Config, check: Callable[[bool, str, str], None]) -> None:
     for name in e.splits:
         check(name in e.sets, f"eval.splits.{name}",
               f"names no evaluation set; eval.sets has {', '.join(sorted(e.sets)) or 'none'}")
+    check(e.every_rounds == 0 or cfg.solver.mode != "search", "eval.every_rounds",
+          "must be 0 with solver.mode = \"search\": held-out evaluation samples whole proofs and is not built for "
+          f"tactic-level search yet, got {e.every_rounds}")
     check(e.every_rounds == 0 or bool(e.sets), "eval.every_rounds",
           f"is {e.every_rounds} but eval.sets is empty: name a set, e.g. eval.sets = {{minif2f_test = \"...\"}}, "
           "or set eval.every_rounds = 0")

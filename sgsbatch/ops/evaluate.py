@@ -9,7 +9,7 @@ them from the database like every round metric. A set already evaluated for roun
 is not sampled again unless `force`: its stored summary is recorded again.
 
 Refused with an InputError: a round not completed (its weights are not published), a run without
-`eval.sets`, a `--set` the run does not have. Submitting it as a job (`eval --submit`, `eval.every_rounds`):
+`eval.sets`, a `--set` the run does not have, a search Solver (`solver.mode = "search"`: not built). Submitting it as a job (`eval --submit`, `eval.every_rounds`):
 scheduling/eval_jobs.py, which runs this command.
 """
 
@@ -51,6 +51,9 @@ def _check_round(h: RunHandle, r: int) -> None:
 def chosen_sets(h: RunHandle, only: str | None) -> dict[str, str]:
     """{name: source} of the sets to evaluate: the run's `eval.sets`, or the one named `only`."""
     sets = h.cfg.eval.sets
+    if h.cfg.solver.mode == "search":
+        raise InputError(f"run {h.cfg.run.name} has a search Solver (solver.mode = \"search\"): held-out evaluation "
+                         "samples whole proofs with the solve prompt and is not built for tactic-level search yet")
     if not sets:
         raise InputError(f"run {h.cfg.run.name} has no evaluation sets (eval.sets is empty in {h.paths.config}); "
                          f"launch runs with an [eval] table, e.g. eval.sets = {{minif2f_test = \"data/minif2f.jsonl\"}} "

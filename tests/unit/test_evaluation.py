@@ -90,6 +90,8 @@ def test_eval_sets_resolve_like_data_source(tmp_path: Path) -> None:
     (["eval.every_rounds=-1"], "eval.every_rounds", "must be >= 0"),
     (["eval.every_rounds=2"], "eval.every_rounds", "eval.sets is empty"),
     (["eval.limit=-3"], "eval.limit", "must be >= 0"),
+    (['eval.sets={a = "x.jsonl"}', "eval.every_rounds=1", "solver.mode=search"],
+     "eval.every_rounds", "not built for tactic-level search"),
     (['eval.sets={"a b" = "x.jsonl"}'], "eval.sets.a b", "letters, digits"),
     (['eval.sets={a = ""}'], "eval.sets.a", "must name a source"),
     (['eval.sets={a = "x.jsonl"}', 'eval.splits={b = "valid"}'], "eval.splits.b", "names no evaluation set"),
