@@ -30,6 +30,7 @@ from sgsbatch.ops.command_line import (
     version_option,
 )
 from sgsbatch.ops.config_commands import config
+from sgsbatch.ops.eval_commands import evaluate
 from sgsbatch.ops.result_commands import export, fit, metrics, proofs, report
 from sgsbatch.ops.site_commands import canary, preflight, verify
 from sgsbatch.ops.watch_commands import logs, timeline
@@ -51,7 +52,7 @@ def main() -> None:
     """
 
 
-for _cmd in (config, export, fit, metrics, proofs, report, canary, preflight, verify, logs, timeline):
+for _cmd in (config, evaluate, export, fit, metrics, proofs, report, canary, preflight, verify, logs, timeline):
     main.add_command(_cmd)
 
 

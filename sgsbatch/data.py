@@ -250,21 +250,22 @@ def load_targets(
     return result
 
 
-def load_data_source(data: DataSource, where: str) -> LoadResult:
+def load_data_source(data: DataSource, where: str, key: str = "data.source") -> LoadResult:
     """The targets of a config's `[data]` table, for `launch` and `plan` alike. Any failure to load them (a bad
     or unreadable file, an unknown layout, the hub, the datasets library) and a source with no usable row is
     a ConfigError on data.source naming `where`: whoever set it, the jobs file or the `--set`
-    (config.loading.origin_of). Not covered: checking rows beyond `load_targets`."""
+    (config.loading.origin_of). `key` names the key in errors: an evaluation set's is `eval.sets.<name>`
+    (ops/evaluate.py). Not covered: checking rows beyond `load_targets`."""
     from sgsbatch.errors import ConfigError
 
     try:
         loaded = load_targets(data.source, fmt=data.format, split=data.split, strict=data.strict,
                               limit=data.limit or None)
     except Exception as e:  # a bad file, the hub or the datasets library: a data problem either way
-        raise ConfigError(where, "data.source", f"could not load {data.source!r}: {str(e).rstrip('.')}; give a readable targets "
+        raise ConfigError(where, key, f"could not load {data.source!r}: {str(e).rstrip('.')}; give a readable targets "
                           "file (.jsonl, .json), a saved dataset directory or a reachable dataset id") from e
     if not loaded.targets:
         why = f" (every row rejected, first: {loaded.rejected[0].id_or_line}: {loaded.rejected[0].reason})" \
             if loaded.rejected else ""
-        raise ConfigError(where, "data.source", f"{data.source} holds no usable targets{why}")
+        raise ConfigError(where, key, f"{data.source} holds no usable targets{why}")
     return loaded

@@ -31,7 +31,7 @@ from typing import Any
 
 import tomli_w
 
-from sgsbatch.config.schema import SLURM_TABLES, TINY_RANDOM, Config, SlurmPhaseConfig
+from sgsbatch.config.schema import SLURM_TABLES, TINY_RANDOM, Config, DataConfig, SlurmPhaseConfig
 from sgsbatch.config.validation import semantic_errors
 from sgsbatch.errors import ConfigError
 from sgsbatch.prompts import PromptError, read_guide_tags, read_template
@@ -113,6 +113,11 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
         val = _get(raw, key)
         if isinstance(val, str) and is_path_like(val):
             _set(raw, key, str((base / Path(val).expanduser()).resolve()), str(base))
+    sets = _get(raw, "eval.sets")
+    if isinstance(sets, dict):  # each evaluation set's source is a path like data.source's
+        for name, val in sets.items():
+            if isinstance(val, str) and is_path_like(val):
+                sets[name] = str((base / Path(val).expanduser()).resolve())
 
 
 Origins = dict[str, str]  # dotted key -> where its value came from ("a.toml via b.toml", "--set k=v")
@@ -246,7 +251,7 @@ def apply_overrides(raw: dict[str, Any], overrides: typing.Sequence[str], cwd: P
     raw = _merge(raw, {})
     for text in overrides:
         key, value = parse_override(text)
-        if key in PATH_KEYS and isinstance(value, str) and is_path_like(value):
+        if (key in PATH_KEYS or key.startswith("eval.sets.")) and isinstance(value, str) and is_path_like(value):
             value = str((cwd / Path(value).expanduser()).resolve())
         _set(raw, key, value, f"--set {text}")
         if origins is not None:
@@ -384,6 +389,19 @@ def check_prompts(cfg: Config, source: str) -> None:
                 read_template(role, value)
         except PromptError as e:
             raise ConfigError(source, key, str(e)) from e
+
+
+def check_eval_sets(cfg: Config, origins: Origins, default: str, load_remote: bool) -> None:
+    """Each evaluation set of `eval.sets` loads like data.source (a path always; a hub id with `load_remote`):
+    a ConfigError on `eval.sets.<name>` naming who set it: launch (before the run exists) and `resume --set`
+    (ops/amend.py) check them; ops/evaluate.py reads them again when it evaluates."""
+    from sgsbatch.data import load_data_source
+
+    e = cfg.eval
+    for name, source in sorted(e.sets.items()):
+        if load_remote or is_path_like(source):
+            data = DataConfig(source=source, format="auto", split=e.splits.get(name, e.split), limit=e.limit)
+            load_data_source(data, origin_of(origins, f"eval.sets.{name}", default), key=f"eval.sets.{name}")
 
 
 def validate(raw: dict[str, Any], source: str, origins: Origins | None = None) -> Config:

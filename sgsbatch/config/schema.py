@@ -23,6 +23,8 @@ SLURM_TABLES: tuple[str, ...] = (*PHASES, "watcher")
 TINY_RANDOM = "tiny-random"
 # a run name is a directory name, a command-line word and part of Slurm job names
 RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,99}")
+# an evaluation set's name: part of metric names (eval/<name>/pass@<k>) and of a directory
+EVAL_SET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 SLURM_MEM = re.compile(r"[0-9]+[KMGT]?")
 MAX_TASKS = 10_000  # tasks of one phase array (Slurm's MaxArraySize is 1001 unless raised)
 MAX_CPUS, MAX_GPUS = 4096, 64  # per task (per node)
@@ -88,6 +90,29 @@ class DataConfig:
     split: str = key("train", "The split of a Hugging Face dataset (hub id or saved DatasetDict).")
     limit: int = key(0, "Use only the first N targets; 0 = all.")
     strict: bool = key(False, "Refuse data with malformed rows instead of skipping them (launch --strict).")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Held-out evaluation (docs/evaluation.md): the Solver's weights of a round on sets it never trains on,
+    through the run's own verifier; `sgsbatch eval RUN --round N` evaluates any stored round."""
+
+    sets: dict[str, str] = field(default_factory=dict, metadata={
+        "help": "The evaluation sets, name = source, each source read like data.source (a Hugging Face dataset "
+                "id, or a path: reference JSON, JSONL or a saved dataset), e.g. {minif2f_test = "
+                "\"path/to/minif2f_test.jsonl\"}; a name is letters, digits and _ . - (it names metrics "
+                "eval/<name>/pass@<k> and a directory)."})
+    split: str = key("test", "The split of a Hugging Face evaluation set (hub id or saved DatasetDict), unless "
+                             "eval.splits names the set.")
+    splits: dict[str, str] = field(default_factory=dict, metadata={
+        "help": "Per-set splits, name = split, e.g. {minif2f_valid = \"valid\"}; a set not named here uses "
+                "eval.split."})
+    limit: int = key(0, "Evaluate only the first N problems of each set; 0 = all.")
+    every_rounds: int = key(0, "Evaluate the Solver's weights after every N-th round (the rounds r with (r + 1) "
+                               "% N == 0); 0 = off: only `sgsbatch eval` evaluates.")
+    samples: int = key(8, "Solver samples per evaluation problem (the n of pass@k).")
+    pass_k: tuple[int, ...] = key((1, 8), "The k values of pass@k recorded per set (each <= eval.samples), by "
+                                          "the unbiased estimator of Chen et al. 2021.")
 
 
 @dataclass(frozen=True)
@@ -822,6 +847,7 @@ class Config:
     report: ReportConfig = field(default_factory=ReportConfig)
     canary: CanaryConfig = field(default_factory=CanaryConfig)
     projection: ProjectionConfig = field(default_factory=ProjectionConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
 
     @property
     def simulated(self) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sgsbatch.config.schema import (
+    EVAL_SET_NAME,
     MAX_CPUS,
     MAX_GPUS,
     MAX_TASKS,
@@ -244,7 +245,34 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
         bad = [t for t in mail_types(getattr(sl, key)) if t not in MAIL_TYPES]
         check(not bad, f"slurm.{key}", f"{', '.join(map(repr, bad))}: not an sbatch --mail-type; use a comma-separated "
                                       f"list of {', '.join(MAIL_TYPES)}")
+    _eval_errors(cfg, check)
     return errs
+
+
+def _eval_errors(cfg: Config, check: Callable[[bool, str, str], None]) -> None:
+    """`[eval]`: set names, sources, per-set splits, samples and the k of pass@k (each k <= samples)."""
+    e = cfg.eval
+    check(e.every_rounds >= 0, "eval.every_rounds", f"must be >= 0 (0 = off), got {e.every_rounds}")
+    check(e.samples >= 1, "eval.samples", f"must be >= 1, got {e.samples}")
+    check(e.limit >= 0, "eval.limit", f"must be >= 0 (0 = every problem), got {e.limit}")
+    check(len(e.pass_k) >= 1, "eval.pass_k", "must list at least one k, e.g. [1, 8]")
+    for i, k in enumerate(e.pass_k):
+        check(1 <= k <= e.samples, f"eval.pass_k[{i}]",
+              f"must be within [1, eval.samples = {e.samples}] (pass@k needs k of the n samples), got {k}")
+    check(len(set(e.pass_k)) == len(e.pass_k), "eval.pass_k", f"lists a k twice: {list(e.pass_k)}")
+    for name, source in e.sets.items():
+        check(EVAL_SET_NAME.fullmatch(name) is not None, f"eval.sets.{name}",
+              f"the name must be 1-64 letters, digits and _ . - (it names metrics and a directory), got {_short(name)}")
+        check(bool(source.strip()), f"eval.sets.{name}", "must name a source (a dataset id or a path), got \"\"")
+    for name in e.splits:
+        check(name in e.sets, f"eval.splits.{name}",
+              f"names no evaluation set; eval.sets has {', '.join(sorted(e.sets)) or 'none'}")
+    check(e.every_rounds == 0 or cfg.solver.mode != "search", "eval.every_rounds",
+          "must be 0 with solver.mode = \"search\": held-out evaluation samples whole proofs and is not built for "
+          f"tactic-level search yet, got {e.every_rounds}")
+    check(e.every_rounds == 0 or bool(e.sets), "eval.every_rounds",
+          f"is {e.every_rounds} but eval.sets is empty: name a set, e.g. eval.sets = {{minif2f_test = \"...\"}}, "
+          "or set eval.every_rounds = 0")
 
 
 # sbatch --mail-type's values (Slurm 23.02)

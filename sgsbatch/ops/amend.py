@@ -10,7 +10,8 @@ spent, a slower filesystem); what may change, and how, depends on what the key d
   `alerts.*`, `run.rounds` (never below its value: a run is extended, not cut),
   `run.max_task_retries`, `run.allow_env_drift`, `run.poll_interval_s`, `run.local_workers`,
   `checkpoints.{keep_last, keep_every, estimate_gb_per_role}` (retention), `train.collective_timeout_s`
-  (how long a collective waits for a lost rank), `report.*`, `scaling.*`, `projection.*`;
+  (how long a collective waits for a lost rank), `report.*`, `scaling.*`, `projection.*`, `eval.*` (held-out
+  evaluation: sets, samples, pass@k, every_rounds; a new set must load);
   `slurm.defaults.KEY` sets KEY in all six phases.
 - Changes of method (`--set` with `--method-change --from-round N`; the rounds before N keep the
   old value, see run/amendments.config_at): `verification.timeout_s`, `shards.*`, `prompts.*` (a
@@ -48,6 +49,7 @@ from sgsbatch.config.loading import (
     Origins,
     apply_overrides,
     build,
+    check_eval_sets,
     check_prompts,
     origin_of,
     parse_override,
@@ -175,6 +177,8 @@ def amend(h: RunHandle, overrides: Sequence[str], *, method_change: bool = False
                           + ", ".join(METHOD_KEYS) + "); drop --method-change and --from-round")
     if any(k.startswith("prompts.") for k in method):
         check_prompts(cfg, "--set")
+    if any(k.startswith("eval.") for k in changed):  # a new or changed evaluation set loads like data.source
+        check_eval_sets(cfg, origins, "--set", load_remote=True)
     if not changed:
         return h, []
     start, why = _check_from_round(h, cfg, method, from_round, origins) if method else (None, "")

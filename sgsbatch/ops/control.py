@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.config.loading import Origins, data_origin, load_config, origin_of, parse_override
+from sgsbatch.config.loading import (
+    Origins,
+    check_eval_sets,
+    data_origin,
+    load_config,
+    origin_of,
+    parse_override,
+)
 from sgsbatch.config.schema import PUBLISHED_CLIP, Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
 from sgsbatch.ops.notify import Event, events
@@ -174,7 +181,9 @@ def plan(config_path: Path, overrides: Sequence[str], smoke: bool = False,
     if not (load_remote or is_path_like(cfg.data.source)):
         return Plan(cfg, executor, -1, [], checked, runs_dir_from, site), []
     targets, rejected = _load_targets(cfg, data_origin(origins, str(config_path)))
+    check_eval_sets(cfg, origins, str(config_path), load_remote)  # config/loading.py
     return Plan(cfg, executor, len(targets), rejected, checked, runs_dir_from, site), targets
+
 
 
 def canary_clearance(cfg: Config, executor: str, skip: bool) -> dict[str, Any] | None:

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sgsbatch.canary.record import canary_dir, measured
 from sgsbatch.config.loading import is_path_like
 from sgsbatch.config.schema import Config
 from sgsbatch.round import metrics as M
+from sgsbatch.round.eval_projection import EvalPlan, eval_plan
 from sgsbatch.round.projection import (
     ROLLOUT_FIGURES,
     SEARCH_FIGURES,
@@ -35,6 +36,7 @@ from sgsbatch.round.projection import (
     Figures,
     Projection,
     advise,
+    decode_tokens_per_s,
     pace_cpus,
     project,
     published,
@@ -122,7 +124,29 @@ def make_plan(cfg: Config, targets: int | None = None, where: str = "config") ->
     count, source = ((targets, f"from {cfg.data.source}") if targets is not None and targets >= 0
                      else target_count(cfg, where))
     figures, canary = canary_figures(cfg, published(cfg))
-    return RunPlan(cfg, project(cfg, count, figures), advise(cfg, count, figures), source, canary)
+    proj = project(cfg, count, figures)
+    if cfg.eval.every_rounds > 0 and cfg.eval.sets:
+        problems, uncounted = eval_problem_count(cfg, where)
+        proj = replace(proj, eval=eval_plan(cfg, figures, decode_tokens_per_s(cfg, figures), problems, uncounted))
+    return RunPlan(cfg, proj, advise(cfg, count, figures), source, canary)
+
+
+def eval_problem_count(cfg: Config, where: str = "config") -> tuple[int, tuple[str, ...]]:
+    """(problems of one evaluation, the sets not counted): each set's usable rows (a file, read like data.source),
+    a hub set's `eval.limit` when set (hub sets are not downloaded here), else it is not counted."""
+    from sgsbatch.config.schema import DataConfig
+    from sgsbatch.data import load_data_source
+
+    e, total, uncounted = cfg.eval, 0, []
+    for name, source in sorted(e.sets.items()):
+        if is_path_like(source):
+            data = DataConfig(source=source, format="auto", split=e.splits.get(name, e.split), limit=e.limit)
+            total += len(load_data_source(data, where, key=f"eval.sets.{name}").targets)
+        elif e.limit:
+            total += e.limit
+        else:
+            uncounted.append(name)
+    return total, tuple(uncounted)
 
 
 def _n(x: float) -> str:
@@ -195,6 +219,8 @@ def plan_text(p: RunPlan) -> str:
                      f"{_hours(proj.rounds * proj.hours('cpu'))} CPU-hours (round 0's init job not counted)")
         if proj.reference is not None:
             lines.append(reference_text(proj.reference, proj.rounds * proj.hours("gpu")))
+    if proj.eval is not None:
+        lines.append(eval_text(proj.eval))
     solve = proj.phase("solve")
     if proj.search is not None and solve is not None:
         lines += search_text(proj.search, solve.gpu_hours, solve.cpus)
@@ -221,6 +247,16 @@ def plan_text(p: RunPlan) -> str:
                      + (", idle while they wait for proofs (shards.verify and slurm.verify.cpus set them)"
                         if held > 1.5 * pace else ""))
     return "\n".join(lines)
+
+
+def eval_text(ev: EvalPlan) -> str:
+    """Held-out evaluation's jobs (round/eval_projection.py): beside the chain, their own GPU- and CPU-hours."""
+    job = "not projected (no GPU in slurm.solve)" if ev.job_s is None else duration(ev.job_s)
+    left = f"; not counted (hub ids without eval.limit): {', '.join(ev.uncounted)}" if ev.uncounted else ""
+    return (f"  held-out evaluation (eval.every_rounds = {ev.every_rounds}): {ev.evaluations} jobs beside the chain "
+            f"(not on its path), each {ev.problems:,} problems x {ev.samples // max(1, ev.problems)} samples on "
+            f"{ev.gpus} GPU / {ev.cpus} CPU (slurm.solve), {job} a job; {_hours(ev.gpu_hours)} GPU-hours, "
+            f"{_hours(ev.cpu_hours)} CPU-hours besides the run's{left}")
 
 
 def reference_text(ref: ReferencePlan, gpu_hours: float) -> str:

@@ -38,6 +38,7 @@ from sqlmodel import col, select
 from sgsbatch.ops.amend import history
 from sgsbatch.ops.comparison import config_diff, read_metrics
 from sgsbatch.ops.console import GOING_ON, timing_text, when
+from sgsbatch.ops.eval_report import eval_section
 from sgsbatch.ops.fit import NotEnoughPoints, fit_run
 from sgsbatch.ops.plan import comparison_text, run_projection
 from sgsbatch.ops.plot import draw_fit, hist_png, lines_png, png_bytes, stacked_png
@@ -303,9 +304,10 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
     parts.append("<h3>Verifier refusals per round</h3>")
     refusals_html, data["refusals"] = _refusals_section(metrics, rc.recent_rounds)
     parts.append(refusals_html)
+    eval_html, data["eval"] = eval_section(metrics)
     search_html, data["search"] = search_section(metrics)
     steps_html, data["train_steps"] = train_step_section(h, metrics)  # the Solver's curves per optimizer step
-    parts += [x for x in (search_html, steps_html) if x]
+    parts += [x for x in (eval_html, search_html, steps_html) if x]
     parts.append("<h3>Cost per round</h3>")
     parts.append(_cost_table(metrics))
     per_round = rc.examples if examples is None else examples

@@ -267,6 +267,29 @@ def write_hparams(tb_dir: Path, r: int, hparams: Mapping[str, Any], metrics: Map
             w.add_scalar(name, value, r)
 
 
+EVAL_PREFIX = "eval/"  # held-out evaluation (ops/evaluate.py): `eval/<set>/pass@<k>` at the round evaluated
+EVAL_TB = "eval"  # the `tb/` subdirectory held-out evaluation writes to
+
+
+def eval_pass_at(name: str, k: int) -> str:
+    """`eval/<set>/pass@<k>`: the unbiased pass@k (evaluation.py) of the Solver's weights after the round on set `name`."""
+    assert "/" not in name and k >= 1, (name, k)
+    return f"{EVAL_PREFIX}{name}/pass@{k}"
+
+
+def write_eval_tensorboard(tb_dir: Path, r: int, metrics: Mapping[str, float], *, simulated: bool) -> None:
+    """Held-out evaluation's points at step r (the round evaluated) under `tb/eval/`: a run of its own, which
+    a round's end never purges (an evaluation may finish after later rounds); evaluating a round again adds
+    its points again at the same step (TensorBoard shows both)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(str(tb_dir / EVAL_TB)) as w:
+        for name, value in sorted(metrics.items()):
+            w.add_scalar(name, value, r)
+        if simulated:
+            w.add_text("eval/labels", "SIMULATED (not Lean or not a model)", r)
+
+
 ALERT_KINDS = ("stuck_shards", "verify_error_rate", "verify_refusals", "slow_phase", "disk_over_budget")
 LIVE_ALERTS = "live_alerts"  # the `tb/` subdirectory `watch` writes live alarms to
 
@@ -292,7 +315,7 @@ def write_live_alerts(tb_dir: Path, r: int, values: Mapping[str, float]) -> None
 # exact names come first, in the order listed, then the rest by name.
 METRIC_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("solve rate", (CUMULATIVE_SOLVE_RATE, SOLVED_TARGETS, PASS_AT_1, PASS_AT_8, "store/")),
-    ("held-out evaluation", ("eval/",)),
+    ("held-out evaluation", (EVAL_PREFIX,)),
     ("generation", ("generations/", "tokens/", "gen/", "entropy/sampled/")),
     ("conjectures", ("conjectures/",)),
     ("guide", ("guide/",)),

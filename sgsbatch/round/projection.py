@@ -51,6 +51,7 @@ from sgsbatch.backends.batches import GRPO_FAMILY
 from sgsbatch.backends.optimizer_state import carried_state_bytes
 from sgsbatch.config.schema import MAX_TASKS, Config
 from sgsbatch.config.simulated_time import decode_rate
+from sgsbatch.round.eval_projection import EvalPlan
 from sgsbatch.round.reference_projection import ReferencePlan, reference_plan
 from sgsbatch.round.rollout_projection import RolloutPlan, rollout_plan
 from sgsbatch.round.search_projection import SearchPlan, search_plan
@@ -132,6 +133,7 @@ class Projection:
     sampled: int = -1  # targets a round samples (solver.rollout_prompts: its draw); -1 = `targets`
     rollout: RolloutPlan | None = None  # solver.rollout_prompts > 0: the rollout steps, chain and colocated
     reference: ReferencePlan | None = None  # the same run on the SGS reference's one-node layout
+    eval: EvalPlan | None = None  # eval.every_rounds > 0: the evaluation jobs beside the chain (ops/plan.py sets it)
 
     def phase(self, name: str) -> PhasePlan | None:
         return next((p for p in self.phases if p.phase == name), None)
@@ -173,7 +175,8 @@ class Projection:
                 "search": self.search.to_json() if self.search else None,
                 "sampled": self.targets if self.sampled < 0 else self.sampled,
                 "rollout": self.rollout.to_json() if self.rollout else None,
-                "reference": self.reference.to_json() if self.reference else None}
+                "reference": self.reference.to_json() if self.reference else None,
+                "eval": self.eval.to_json() if self.eval else None}
 
 
 def _phase(cfg: Config, f: Figures, phase: str, items: float, unit: str, tokens: float, per_task: float,

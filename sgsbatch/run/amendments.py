@@ -45,7 +45,7 @@ OPERATIONAL_KEYS = (
     "train.collective_timeout_s",
     "verification.streaming", "verification.stream_poll_s", "verification.stream_yield_s",  # when, not what
 )
-OPERATIONAL_SECTIONS = ("alerts", "report", "scaling", "projection")
+OPERATIONAL_SECTIONS = ("alerts", "report", "scaling", "projection", "eval")  # eval: what is measured, not trained
 # a change of method -> the phases of a round that read it (None: every phase, the round's partition)
 METHOD_KEYS: dict[str, tuple[str, ...] | None] = {
     "verification.timeout_s": ("verify",),

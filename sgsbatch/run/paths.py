@@ -19,7 +19,12 @@
       checkpoints/optimizer/<role>/r0003/  with train.optimizer = "carry": the role's AdamW state (DeepSpeed
                                   checkpoint + SGSBATCH_COMPLETE marker) at the end of round 3's training,
                                   loaded by its next trained round; only the newest is kept (round end)
-      tb/                         TensorBoard event files
+      eval/r0003/<set>/           held-out evaluation of the Solver's weights after round 3 (`sgsbatch eval`,
+                                  ops/evaluate.py): results.jsonl (one problem a line: its samples' proofs and
+                                  verdicts), then summary.json (pass@k), then the DONE marker, written last;
+      eval/r0003/job.json, job.log  the evaluation job submitted for round 3 (scheduling/eval_jobs.py) and its
+                                  output (a local one's; a Slurm job's is under slurm/eval/)
+      tb/                         TensorBoard event files (tb/eval/: held-out evaluation's points)
       slurm/                      submitit folders (job pickles, logs)
       local/                      local-executor driver pid, lock (host, pid) and logs
 
@@ -83,6 +88,14 @@ class RunPaths:
 
     def phase_dir(self, r: int, phase: str) -> Path:
         return self.round_dir(r) / phase
+
+    def eval_round_dir(self, r: int) -> Path:
+        """Held-out evaluation of the Solver's weights after round r: a directory per set, the job's log."""
+        return self.root / "eval" / f"r{r:04d}"
+
+    def eval_dir(self, r: int, name: str) -> Path:
+        """Held-out evaluation of set `name` with the Solver's weights after round r."""
+        return self.eval_round_dir(r) / name
 
     def checkpoint(self, r: int | None, role: str) -> Path:
         """Weights of `role` after round r (None: the base weights the run starts from)."""

@@ -32,6 +32,7 @@ from sgsbatch.round.lifecycle import finish_round, ingest_round, steps_before_ro
 from sgsbatch.round.results import round_results
 from sgsbatch.run.handle import RunHandle, open_run_dir
 from sgsbatch.run.shards import Shard
+from sgsbatch.scheduling.eval_jobs import after_round
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.scheduling.ranks import launch, layout_from_env
 
@@ -104,6 +105,7 @@ def end_round(h: RunHandle, r: int, trained: dict[str, dict[str, Any]], *, conti
     finish_round(h, r, trained)
     if continue_chain:
         executor.continue_chain(h, r)
+        after_round(h, r)  # eval.every_rounds: a job beside the chain, after the next round is handed on
 
 
 def trained_roles(h: RunHandle, r: int) -> dict[str, dict[str, Any]] | None:

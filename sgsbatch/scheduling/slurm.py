@@ -73,7 +73,7 @@ TAG_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 TAG_CHARS = 4  # 36^4 = 1.7M tags: two runs share one about once in a million pairs
 # the letter after the tag in a job's name: one per phase, and the run's watcher job (ops/watcher.py)
 JOB_LETTERS = {"init": "i", "conjecture": "c", "solve": "s", "verify": "v", "guide": "g", "train": "t",
-               "watcher": "w"}
+               "watcher": "w", "eval": "e"}
 
 
 def run_tag(run: str) -> str:

@@ -150,6 +150,21 @@ def test_prompt_templates_change_by_path_from_a_round(tmp_path: Path) -> None:
     assert h2.at(0).prompts.solver == "reference" and h2.at(1).prompts.solver == str(template)
 
 
+def test_evaluation_sets_are_operational_and_must_load(tmp_path: Path) -> None:
+    """`resume --set eval.sets.NAME=PATH` adds a held-out set to a live run (it changes what is measured,
+    not what is trained); a set that does not load is refused naming its key."""
+    h = make_run(tmp_path, "ev")
+    with pytest.raises(ConfigError, match="eval.sets.gone") as err:
+        amend(h, [f"eval.sets.gone={tmp_path / 'gone.jsonl'}"])
+    assert "could not load" in err.value.message
+    held = tmp_path / "held.jsonl"
+    held.write_text('{"id": "p0", "header": "", "theorem": "theorem p0 : 1 = 1 := by"}\n')
+    h2, words = amend(h, [f"eval.sets.held={held}", "eval.samples=4", "eval.pass_k=[1, 4]"])
+    assert h2.cfg.eval.sets == {"held": str(held)} and h2.cfg.eval.pass_k == (1, 4)
+    assert any(w.startswith("eval.sets.held: None -> ") for w in words), words
+    assert [r["kind"] for r in history(h2) if r["key"].startswith("eval.")] == [amendments.OPERATIONAL] * 3
+
+
 def test_a_created_round_not_yet_started_takes_the_new_counts(tmp_path: Path) -> None:
     h = make_run(tmp_path, "cr")  # round 0 is created (its phases have rows) but nothing ran
     assert first_unstarted_round(h) == 0

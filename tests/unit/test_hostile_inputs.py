@@ -111,7 +111,7 @@ def test_every_read_command_refuses_a_round_the_run_does_not_have(tmp_path: Path
     recorded_run(tmp_path, "t")  # 2 rounds: 0 and 1
     # launch's --round is a fork's (--from RUN --round N): ops/fork.py checks it against RUN's completed rounds
     # (tests/integration/test_fork.py); every other --round reads a run's round
-    assert _round_options() == {"metrics", "proofs", "timeline", "logs", "launch"}, \
+    assert _round_options() == {"metrics", "proofs", "timeline", "logs", "eval", "launch"}, \
         "a new command with --round: check it here"
     for name in sorted(_round_options() - {"launch"}):
         res = _run([name, "t", "--runs-dir", str(tmp_path), "--round", value])

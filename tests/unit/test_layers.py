@@ -14,7 +14,8 @@ PKG = Path(__file__).resolve().parents[2] / "sgsbatch"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "checkout"),  # foundations
-    ("config", "prompts", "preamble", "extraction", "review", "selection", "rewards", "data"),  # config + pure SGS logic
+    ("config", "prompts", "preamble", "extraction", "review", "selection", "rewards", "data",
+     "evaluation"),  # config + pure SGS logic
     ("state",),  # the state store: a leaf
     ("run",),  # run directory, shard files, the run handle, checkpoint protocol
     ("backends", "models", "verification", "search"),  # generation/training engines, tiny models, Lean, tactic search
@@ -25,7 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ops",),  # operator commands
     ("cli",),
 )
-PURE = ("prompts", "preamble", "extraction", "review", "selection", "rewards", "data")
+PURE = ("prompts", "preamble", "extraction", "review", "selection", "rewards", "data", "evaluation")
 # a phase neither writes the database nor submits jobs
 PHASE_FORBIDDEN = ("sgsbatch.state.db", "sgsbatch.state.ingest", "sgsbatch.round.lifecycle")
 

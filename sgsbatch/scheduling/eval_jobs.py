@@ -1,0 +1,103 @@
+"""Held-out evaluation as a job of its own, beside the chain: `sgsbatch eval RUN --round N --submit` and
+`eval.every_rounds` (after a round's end, from its train job).
+
+The job runs `sgsbatch eval <run dir> --round N [--set NAME]` (ops/evaluate.py), so it does exactly what
+the command does in a terminal, and a job started again (a requeue after preemption) skips the sets
+already complete (their DONE marker). On Slurm: one job of the solve phase's resources (`slurm.solve`:
+its GPUs sample, its CPUs verify with the SIMULATED verifier or Lean), named like the run's other jobs
+with the letter `e` (scheduling/slurm.job_name), its submitit folder under `slurm/eval/`; nothing
+depends on it and it depends on nothing (the round it evaluates has ended). Locally: a detached process
+of its own session (it outlives the driver and `cancel`), its output in `eval/r000N/job.log`. Either
+way the job's id is kept in `eval/r000N/job.json`. `after_round` is what the chain calls once round r
+has ended and the next round is handed on: it submits only for rounds with (r + 1) % every_rounds == 0
+and never raises (a failed submission is printed; the chain goes on). Not covered: its cost in `plan`,
+cancelling it with the run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from sgsbatch.run.handle import RunHandle
+from sgsbatch.run.shards import atomic_write_text
+
+
+def eval_argv(h: RunHandle, r: int, only: str | None = None) -> list[str]:
+    """The command an evaluation job runs."""
+    return [sys.executable, "-m", "sgsbatch.cli", "eval", str(h.paths.root), "--round", str(r),
+            *(["--set", only] if only else [])]
+
+
+def due(h: RunHandle, r: int) -> bool:
+    """Whether `eval.every_rounds` asks for an evaluation after round r."""
+    e = h.cfg.eval
+    return e.every_rounds > 0 and bool(e.sets) and (r + 1) % e.every_rounds == 0
+
+
+def submit_eval(h: RunHandle, r: int, only: str | None = None) -> str:
+    """Submit the evaluation of round r on the run's executor; returns the job's id (Slurm) or `pid N` (local)."""
+    from sgsbatch.scheduling.executor import executor_for
+
+    out = h.paths.eval_round_dir(r)
+    out.mkdir(parents=True, exist_ok=True)
+    argv = eval_argv(h, r, only)
+    executor = executor_for(h).name
+    if executor == "slurm":
+        job_id = _submit_slurm(h, r, argv)
+    else:
+        with (out / "job.log").open("ab") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, cwd=h.paths.root)
+        job_id = f"pid {proc.pid}"
+    atomic_write_text(out / "job.json", json.dumps({"job_id": job_id, "executor": executor, "round": r, "set": only,
+                                                    "submitted_at": time.time(), "command": argv}) + "\n")
+    return job_id
+
+
+def _submit_slurm(h: RunHandle, r: int, argv: list[str]) -> str:
+    import submitit
+    from submitit.helpers import CommandFunction
+
+    from sgsbatch.errors import SchedulerError
+    from sgsbatch.scheduling.slurm import clean_env, job_name, python_command
+
+    cfg = h.refreshed().cfg
+    res = cfg.slurm.solve
+    ex = submitit.SlurmExecutor(folder=h.paths.slurm / "eval" / "%j", max_num_timeout=0, python=python_command())
+    params: dict[str, object] = {
+        "job_name": job_name(cfg.run.name, r, "eval"), "time": res.time_min, "cpus_per_task": res.cpus,
+        "mem": res.mem, "stderr_to_stdout": True, "additional_parameters": {"requeue": True, **res.extra}}
+    if res.gpus:
+        params["gpus_per_node"] = res.gpus
+    for key in ("partition", "account", "qos"):
+        if getattr(res, key):
+            params[key] = getattr(res, key)
+    if res.setup:
+        params["setup"] = list(res.setup)
+    ex.update_parameters(**params)
+    try:
+        with clean_env():
+            job = ex.submit(CommandFunction(argv, cwd=str(h.paths.root)))
+    except Exception as e:  # submitit raises FailedJobError / CalledProcessError with sbatch's message
+        raise SchedulerError(f"sbatch refused the evaluation job of run {cfg.run.name} round {r}: {e} (it has the "
+                             f"solve phase's resources, slurm.solve.*)") from e
+    return str(job.job_id)
+
+
+def after_round(h: RunHandle, r: int) -> str | None:
+    """Submit round r's evaluation when `eval.every_rounds` asks for it (see the module docstring); the job's
+    id, or None. Never raises: an evaluation is never on the chain's critical path."""
+    if not due(h, r) or (h.paths.eval_round_dir(r) / "job.json").exists():  # a train job retried after this
+        return None
+    try:
+        job_id = submit_eval(h, r)
+    except Exception as e:  # the chain goes on; `sgsbatch eval RUN --round r` evaluates it later
+        print(f"round {r}: submitting its held-out evaluation failed ({type(e).__name__}: {e}); the run goes on; "
+              f"evaluate it with `sgsbatch eval {h.cfg.run.name} --round {r}`", flush=True)
+        return None
+    print(f"round {r}: held-out evaluation submitted ({job_id}; eval.every_rounds = {h.cfg.eval.every_rounds})",
+          flush=True)
+    return job_id
