@@ -5,6 +5,14 @@ Covered layouts:
   header, theorem, ...}}}``; a row whose key differs from its ``id`` is rejected, and so is a key
   that appears twice in the file (plain ``json`` would silently keep the last one).
 - ``jsonl``: one ``{"id", "header", "theorem"}`` object a line; blank lines are skipped.
+- the provers' layout, in any of the above: ``{"name", "header", "formal_statement", "split"?}``, as
+  DeepSeek-Prover's ``datasets/minif2f.jsonl``, ``proofnet.jsonl`` and ``putnam.jsonl`` (copied by
+  Goedel-Prover and others) publish miniF2F, ProofNet and PutnamBench: ``name`` is the id and
+  ``formal_statement`` the theorem, ending in ``:= by`` as read, or made to (a trailing ``sorry`` is
+  dropped, ``:=`` gets `` by``: ProofNet's statements end in ``:=``). In a file (not a Hugging Face
+  dataset, whose split is chosen by `split` already) a row with a string ``split`` field is kept only
+  if it equals `split` (miniF2F's one file holds ``valid`` and ``test``); the rows left out are
+  counted by split in `LoadResult.other_splits`, never rejected.
 - ``hf``: a Hugging Face dataset with those columns, either a directory written by
   ``save_to_disk`` (a ``DatasetDict`` gives its `split`) or a hub id for ``load_dataset``.
   ``datasets`` is imported only inside that loader.
@@ -79,6 +87,7 @@ class Rejected:
 class LoadResult:
     targets: list[Target] = field(default_factory=list)
     rejected: list[Rejected] = field(default_factory=list)
+    other_splits: dict[str, int] = field(default_factory=dict)  # rows of a file's other splits, left out
 
     @property
     def ids(self) -> list[str]:
@@ -109,10 +118,25 @@ class _BadJson:
     message: str
 
 
+def _provers_layout(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A row of the provers' layout (`name`, `formal_statement`) as `id`, `header`, `theorem`; others as given."""
+    if "theorem" in row or "formal_statement" not in row:
+        return row
+    statement = row["formal_statement"]
+    if isinstance(statement, str):
+        statement = statement.rstrip()
+        if statement.endswith("sorry"):
+            statement = statement[: -len("sorry")].rstrip()
+        if statement.endswith(":="):
+            statement += " by"
+    return {**row, "id": row.get("id", row.get("name")), "theorem": statement}
+
+
 def _check_row(row: Any, where: str) -> tuple[Target | None, Rejected | None]:
     """A `Target` from one row, or the reason to reject it (named by id when it has one)."""
     if not isinstance(row, Mapping):
         return None, Rejected(where, f"not a JSON object ({type(row).__name__})")
+    row = _provers_layout(row)
     raw_id = row.get("id")
     name = raw_id if isinstance(raw_id, str) and raw_id.strip() else where
     for key in ("id", "header", "theorem"):
@@ -189,10 +213,15 @@ def _detect(path: Path, source: str) -> str:
     raise DataError(f"{path}: cannot tell the format from the name; set the format explicitly")
 
 
-def _collect(rows: Iterable[tuple[Any, str, str | None]], limit: int | None) -> LoadResult:
+def _collect(rows: Iterable[tuple[Any, str, str | None]], limit: int | None, split: str | None) -> LoadResult:
+    """The targets of `rows`; with `split`, a row whose string `split` field differs is left out (counted)."""
     result = LoadResult()
     seen: set[str] = set()
     for row, where, key in rows:
+        if split is not None and isinstance(row, Mapping) and isinstance(row.get("split"), str) \
+                and row["split"] != split:
+            result.other_splits[row["split"]] = result.other_splits.get(row["split"], 0) + 1
+            continue
         if key == "__duplicate_key__":
             result.rejected.append(Rejected(row["id"], "duplicate key in target_statements"))
             continue
@@ -243,7 +272,7 @@ def load_targets(
         rows = _jsonl_rows(path)
     else:
         rows = _hf_rows(str(path) if path.is_dir() else text, split)
-    result = _collect(rows, limit or None)
+    result = _collect(rows, limit or None, None if fmt == "hf" else split)
     if strict and result.rejected:
         lines = "\n".join(f"  {r.id_or_line}: {r.reason}" for r in result.rejected)
         raise DataError(f"{text}: {len(result.rejected)} malformed row(s):\n{lines}")
@@ -267,5 +296,10 @@ def load_data_source(data: DataSource, where: str, key: str = "data.source") -> 
     if not loaded.targets:
         why = f" (every row rejected, first: {loaded.rejected[0].id_or_line}: {loaded.rejected[0].reason})" \
             if loaded.rejected else ""
+        if loaded.other_splits:
+            table = key.split(".")[0]
+            why += (f" of split {data.split!r}: its rows are of split(s) "
+                    f"{', '.join(f'{k} ({n})' for k, n in sorted(loaded.other_splits.items()))}; choose one with "
+                    f"{table}.split" + (" or eval.splits.<name>" if table == "eval" else ""))
         raise ConfigError(where, key, f"{data.source} holds no usable targets{why}")
     return loaded

@@ -31,7 +31,7 @@ from typing import Any
 
 import tomli_w
 
-from sgsbatch.config.schema import SLURM_TABLES, TINY_RANDOM, Config, DataConfig, SlurmPhaseConfig
+from sgsbatch.config.schema import SLURM_TABLES, TINY_RANDOM, Config, SlurmPhaseConfig
 from sgsbatch.config.validation import semantic_errors
 from sgsbatch.errors import ConfigError
 from sgsbatch.prompts import PromptError, read_guide_tags, read_template
@@ -400,8 +400,8 @@ def check_eval_sets(cfg: Config, origins: Origins, default: str, load_remote: bo
     e = cfg.eval
     for name, source in sorted(e.sets.items()):
         if load_remote or is_path_like(source):
-            data = DataConfig(source=source, format="auto", split=e.splits.get(name, e.split), limit=e.limit)
-            load_data_source(data, origin_of(origins, f"eval.sets.{name}", default), key=f"eval.sets.{name}")
+            load_data_source(e.set_data(name), origin_of(origins, f"eval.sets.{name}", default),
+                             key=f"eval.sets.{name}")
 
 
 def validate(raw: dict[str, Any], source: str, origins: Origins | None = None) -> Config:

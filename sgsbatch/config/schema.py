@@ -114,6 +114,12 @@ class EvalConfig:
     pass_k: tuple[int, ...] = key((1, 8), "The k values of pass@k recorded per set (each <= eval.samples), by "
                                           "the unbiased estimator of Chen et al. 2021.")
 
+    def set_data(self, name: str) -> DataConfig:
+        """Evaluation set `name` as a `[data]` table for data.load_data_source: its source, its split
+        (eval.splits, else eval.split), eval.limit; bad rows are recorded, never fatal."""
+        return DataConfig(source=self.sets[name], format="auto", split=self.splits.get(name, self.split),
+                          limit=self.limit, strict=False)
+
 
 @dataclass(frozen=True)
 class TinyModelConfig:

@@ -20,7 +20,6 @@ from typing import Any
 
 from sqlmodel import select
 
-from sgsbatch.config.schema import DataConfig
 from sgsbatch.data import load_data_source
 from sgsbatch.errors import InputError
 from sgsbatch.phases.evaluate import evaluate_set, is_evaluated, read_summary
@@ -87,15 +86,13 @@ def evaluate_round(h: RunHandle, r: int, only: str | None = None, force: bool = 
     _check_round(h, r)
     cfg, e = h.at(r), h.cfg.eval
     out: list[SetResult] = []
-    for name, source in sorted(sets.items()):
+    for name in sorted(sets):
         where = h.paths.eval_dir(r, name)
         reused = is_evaluated(where) and not force
         if reused:
             summary = read_summary(where)
         else:
-            data = DataConfig(source=source, format="auto", split=e.splits.get(name, e.split), limit=e.limit,
-                              strict=False)
-            targets = load_data_source(data, str(h.paths.config), key=f"eval.sets.{name}").targets
+            targets = load_data_source(e.set_data(name), str(h.paths.config), key=f"eval.sets.{name}").targets
             summary = evaluate_set(cfg, h.paths, r, name, targets, samples=e.samples, ks=e.pass_k,
                                    processes=cfg.phase_resources("solve").cpus)  # the evaluation job's CPUs
         values = {M.eval_pass_at(name, int(k)): float(v) for k, v in summary["pass_at_k"].items()}

@@ -134,14 +134,12 @@ def make_plan(cfg: Config, targets: int | None = None, where: str = "config") ->
 def eval_problem_count(cfg: Config, where: str = "config") -> tuple[int, tuple[str, ...]]:
     """(problems of one evaluation, the sets not counted): each set's usable rows (a file, read like data.source),
     a hub set's `eval.limit` when set (hub sets are not downloaded here), else it is not counted."""
-    from sgsbatch.config.schema import DataConfig
     from sgsbatch.data import load_data_source
 
     e, total, uncounted = cfg.eval, 0, []
     for name, source in sorted(e.sets.items()):
         if is_path_like(source):
-            data = DataConfig(source=source, format="auto", split=e.splits.get(name, e.split), limit=e.limit)
-            total += len(load_data_source(data, where, key=f"eval.sets.{name}").targets)
+            total += len(load_data_source(e.set_data(name), where, key=f"eval.sets.{name}").targets)
         elif e.limit:
             total += e.limit
         else:

@@ -154,3 +154,50 @@ def test_data_split_key_picks_the_split(tmp_path: Path) -> None:
     for split, ids in (("train", ["dddd0001", "dddd0002"]), ("test", ["eeee0001"])):
         p, targets = plan(tiny, [*base, f"data.split={split}"], load_remote=True)
         assert [t.id for t in targets] == ids and p.targets == len(ids)
+
+
+def _prover_row(name: str, statement: str, split: str | None) -> dict[str, object]:
+    """A row of the provers' layout (DeepSeek-Prover's datasets/*.jsonl), written here."""
+    out: dict[str, object] = {"name": name, "header": "import Mathlib\n\n", "informal_prefix": "/-- x -/\n",
+                              "formal_statement": statement, "goal": "⊢ True"}
+    if split is not None:
+        out["split"] = split
+    return out
+
+
+def test_provers_layout_and_its_split_column(tmp_path: Path) -> None:
+    """miniF2F's one file of `valid` and `test` rows; ProofNet's statements end in `:=`, some in `:= by sorry`."""
+    rows = [_prover_row("v1", "theorem v1 : 1 + 1 = 2 := by\n", "valid"),
+            _prover_row("t1", "theorem t1 : 2 + 2 = 4 := by\n", "test"),
+            _prover_row("t2", "theorem t2 (G : Type) [Group G] : True :=", "test"),
+            _prover_row("t3", "theorem t3 : True := by sorry", "test"),
+            _prover_row("t4", "theorem t4 : True := trivial", "test")]
+    path = tmp_path / "minif2f.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    test = load_targets(path, split="test")
+    assert test.ids == ["t1", "t2", "t3"] and test.other_splits == {"valid": 1}
+    assert [t.theorem for t in test.targets] == ["theorem t1 : 2 + 2 = 4 := by",
+                                                "theorem t2 (G : Type) [Group G] : True := by",
+                                                "theorem t3 : True := by"]
+    assert test.targets[0].header == "import Mathlib\n\n"
+    assert test.rejected == [Rejected("t4", "theorem does not end in ':= by'")]
+    assert load_targets(path, split="valid").ids == ["v1"]
+    plain = tmp_path / "putnam.jsonl"  # no split column: every row, whatever the split asked
+    plain.write_text(json.dumps(_prover_row("p1", "theorem p1 : True := by\n", None)) + "\n")
+    assert load_targets(plain, split="train").ids == ["p1"]
+
+
+def test_a_split_the_file_does_not_hold_names_the_ones_it_does(tmp_path: Path) -> None:
+    from sgsbatch.data import load_data_source
+    from sgsbatch.errors import ConfigError
+
+    path = tmp_path / "minif2f.jsonl"
+    path.write_text("".join(json.dumps(_prover_row(f"x{i}", f"theorem x{i} : True := by", s)) + "\n"
+                            for i, s in enumerate(["valid", "test", "test"])))
+
+    class Data:
+        source, format, split, limit, strict = str(path), "auto", "train", 0, False
+
+    with pytest.raises(ConfigError, match=r"of split 'train': its rows are of split\(s\) test \(2\), valid \(1\); "
+                                          r"choose one with data.split"):
+        load_data_source(Data(), "jobs/x.toml")
