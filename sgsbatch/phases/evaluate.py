@@ -44,7 +44,7 @@ UNEXTRACTED = "unextracted"
 
 
 def is_evaluated(out: Path) -> bool:
-    """The set's evaluation in `out` is complete (its marker, written last, exists)."""
+    """The set's evaluation in `out` is complete (its marker, written last, exists; RunPaths.eval_done)."""
     return (out / DONE).is_file()
 
 

@@ -4,13 +4,15 @@ Round r samples with the role's weights after round r-1 (an error if they are mi
 that is never trained (the Guide always; the Conjecturer in the frozen ablation) uses its
 base weights: `checkpoints/init/<role>` for `tiny-random` (built by the init phase), otherwise
 the configured hub id or path, loaded as is. A checkpoint counts once its completion marker
-exists (run/checkpoint.py: written last). Retention keeps the last `keep_last` rounds and every `keep_every`-th.
+exists (run/checkpoint.py: written last). Retention keeps the last `keep_last` rounds and every `keep_every`-th,
+and a round whose held-out evaluation job has not finished.
 A role's carried optimizer states (train.optimizer = "carry", backends/optimizer_state.py): the newest
 published one before round r is what round r starts from; only the newest is kept once a round ends.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -53,15 +55,31 @@ def retained(cfg: Config, r: int, newest: int) -> bool:
     return newest - r < keep.keep_last or (keep.keep_every > 0 and (r + 1) % keep.keep_every == 0)
 
 
+def awaiting_evaluation(cfg: Config, paths: RunPaths, r: int) -> bool:
+    """An evaluation job was submitted for round r's weights (eval/r000N/job.json) and a set it evaluates has
+    no completion marker yet: a queued or running job (or one that failed: `sgsbatch eval RUN --round r`
+    completes it, and the next prune deletes the weights). An unreadable record counts as waiting."""
+    record = paths.eval_job(r)
+    if not record.is_file():
+        return False
+    try:
+        only = json.loads(record.read_text()).get("set")
+    except (OSError, ValueError, AttributeError):
+        return True
+    names = [only] if isinstance(only, str) else list(cfg.eval.sets)
+    return any(not paths.eval_done(r, name).is_file() for name in names)
+
+
 def prune(cfg: Config, paths: RunPaths, newest: int) -> list[Path]:
-    """Delete round checkpoints the retention policy drops; returns what was deleted."""
+    """Delete round checkpoints the retention policy drops, except those an evaluation job still needs
+    (`awaiting_evaluation`); returns what was deleted."""
     deleted: list[Path] = []
     root = paths.checkpoints_dir()
     if not root.exists():
         return deleted
     for d in sorted(root.glob("r[0-9]*")):
         r = int(d.name[1:])
-        if r < newest and not retained(cfg, r, newest):
+        if r < newest and not retained(cfg, r, newest) and not awaiting_evaluation(cfg, paths, r):
             shutil.rmtree(d)
             deleted.append(d)
     return deleted

@@ -97,6 +97,14 @@ class RunPaths:
         """Held-out evaluation of set `name` with the Solver's weights after round r."""
         return self.eval_round_dir(r) / name
 
+    def eval_job(self, r: int) -> Path:
+        """The record of the evaluation job submitted for round r (scheduling/eval_jobs.py)."""
+        return self.eval_round_dir(r) / "job.json"
+
+    def eval_done(self, r: int, name: str) -> Path:
+        """The completion marker of set `name`'s evaluation after round r, written last."""
+        return self.eval_dir(r, name) / "DONE"
+
     def checkpoint(self, r: int | None, role: str) -> Path:
         """Weights of `role` after round r (None: the base weights the run starts from)."""
         return self.root / "checkpoints" / ("init" if r is None else f"r{r:04d}") / role

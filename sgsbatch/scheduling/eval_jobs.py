@@ -8,7 +8,8 @@ its GPUs sample, its CPUs verify with the SIMULATED verifier or Lean), named lik
 with the letter `e` (scheduling/slurm.job_name), its submitit folder under `slurm/eval/`; nothing
 depends on it and it depends on nothing (the round it evaluates has ended). Locally: a detached process
 of its own session (it outlives the driver and `cancel`), its output in `eval/r000N/job.log`. Either
-way the job's id is kept in `eval/r000N/job.json`. `after_round` is what the chain calls once round r
+way the job's id is kept in `eval/r000N/job.json`; retention keeps round N's weights until the job's
+sets have their markers (round/checkpoints.awaiting_evaluation). `after_round` is what the chain calls once round r
 has ended and the next round is handed on: it submits only for rounds with (r + 1) % every_rounds == 0
 and never raises (a failed submission is printed; the chain goes on). Not covered: its cost in `plan`,
 cancelling it with the run.
@@ -52,7 +53,7 @@ def submit_eval(h: RunHandle, r: int, only: str | None = None) -> str:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, cwd=h.paths.root)
         job_id = f"pid {proc.pid}"
-    atomic_write_text(out / "job.json", json.dumps({"job_id": job_id, "executor": executor, "round": r, "set": only,
+    atomic_write_text(h.paths.eval_job(r), json.dumps({"job_id": job_id, "executor": executor, "round": r, "set": only,
                                                     "submitted_at": time.time(), "command": argv}) + "\n")
     return job_id
 
@@ -90,7 +91,7 @@ def _submit_slurm(h: RunHandle, r: int, argv: list[str]) -> str:
 def after_round(h: RunHandle, r: int) -> str | None:
     """Submit round r's evaluation when `eval.every_rounds` asks for it (see the module docstring); the job's
     id, or None. Never raises: an evaluation is never on the chain's critical path."""
-    if not due(h, r) or (h.paths.eval_round_dir(r) / "job.json").exists():  # a train job retried after this
+    if not due(h, r) or h.paths.eval_job(r).exists():  # a train job retried after this
         return None
     try:
         job_id = submit_eval(h, r)

@@ -24,7 +24,7 @@ from sqlmodel import select
 from sgsbatch.config.loading import load_config
 from sgsbatch.config.schema import Config
 from sgsbatch.data import Target
-from sgsbatch.round.checkpoints import prune, retained, weights_for
+from sgsbatch.round.checkpoints import awaiting_evaluation, prune, retained, weights_for
 from sgsbatch.round.compaction import token_count
 from sgsbatch.round.examples import (
     conjecturer_examples,
@@ -421,6 +421,31 @@ def test_retention_keeps_last_rounds_and_every_nth(tmp_path: Path) -> None:
     assert prune(cfg, paths, 6) == [root / "r0000", root / "r0001", root / "r0003", root / "r0004"]
     assert sorted(p.name for p in root.iterdir()) == ["init", "r0002", "r0005", "r0006", "r0007"]
     assert prune(cfg, paths, 6) == []
+
+
+def test_retention_keeps_weights_an_evaluation_job_still_needs(tmp_path: Path) -> None:
+    """Round 1's evaluation job has one of its two sets done, round 3's (one set, `--set b`) is done, round
+    0's record is unreadable: rounds 0 and 1 are kept, 3 is pruned; once round 1's sets are done it goes."""
+    import json
+
+    cfg = _cfg(tmp_path, "checkpoints.keep_last=1", "eval.sets={a = 'x.jsonl', b = 'y.jsonl'}")
+    paths = RunPaths(tmp_path / "p")
+    for r in range(5):
+        (paths.checkpoints_dir() / f"r{r:04d}" / "solver").mkdir(parents=True)
+    for r, only in ((1, None), (3, "b")):
+        paths.eval_round_dir(r).mkdir(parents=True)
+        paths.eval_job(r).write_text(json.dumps({"job_id": "7", "round": r, "set": only}))
+    paths.eval_round_dir(0).mkdir(parents=True)
+    paths.eval_job(0).write_text("{not json")
+    for r, name in ((1, "a"), (3, "b")):
+        paths.eval_done(r, name).parent.mkdir(parents=True)
+        paths.eval_done(r, name).write_text("1\n")
+    assert [awaiting_evaluation(cfg, paths, r) for r in range(5)] == [True, True, False, False, False]
+    root = paths.checkpoints_dir()
+    assert prune(cfg, paths, 4) == [root / "r0002", root / "r0003"]
+    paths.eval_done(1, "b").parent.mkdir(parents=True)
+    paths.eval_done(1, "b").write_text("1\n")
+    assert prune(cfg, paths, 4) == [root / "r0001"]
 
 
 def test_finish_round_marks_pruned_checkpoints_deleted(tmp_path: Path) -> None:
