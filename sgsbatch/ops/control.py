@@ -41,6 +41,7 @@ from sgsbatch.run.lock import LockHeld, OwnerLock, describe
 from sgsbatch.run.paths import RUNS_DIR_ENV, run_paths
 from sgsbatch.run.quarantine import note
 from sgsbatch.run.shards import CorruptShard, Shard, unfinished
+from sgsbatch.scheduling.eval_jobs import cancel_pending
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.state.schema import RunState
 
@@ -255,6 +256,7 @@ def cancel(h: RunHandle) -> None:
         # cancelled first: a Slurm train job ending its round now submits no next round (chain.py)
         h.set_state(RunState.cancelled, "cancelled by user")
         executor_for(h).stop(h)
+        cancel_pending(h)  # held-out evaluation jobs beside the chain hold GPUs too
 
 
 def resume(h: RunHandle, force: bool = False) -> str:

@@ -11,16 +11,21 @@ of its own session (it outlives the driver and `cancel`), its output in `eval/r0
 way the job's id is kept in `eval/r000N/job.json`; retention keeps round N's weights until the job's
 sets have their markers (round/checkpoints.awaiting_evaluation). `after_round` is what the chain calls once round r
 has ended and the next round is handed on: it submits only for rounds with (r + 1) % every_rounds == 0
-and never raises (a failed submission is printed; the chain goes on). Not covered: its cost in `plan`,
-cancelling it with the run.
+and never raises (a failed submission is printed; the chain goes on). `cancel_pending` is what
+`sgsbatch cancel` calls: every evaluation job of the run whose sets are not all done is cancelled
+(scancel; a local one's process group is killed, if its command line is still this run's evaluation).
+Not covered: its cost in `plan` (round/eval_projection.py has it).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.shards import atomic_write_text
@@ -102,3 +107,40 @@ def after_round(h: RunHandle, r: int) -> str | None:
     print(f"round {r}: held-out evaluation submitted ({job_id}; eval.every_rounds = {h.cfg.eval.every_rounds})",
           flush=True)
     return job_id
+
+
+def _local_is_ours(pid: int, h: RunHandle) -> bool:
+    """Whether process `pid` is still an evaluation of this run (a pid may have been reused)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"eval" in argv and str(h.paths.root).encode() in argv
+
+
+def cancel_pending(h: RunHandle) -> list[str]:
+    """Cancel the run's evaluation jobs that have a set without its marker; returns their ids."""
+    from sgsbatch.round.checkpoints import awaiting_evaluation
+    from sgsbatch.scheduling.slurm import cancel
+
+    root = h.paths.root / "eval"
+    cancelled: list[str] = []
+    for d in sorted(root.glob("r[0-9]*")) if root.is_dir() else []:
+        r = int(d.name[1:])
+        if not awaiting_evaluation(h.cfg, h.paths, r):
+            continue
+        try:
+            record = json.loads(h.paths.eval_job(r).read_text())
+            job_id, executor = str(record["job_id"]), record["executor"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if executor == "slurm":
+            cancel([job_id])
+            cancelled.append(job_id)
+        elif job_id.startswith("pid ") and _local_is_ours(int(job_id[4:]), h):
+            try:
+                os.killpg(int(job_id[4:]), signal.SIGTERM)  # its own session: the group is the evaluation's
+            except ProcessLookupError:
+                continue
+            cancelled.append(job_id)
+    return cancelled
