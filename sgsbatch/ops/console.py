@@ -156,6 +156,17 @@ def _watch_details(st: dict[str, Any]) -> list[str]:
     return out
 
 
+def evaluations_text(evals: list[dict[str, Any]], last: int = 4) -> str:
+    """The evaluated rounds (scheduling/eval_jobs.evaluations), the newest `last`: done, or waiting with its job."""
+    parts = []
+    for e in evals[-last:]:
+        job = f"job {e['job_id']}, " if e["job_id"] else ""
+        parts.append(f"round {e['round']} done" if e["done"] else
+                     f"round {e['round']} waiting ({job}{e['sets_done']} of {e['sets']} sets done)")
+    more = f"{len(evals) - last} earlier rounds, " if len(evals) > last else ""
+    return more + ", ".join(parts) + " (metrics eval/<set>/pass@<k>)"
+
+
 def status_text(st: dict[str, Any]) -> str:
     """`status RUN`: the status line, then the run's details."""
     out = [status_line(st)]
@@ -166,6 +177,8 @@ def status_text(st: dict[str, Any]) -> str:
         from sgsbatch.run.lineage import describe
 
         out.append(f"  {describe(st['forked_from'])}")
+    if st.get("evaluations"):
+        out.append(f"  held-out evaluation: {evaluations_text(st['evaluations'])}")
     if st.get("timing"):
         out.append(f"  time: {timing_text(st['timing'], st['state'])}")
     if st.get("projection"):

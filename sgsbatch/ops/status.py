@@ -33,6 +33,7 @@ from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import command
 from sgsbatch.run.shards import failed_reason
 from sgsbatch.scheduling import watcher
+from sgsbatch.scheduling.eval_jobs import evaluations
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.scheduling.liveness import StallReason
 from sgsbatch.state.schema import Metric, Round, RunEnvironment, RunState
@@ -83,6 +84,8 @@ class RunStatus:
     damaged: dict[str, Any] | None = None
     # `launch --from RUN --round N` (ops/fork.py): the run's forked_from.json (parent, parent_dir, round, ...); None: no fork
     forked_from: dict[str, Any] | None = None
+    # held-out evaluation (scheduling/eval_jobs.evaluations): per evaluated round, its job and sets done
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def repairable(self) -> bool:
@@ -108,7 +111,7 @@ class RunStatus:
             "sparkline": sparkline(self.solve_rate_curve, 0.0, 1.0), "disk": self.disk, "alerts": self.alerts,
             "amendments": self.amendments, "canary": self.canary, "watcher": self.watcher, "timing": self.timing,
             "projection": self.projection, "refusals": self.refusals, "free_space": self.free_space,
-            "damaged": self.damaged, "forked_from": self.forked_from,
+            "damaged": self.damaged, "forked_from": self.forked_from, "evaluations": self.evaluations,
         }
         if self.jobs is not None:
             out["jobs"] = self.jobs
@@ -173,7 +176,8 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
                    smoke=row.smoke, targets=row.targets, run_dir=row.run_dir, metrics=metrics,
                    environment=launch_env, solve_rate_curve=curve, disk=disk_usage(h.cfg, h.paths, completed),
                    rehearsal=h.cfg.run.rehearsal, amendments=amendment_summary(h),
-                   canary=read_run_record(h.paths.root), timing=run_timing(h), forked_from=lineage.read(h.paths))
+                   canary=read_run_record(h.paths.root), timing=run_timing(h), forked_from=lineage.read(h.paths),
+                   evaluations=evaluations(h))
     assert st.timing is not None
     if detail:  # what `status` shows; the polls of `--wait` and `watch` print no projection
         st.projection = run_projection(h, row.targets, st.timing, metrics)

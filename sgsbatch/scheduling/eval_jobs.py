@@ -109,6 +109,27 @@ def after_round(h: RunHandle, r: int) -> str | None:
     return job_id
 
 
+def evaluations(h: RunHandle) -> list[dict[str, object]]:
+    """Each round evaluated or being evaluated, oldest first, as recorded in the run directory (no scheduler is
+    asked): round, the job's id ("" for an evaluation run in a terminal), sets done of the sets it evaluates,
+    and `done` (every such set has its marker)."""
+    root = h.paths.root / "eval"
+    out: list[dict[str, object]] = []
+    for d in sorted(root.glob("r[0-9]*")) if root.is_dir() else []:
+        r = int(d.name[1:])
+        try:
+            record = json.loads(h.paths.eval_job(r).read_text()) if h.paths.eval_job(r).is_file() else {}
+        except (OSError, ValueError):
+            record = {}
+        only = record.get("set") if isinstance(record, dict) else None
+        names = [only] if isinstance(only, str) else sorted(h.cfg.eval.sets) or sorted(p.name for p in d.iterdir()
+                                                                                       if p.is_dir())
+        done = sum(h.paths.eval_done(r, name).is_file() for name in names)
+        out.append({"round": r, "job_id": str(record.get("job_id", "")) if isinstance(record, dict) else "",
+                    "sets": len(names), "sets_done": done, "done": done == len(names)})
+    return out
+
+
 def _local_is_ours(pid: int, h: RunHandle) -> bool:
     """Whether process `pid` is still an evaluation of this run (a pid may have been reused)."""
     try:
