@@ -19,6 +19,7 @@ generator itself extracts keywords, node names and flags from syntax forms writt
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import sys
 from collections import defaultdict
@@ -30,7 +31,9 @@ from sgsbatch.verification import checks as C
 from sgsbatch.verification.tactics import TABLE, TERMS, lookup
 
 DATA = Path(__file__).parent / "data"
-CATALOGUE = DATA / "tactic_catalogue.tsv"
+# The committed catalogue, or one regenerated with more sources (test_lean_real_catalogue.py points here a
+# catalogue that read the installed Lean core and Mathlib, and runs this file against it).
+CATALOGUE = Path(os.environ.get("SGSBATCH_TACTIC_CATALOGUE") or DATA / "tactic_catalogue.tsv")
 # The repository of a tactics.py `source`, by its first path component.
 REPO_OF = {"src": "leanprover/lean4", "Mathlib": "leanprover-community/mathlib4",
            "Batteries": "leanprover-community/batteries", "Aesop": "leanprover-community/aesop",
