@@ -11,7 +11,8 @@ Covered: saving (`save_state`: every rank writes its ZeRO partition into one sta
 the destination, rank 0 publishes it with the checkpoint marker, run/checkpoint.py, so a reader never
 sees a partial state), loading (`load_state`: the settings' betas and weight decay win over the saved
 ones), whether a state belongs to the weights a call starts from (`state_matches`: the weights it was
-saved with, or weights carried unchanged from them through rounds with nothing to train), and its size
+saved with, or weights carried unchanged from them through rounds with nothing to train) and was saved by
+as many ranks (`ranks_differ`: otherwise a fresh AdamW, logged), and its size
 (`optimizer_state_bytes`, `carried_state_bytes`). Not covered: where states live and which are kept
 (run/paths.py, round/checkpoints.py), the mid-round stop/resume checkpoint (backends/trainer.py).
 """
@@ -70,7 +71,7 @@ def save_state(engine: Any, out_dir: Path, weights: Path, steps: int, rank: int)
     if rank == 0:
         shutil.rmtree(out_dir, ignore_errors=True)
         publish_dir(tmp, out_dir, {"kind": KIND, "weights": str(Path(weights).resolve()), "steps": steps,
-                                   "tag": TAG})
+                                   "tag": TAG, "ranks": dist.get_world_size()})
     dist.barrier()
 
 
@@ -106,15 +107,31 @@ def state_matches(state_dir: Path, model_dir: Path) -> bool:
     return False
 
 
-def carry_in(engine: Any, state_dir: Path, model_dir: Path, settings: TrainSettings, name: str) -> bool:
-    """Load the carried state at `state_dir` into `engine` when it is published and belongs to `model_dir`'s
-    weights (`state_matches`); otherwise the engine keeps its fresh AdamW, said in the log. True if loaded."""
+def ranks_differ(state_dir: Path, ranks: int) -> int | None:
+    """The rank count a published state was saved by, when it is not `ranks` (ZeRO's partitions are per rank
+    and DeepSpeed no longer re-shards them: `elastic_checkpoint` is unsupported); None when they agree or
+    the state predates the record."""
+    saved = read_marker(state_dir).get("ranks")
+    return int(saved) if saved is not None and int(saved) != ranks else None
+
+
+def carry_in(engine: Any, state_dir: Path, model_dir: Path, settings: TrainSettings, name: str,
+             ranks: int = 1) -> bool:
+    """Load the carried state at `state_dir` into `engine` when it is published, belongs to `model_dir`'s
+    weights (`state_matches`) and was saved by as many ranks as this training has (`ranks_differ`: a run
+    whose train.gpus or nodes changed); otherwise the engine keeps its fresh AdamW, said in the log. True
+    if loaded."""
     if not is_complete(state_dir):
         log.info("train %s: no carried optimizer state at %s: a fresh AdamW", name, state_dir)
         return False
     if not state_matches(state_dir, model_dir):
         log.warning("train %s: the optimizer state %s was saved with other weights than %s: a fresh AdamW",
                     name, state_dir, model_dir)
+        return False
+    saved = ranks_differ(state_dir, ranks)
+    if saved is not None:
+        log.warning("train %s: the optimizer state %s was saved by %d ranks, this training has %d (ZeRO's "
+                    "partitions do not re-shard): a fresh AdamW", name, state_dir, saved, ranks)
         return False
     load_state(engine, state_dir, settings)
     log.info("train %s: optimizer state carried from %s", name, state_dir)

@@ -268,7 +268,7 @@ def train(
             else:  # a checkpoint of some other call (other data, settings or weights): start afresh
                 _clear_state(state_dir)
         if done_steps == 0 and optimizer_in is not None:
-            carry_in(engine, Path(optimizer_in), model_dir, settings, out_dir.name)
+            carry_in(engine, Path(optimizer_in), model_dir, settings, out_dir.name, ranks=world)
         sleep_s = float(os.environ.get(STEP_SLEEP_ENV, "0") or 0)
         for step_no in range(done_steps, len(steps)):
             t0 = time.monotonic()

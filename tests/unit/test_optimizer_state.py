@@ -60,3 +60,29 @@ def test_the_grpo_family_carries_one_optimizer_and_the_reference_starts_fresh() 
         assert load_config(JOBS / f"{name}.toml").train.optimizer == "carry", name
     for name in ("sgs", "cispo_solver_only", "tiny"):
         assert load_config(JOBS / f"{name}.toml").train.optimizer == "fresh", name
+
+
+def test_a_state_saved_by_another_rank_count_is_not_loaded(tmp_path: Path) -> None:
+    """A run whose train.gpus changed: the state of 2 ranks is not loaded into 1 (a fresh AdamW, logged);
+    a state without the record (older runs) is judged by its weights only."""
+    from sgsbatch.backends.batches import TrainSettings
+    from sgsbatch.backends.optimizer_state import carry_in, ranks_differ
+
+    weights = tmp_path / "w"
+    weights.mkdir()
+    state = tmp_path / "s"
+    tmp = staging_dir(state)
+    (tmp / "latest").write_text("state")
+    publish_dir(tmp, state, {"kind": "optimizer", "weights": str(weights.resolve()), "ranks": 2})
+    assert ranks_differ(state, 2) is None and ranks_differ(state, 1) == 2
+
+    class NoLoad:  # an engine that must not be asked to load
+        def load_checkpoint(self, *a: object, **k: object) -> None:
+            raise AssertionError("loaded a state of another rank count")
+
+    assert carry_in(NoLoad(), state, weights, TrainSettings(), "solver", ranks=1) is False
+    old = tmp_path / "old"
+    tmp = staging_dir(old)
+    (tmp / "latest").write_text("state")
+    publish_dir(tmp, old, {"kind": "optimizer", "weights": str(weights.resolve())})
+    assert ranks_differ(old, 1) is None
