@@ -24,6 +24,14 @@ def sgsbatch(*args: str, env: dict[str, str] | None = None, cwd: Path | None = N
                           env=full_env, cwd=cwd, timeout=timeout, input=stdin)
 
 
+def run_env() -> dict[str, str]:
+    """This environment for the `sgsbatch` command and the jobs it starts: the interpreter's bin first on
+    PATH, no fault injection (a test asks for that itself)."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    env.pop("SGSBATCH_FAULT_INJECT", None)
+    return env
+
+
 def launch_args(runs_dir: Path, name: str, *overrides: str) -> list[str]:
     args = ["launch", str(TINY), "--set", f"run.runs_dir={runs_dir}", "--set", f"run.name={name}"]
     for o in overrides:

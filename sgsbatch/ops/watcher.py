@@ -41,7 +41,7 @@ def submit(h: RunHandle, interval_s: float) -> str:
     """Submit the watcher job for run `h`; returns its Slurm job id. Refused while one is live."""
     import submitit
 
-    from sgsbatch.scheduling.slurm import clean_env, job_name, python_command
+    from sgsbatch.scheduling.slurm import clean_env, job_name, python_command, resource_parameters
 
     prior = recorded_job(h.paths)
     if prior is not None and (state := live_state(str(prior["job_id"]))) is not None:
@@ -51,16 +51,9 @@ def submit(h: RunHandle, interval_s: float) -> str:
     res = h.refreshed().cfg.slurm.watcher
     ex = submitit.SlurmExecutor(folder=h.paths.slurm / "watcher" / "%j", max_num_timeout=0,
                                 python=python_command())
-    params: dict[str, object] = {
-        "job_name": job_name(h.cfg.run.name, None, "watcher"), "time": res.time_min, "cpus_per_task": res.cpus,
-        "mem": res.mem, "signal_delay_s": res.signal_delay_s, "stderr_to_stdout": True,
-        "additional_parameters": {"requeue": True, **res.extra},
-    }
-    for key in ("partition", "account", "qos"):
-        if getattr(res, key):
-            params[key] = getattr(res, key)
-    if res.setup:
-        params["setup"] = list(res.setup)
+    params = resource_parameters(res, job_name(h.cfg.run.name, None, "watcher"))
+    params["signal_delay_s"] = res.signal_delay_s
+    params.pop("gpus_per_node", None)  # the watcher polls; it holds no GPU
     ex.update_parameters(**params)
     try:
         with clean_env():

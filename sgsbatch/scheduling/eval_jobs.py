@@ -68,22 +68,12 @@ def _submit_slurm(h: RunHandle, r: int, argv: list[str]) -> str:
     from submitit.helpers import CommandFunction
 
     from sgsbatch.errors import SchedulerError
-    from sgsbatch.scheduling.slurm import clean_env, job_name, python_command
+    from sgsbatch.scheduling.slurm import clean_env, job_name, python_command, resource_parameters
 
     cfg = h.refreshed().cfg
     res = cfg.slurm.solve
     ex = submitit.SlurmExecutor(folder=h.paths.slurm / "eval" / "%j", max_num_timeout=0, python=python_command())
-    params: dict[str, object] = {
-        "job_name": job_name(cfg.run.name, r, "eval"), "time": res.time_min, "cpus_per_task": res.cpus,
-        "mem": res.mem, "stderr_to_stdout": True, "additional_parameters": {"requeue": True, **res.extra}}
-    if res.gpus:
-        params["gpus_per_node"] = res.gpus
-    for key in ("partition", "account", "qos"):
-        if getattr(res, key):
-            params[key] = getattr(res, key)
-    if res.setup:
-        params["setup"] = list(res.setup)
-    ex.update_parameters(**params)
+    ex.update_parameters(**resource_parameters(res, job_name(cfg.run.name, r, "eval")))
     try:
         with clean_env():
             job = ex.submit(CommandFunction(argv, cwd=str(h.paths.root)))

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from sqlmodel import select
 
-from sgsbatch.config.schema import Config
+from sgsbatch.config.schema import Config, SlurmPhaseConfig
 from sgsbatch.config.validation import mail_types
 from sgsbatch.errors import SchedulerError
 from sgsbatch.round import metrics as M
@@ -143,26 +143,32 @@ def _parameters(h: RunHandle, r: int, phase: str, n: int, dependency: str | None
     return _parameters_for(submission_config(h, r), r, phase, n, dependency)
 
 
-def _parameters_for(cfg: Config, r: int, phase: str, n: int, dependency: str | None) -> dict[str, object]:
-    """submitit's parameters for one phase's array of `n` tasks (what preflight.py tests too)."""
-    res = cfg.phase_resources(phase)
-    extra: dict[str, object] = {"requeue": True, **res.extra}
-    if dependency:
-        extra["dependency"] = dependency
+def resource_parameters(res: SlurmPhaseConfig, name: str, dependency: str | None = None) -> dict[str, object]:
+    """submitit's parameters for one job of the resources `res` (a `slurm.<phase>` table) named `name`: time,
+    CPUs, memory, GPUs, partition/account/qos, setup lines, requeue and the table's extra sbatch options; the
+    one place a job's resources become sbatch's (phase arrays, the watcher, evaluation jobs)."""
     params: dict[str, object] = {
-        "job_name": job_name(cfg.run.name, r, phase), "time": res.time_min, "cpus_per_task": res.cpus,
-        "mem": res.mem, "signal_delay_s": res.signal_delay_s, "array_parallelism": min(res.array_parallelism, n),
-        "additional_parameters": extra, "stderr_to_stdout": True,
+        "job_name": name, "time": res.time_min, "cpus_per_task": res.cpus, "mem": res.mem,
+        "additional_parameters": {"requeue": True, **res.extra, **({"dependency": dependency} if dependency else {})},
+        "stderr_to_stdout": True,
     }
     if res.gpus:
         params["gpus_per_node"] = res.gpus
-    if res.nodes > 1:  # one task per node; each starts its node's ranks (scheduling/ranks.py)
-        params.update(nodes=res.nodes, ntasks_per_node=1)
     for key in ("partition", "account", "qos"):
         if getattr(res, key):
             params[key] = getattr(res, key)
     if res.setup:  # slurm.<phase>.setup: shell lines at the top of the job script, before the task starts
         params["setup"] = list(res.setup)
+    return params
+
+
+def _parameters_for(cfg: Config, r: int, phase: str, n: int, dependency: str | None) -> dict[str, object]:
+    """submitit's parameters for one phase's array of `n` tasks (what preflight.py tests too)."""
+    res = cfg.phase_resources(phase)
+    params = resource_parameters(res, job_name(cfg.run.name, r, phase), dependency)
+    params.update(signal_delay_s=res.signal_delay_s, array_parallelism=min(res.array_parallelism, n))
+    if res.nodes > 1:  # one task per node; each starts its node's ranks (scheduling/ranks.py)
+        params.update(nodes=res.nodes, ntasks_per_node=1)
     params.update(mail_parameters(cfg, r, phase))
     params["teardown"] = early_signal_requeue()
     return params

@@ -13,7 +13,6 @@ job.json, log and metrics), round 0's did not. Not covered: Lean, GPUs, a Slurm 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import sys
 import time
@@ -22,17 +21,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runlib import REPO, launch_args, sgsbatch, status  # noqa: E402
+from runlib import REPO, launch_args, run_env, sgsbatch, status  # noqa: E402
 
 from sgsbatch.evaluation import pass_at_k  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    env.pop("SGSBATCH_FAULT_INJECT", None)
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +38,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     held.write_text("\n".join(rows) + "\n")
     proc = sgsbatch(*launch_args(root, "ev", "run.executor=local", "run.rounds=2", f"eval.sets.mini={held}",
                                  "eval.samples=4",
-                                 "eval.pass_k=[1, 2, 4]", "eval.every_rounds=2"), "--wait", env=_env())
+                                 "eval.pass_k=[1, 2, 4]", "eval.every_rounds=2"), "--wait", env=run_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return root / "ev"
 
@@ -60,7 +53,7 @@ def _db_metrics(run: Path, r: int = 0) -> dict[str, float]:
 
 def test_eval_of_a_stored_round_writes_files_and_metrics(run: Path) -> None:
     runs = str(run.parent)
-    proc = sgsbatch("eval", "ev", "--runs-dir", runs, "--round", "0", "--set", "mini", "--json", env=_env())
+    proc = sgsbatch("eval", "ev", "--runs-dir", runs, "--round", "0", "--set", "mini", "--json", env=run_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
     where = run / "eval" / "r0000" / "mini"
@@ -81,15 +74,15 @@ def test_eval_of_a_stored_round_writes_files_and_metrics(run: Path) -> None:
     assert summary["weights"] == str(run / "checkpoints" / "r0000" / "solver") and summary["problems"] == 4
     db = _db_metrics(run)
     assert db == pytest.approx({f"eval/mini/pass@{k}": out["pass_at_k"][str(k)] for k in (1, 2, 4)})
-    listed = sgsbatch("metrics", "ev", "--runs-dir", runs, "--round", "0", "--metric", "eval/*", env=_env())
+    listed = sgsbatch("metrics", "ev", "--runs-dir", runs, "--round", "0", "--metric", "eval/*", env=run_env())
     assert listed.returncode == 0 and listed.stdout.count("ev,0,eval/mini/pass@") == 3, listed.stdout
     events = list((run / "tb" / "eval").glob("events.out.tfevents.*"))
     assert events and any(b"eval/mini/pass@4" in e.read_bytes() for e in events)
 
-    again = sgsbatch("eval", "ev", "--runs-dir", runs, "--round", "0", "--set", "mini", env=_env())
+    again = sgsbatch("eval", "ev", "--runs-dir", runs, "--round", "0", "--set", "mini", env=run_env())
     assert again.returncode == 0 and "stored; --force samples again" in again.stdout, again.stdout + again.stderr
     marker = (where / "DONE").stat().st_mtime_ns
-    forced = sgsbatch("eval", "ev", "--runs-dir", runs, "--round", "0", "--set", "mini", "--force", "--json", env=_env())
+    forced = sgsbatch("eval", "ev", "--runs-dir", runs, "--round", "0", "--set", "mini", "--force", "--json", env=run_env())
     assert forced.returncode == 0 and json.loads(forced.stdout)["stored"] is False, forced.stderr
     assert (where / "DONE").stat().st_mtime_ns > marker
     assert _db_metrics(run).keys() == db.keys(), "an evaluation again replaces the round's values"
@@ -97,16 +90,16 @@ def test_eval_of_a_stored_round_writes_files_and_metrics(run: Path) -> None:
 
 def test_eval_refuses_what_the_run_does_not_have(run: Path) -> None:
     runs = str(run.parent)
-    res = sgsbatch("eval", "ev", "--runs-dir", runs, "--round", "0", "--set", "nope", env=_env())
+    res = sgsbatch("eval", "ev", "--runs-dir", runs, "--round", "0", "--set", "nope", env=run_env())
     assert res.returncode == 2 and "--set nope: run ev has no evaluation set 'nope'; its eval.sets: mini" \
         in res.stderr, res.stderr
     missing = run.parent / "missing.jsonl"
     res = sgsbatch(*launch_args(run.parent, "ev2", "run.executor=local", f"eval.sets.broken={missing}"), "--dry-run",
-                   env=_env())  # an unreadable set is refused before a run exists, naming the key and its --set
+                   env=run_env())  # an unreadable set is refused before a run exists, naming the key and its --set
     assert res.returncode == 2 and f"--set eval.sets.broken={missing}: eval.sets.broken: could not load" in res.stderr, \
         res.stderr
     assert "Traceback" not in res.stderr and not (run.parent / "ev2").exists()
-    res = sgsbatch("eval", "ev", "--runs-dir", runs, "--round", "2", env=_env())
+    res = sgsbatch("eval", "ev", "--runs-dir", runs, "--round", "2", env=run_env())
     assert res.returncode == 2 and "--round 2: no such round; run ev has rounds 0..1" in res.stderr, res.stderr
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runlib import launch_args, sgsbatch  # noqa: E402
+from runlib import launch_args, run_env, sgsbatch  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SOLVE0 = Path("rounds/r0000/solve/shard_00000.jsonl.gz")
@@ -38,12 +38,10 @@ def _launch(runs: Path, name: str, env: dict[str, str], rounds: int = 1) -> subp
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A completed 1-round tiny rehearsal on the local executor, its round compacted (gzip outputs)."""
-    import os
     import time
 
     root = tmp_path_factory.mktemp("truth")
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    env.pop("SGSBATCH_FAULT_INJECT", None)
+    env = run_env()
     proc = _launch(root, "t", env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for _ in range(300):  # the train task compacts the round after the run reads completed

@@ -24,22 +24,16 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runlib import launch_args, outcome, sgsbatch, status  # noqa: E402
+from runlib import launch_args, outcome, run_env, sgsbatch, status  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    env.pop("SGSBATCH_FAULT_INJECT", None)
-    return env
 
 
 @pytest.fixture(scope="module")
 def parent(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A completed 2-round tiny run on the local executor (the trunk)."""
     root = tmp_path_factory.mktemp("fork")
-    proc = sgsbatch(*launch_args(root, "trunk", "run.executor=local", "run.rounds=2"), "--wait", env=_env())
+    proc = sgsbatch(*launch_args(root, "trunk", "run.executor=local", "run.rounds=2"), "--wait", env=run_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return root / "trunk"
 
@@ -77,7 +71,7 @@ def test_fork_inherits_round_0_and_runs_its_own_rounds(parent: Path, tmp_path: P
     runs = parent.parent
     before = _files(parent)
     proc = sgsbatch(*launch_args(runs, "branch", "run.executor=local", "run.rounds=3", "solver.lr=0.002",
-                                 "checkpoints.keep_last=1"), "--from", "trunk", "--round", "1", "--wait", env=_env())
+                                 "checkpoints.keep_last=1"), "--from", "trunk", "--round", "1", "--wait", env=run_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "fork of run trunk at round 1" in proc.stdout and "solver.lr: 0.001 -> 0.002" in proc.stdout
     child = runs / "branch"
@@ -103,15 +97,15 @@ def test_fork_inherits_round_0_and_runs_its_own_rounds(parent: Path, tmp_path: P
         assert not (child / rel).is_symlink() and a.st_ino == b.st_ino and b.st_nlink > 1, rel
     assert not (child / "checkpoints" / "r0000").exists() and (parent / "checkpoints" / "r0000" / "solver").is_dir()
     assert not (child / "rounds" / "r0000" / "solve" / "shard_00000.lock").exists()
-    text = sgsbatch("status", "branch", "--runs-dir", str(runs), env=_env())
+    text = sgsbatch("status", "branch", "--runs-dir", str(runs), env=run_env())
     assert "forked from trunk at round 1 (its round 0 inherited" in text.stdout, text.stdout
-    report = sgsbatch("report", "branch", "--runs-dir", str(runs), "--out", str(tmp_path / "r.html"), env=_env())
+    report = sgsbatch("report", "branch", "--runs-dir", str(runs), "--out", str(tmp_path / "r.html"), env=run_env())
     assert report.returncode == 0, report.stderr
     assert "Forked from trunk at round 1" in (tmp_path / "r.html").read_text()
     # a rebuilt child is the same child: the same rows, the parent still known
     want = outcome(child)
     (child / "state.db").unlink()
-    rb = sgsbatch("rebuild", "branch", "--runs-dir", str(runs), env=_env())
+    rb = sgsbatch("rebuild", "branch", "--runs-dir", str(runs), env=run_env())
     assert rb.returncode == 0, rb.stderr
     assert outcome(child) == want and _round0(child) == _round0(parent)
     assert status(runs, "branch")["forked_from"]["parent"] == "trunk"
@@ -120,7 +114,7 @@ def test_fork_inherits_round_0_and_runs_its_own_rounds(parent: Path, tmp_path: P
 
 def _refused(runs: Path, *args: str) -> str:
     proc = sgsbatch(*launch_args(runs, "other", "run.executor=local", *args[:-2]), "--from", args[-2], "--round",
-                    args[-1], env=_env())
+                    args[-1], env=run_env())
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert not (runs / "other").exists()
     return proc.stderr
@@ -141,12 +135,12 @@ def test_fork_refusals_name_the_keys_and_what_to_do(parent: Path) -> None:
     err = _refused(runs, "run.rounds=3", "nosuchrun", "1")
     assert "no run named 'nosuchrun'" in err, err
     same = sgsbatch(*launch_args(runs, "trunk", "run.executor=local", "run.rounds=3"), "--from", "trunk",
-                    "--round", "1", env=_env())
+                    "--round", "1", env=run_env())
     assert same.returncode == 2 and "its parent's name 'trunk'" in same.stderr and "run.name=trunk-fork" in same.stderr
-    alone = sgsbatch(*launch_args(runs, "other"), "--from", "trunk", env=_env())
+    alone = sgsbatch(*launch_args(runs, "other"), "--from", "trunk", env=run_env())
     assert alone.returncode == 2 and "--round N go together" in alone.stderr, alone.stderr
     dry = sgsbatch(*launch_args(runs, "other", "run.executor=local", "run.rounds=3", "solver.band_high=0.75"),
-                   "--from", "trunk", "--round", "2", "--dry-run", env=_env())
+                   "--from", "trunk", "--round", "2", "--dry-run", env=run_env())
     assert dry.returncode == 0, dry.stderr
     assert "inherits its rounds 0..1" in dry.stdout and "solver.band_high" in dry.stdout and "nothing created" in dry.stdout
     assert not (runs / "other").exists()
@@ -160,9 +154,9 @@ def test_fork_refuses_weights_the_parent_deleted(parent: Path, tmp_path: Path) -
     shutil.copytree(parent, trunk)
     shutil.rmtree(trunk / "checkpoints" / "r0000")
     proc = sgsbatch(*launch_args(tmp_path, "other", "run.executor=local", "run.rounds=3"), "--from", str(trunk),
-                    "--round", "1", env=_env())
+                    "--round", "1", env=run_env())
     assert proc.returncode == 2 and "weights after round 0 are gone" in proc.stderr, proc.stderr
     assert "--round 2" in proc.stderr and not (tmp_path / "other").exists()
     dry = sgsbatch(*launch_args(tmp_path, "other", "run.executor=local", "run.rounds=3"), "--from", str(trunk),
-                   "--round", "2", "--dry-run", env=_env())
+                   "--round", "2", "--dry-run", env=run_env())
     assert dry.returncode == 0 and "no change of method" in dry.stdout, dry.stdout + dry.stderr

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runlib import launch_args, outcome, sgsbatch, status  # noqa: E402
+from runlib import launch_args, outcome, run_env, sgsbatch, status  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -38,11 +38,9 @@ def _rounds(run_dir: Path) -> list[tuple[Any, ...]]:
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A completed 2-round tiny run on the local executor, kept as a template."""
-    import os
 
     root = tmp_path_factory.mktemp("rebuild")
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    env.pop("SGSBATCH_FAULT_INJECT", None)
+    env = run_env()
     proc = sgsbatch(*launch_args(root, "rb", "run.executor=local", "run.rounds=2"), "--wait", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return root / "rb"
