@@ -9,7 +9,8 @@ Covered layouts:
   DeepSeek-Prover's ``datasets/minif2f.jsonl``, ``proofnet.jsonl`` and ``putnam.jsonl`` (copied by
   Goedel-Prover and others) publish miniF2F, ProofNet and PutnamBench: ``name`` is the id and
   ``formal_statement`` the theorem, ending in ``:= by`` as read, or made to (a trailing ``sorry`` is
-  dropped, ``:=`` gets `` by``: ProofNet's statements end in ``:=``). In a file (not a Hugging Face
+  dropped, ``:=`` gets `` by``: ProofNet's statements end in ``:=``; PutnamBench's ``:=`` and ``by`` on
+  two lines become one ``:= by``). In a file (not a Hugging Face
   dataset, whose split is chosen by `split` already) a row with a string ``split`` field is kept only
   if it equals `split` (miniF2F's one file holds ``valid`` and ``test``); the rows left out are
   counted by split in `LoadResult.other_splits`, never rejected.
@@ -129,6 +130,7 @@ def _provers_layout(row: Mapping[str, Any]) -> Mapping[str, Any]:
             statement = statement[: -len("sorry")].rstrip()
         if statement.endswith(":="):
             statement += " by"
+        statement = re.sub(r":=\s+by$", ":= by", statement)  # PutnamBench's `:=\n  by`
     return {**row, "id": row.get("id", row.get("name")), "theorem": statement}
 
 

@@ -166,19 +166,21 @@ def _prover_row(name: str, statement: str, split: str | None) -> dict[str, objec
 
 
 def test_provers_layout_and_its_split_column(tmp_path: Path) -> None:
-    """miniF2F's one file of `valid` and `test` rows; ProofNet's statements end in `:=`, some in `:= by sorry`."""
+    """miniF2F's one file of `valid` and `test` rows; ProofNet's statements end in `:=`, PutnamBench's some in
+    `:=` and `by` on two lines, others in `:= by sorry`."""
     rows = [_prover_row("v1", "theorem v1 : 1 + 1 = 2 := by\n", "valid"),
             _prover_row("t1", "theorem t1 : 2 + 2 = 4 := by\n", "test"),
             _prover_row("t2", "theorem t2 (G : Type) [Group G] : True :=", "test"),
             _prover_row("t3", "theorem t3 : True := by sorry", "test"),
-            _prover_row("t4", "theorem t4 : True := trivial", "test")]
+            _prover_row("t4", "theorem t4 : True := trivial", "test"),
+            _prover_row("t5", "theorem t5 :\n    True :=\n  by\n", "test")]
     path = tmp_path / "minif2f.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     test = load_targets(path, split="test")
-    assert test.ids == ["t1", "t2", "t3"] and test.other_splits == {"valid": 1}
+    assert test.ids == ["t1", "t2", "t3", "t5"] and test.other_splits == {"valid": 1}
     assert [t.theorem for t in test.targets] == ["theorem t1 : 2 + 2 = 4 := by",
                                                 "theorem t2 (G : Type) [Group G] : True := by",
-                                                "theorem t3 : True := by"]
+                                                "theorem t3 : True := by", "theorem t5 :\n    True := by"]
     assert test.targets[0].header == "import Mathlib\n\n"
     assert test.rejected == [Rejected("t4", "theorem does not end in ':= by'")]
     assert load_targets(path, split="valid").ids == ["v1"]
