@@ -228,8 +228,9 @@ def hub_token() -> str | None:
 
 def hub_failures() -> tuple[type[BaseException], ...]:
     """The exceptions a push that reaches no Hub, or one that refuses it, raises: OSError (requests'
-    errors and `HfHubHTTPError` are OSErrors), the HTTP client's errors (httpx, or the client that
-    `huggingface_hub` is built on) and the Hub's own errors."""
+    errors and `HfHubHTTPError` are OSErrors), the HTTP client's errors (the `HTTPError` base of
+    `HfHubHTTPError`: httpx's, or httpx2's in huggingface_hub 2.x, whichever the Hub is built on) and the
+    Hub's own errors."""
     found: list[type[BaseException]] = [OSError]
     try:
         from huggingface_hub import errors as hub_errors
@@ -237,12 +238,6 @@ def hub_failures() -> tuple[type[BaseException], ...]:
         found += [c for c in vars(hub_errors).values()
                   if isinstance(c, type) and issubclass(c, Exception) and c.__module__ == hub_errors.__name__]
         found += [c for c in hub_errors.HfHubHTTPError.__mro__[1:] if c.__name__ == "HTTPError"]
-    except ImportError:
-        pass
-    try:
-        import httpx
-
-        found.append(httpx.HTTPError)
     except ImportError:
         pass
     return tuple(found)

@@ -145,7 +145,10 @@ def test_after_on_an_array_task_starts_with_it(slurm_cluster: SlurmCluster, tmp_
         produce = jobs.submit("--array=0", "--output=produce-%A_%a.out", "--wrap",
                               "touch started; for i in $(seq 1 1200); do [ -e follower_ran ] && break; sleep 0.1; done; "
                               "touch ended")
+        # the follower may start the moment Slurm starts the task, before the task's script has run its first
+        # line: it waits for `started`, then must find the task still running
         follow = jobs.submit(f"--dependency=after:{produce}_0", "--output=follow.out", "--wrap",
+                             "for i in $(seq 1 600); do [ -e started ] && break; sleep 0.1; done; "
                              "[ -e started ] && [ ! -e ended ] && touch follower_ran")
         wait_for_job(produce, "COMPLETED")
         wait_for_job(follow, "COMPLETED")

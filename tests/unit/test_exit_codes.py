@@ -53,6 +53,7 @@ def _bad_inputs(runs: Path) -> dict[tuple[str, ...], list[list[str]]]:
         ("logs",): [["nope", *r], ["t", "--phase", "nope", *r], ["t", "--round", "99", *r]],
         ("proofs",): [["nope", *r], ["t", "--target", "nope", *r], ["t", "--round", "99", *r]],
         ("export",): [["nope", "--out", str(runs / "x"), *r], ["t", "--out", str(no_rows), *r]],
+        ("eval",): [["nope", "--round", "0", *r], ["t", "--round", "99", *r], ["t", "--round", "0", "--set", "x", *r]],
         ("config",): [["nope"]],
         ("config", "show"): [["nope", *r], ["t", "--set", "run.rounds=3", *r]],
         ("config", "keys"): [["nope"]],
