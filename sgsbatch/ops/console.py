@@ -81,12 +81,13 @@ def timing_text(t: dict[str, Any], state: str) -> str:
     return "; ".join(out)
 
 
-def rounds_text(round_: int | None, rounds_completed: int, rounds: int, completed: bool = False) -> str:
+def rounds_text(round_: int | None, rounds_completed: int, rounds: int, completed: bool = False,
+                phase: str = "") -> str:
     """Where a run is, in the one convention for rounds (docs/operating.md): the round as stored, 0-based
     as in `rounds/r0002`, job names and `--round`, and counts that say they are counts:
-    `round 2 (2 of 3 rounds completed)`; a completed run `(3 of 3 rounds completed)`."""
+    `round 2 conjecture (2 of 3 rounds completed)`; a completed run `(3 of 3 rounds completed)`."""
     counts = f"({rounds_completed} of {rounds} rounds completed)"
-    return counts if completed or round_ is None else f"round {round_} {counts}"
+    return counts if completed or round_ is None else f"round {round_}{f' {phase}' if phase else ''} {counts}"
 
 
 def status_line(st: dict[str, Any]) -> str:
@@ -96,10 +97,8 @@ def status_line(st: dict[str, Any]) -> str:
                     if st.get(x))
     rate = st["metrics"].get(CUMULATIVE_SOLVE_RATE)
     rate_s = f" solve rate {rate:.1%}" if rate is not None else ""
-    phase = f" {st['phase']}" if st.get("phase") else ""
-    where = rounds_text(st["round"], st["rounds_completed"], st["rounds"], st["state"] == "completed")
-    if phase and where.startswith("round "):
-        where = where.replace(" (", f"{phase} (", 1)
+    where = rounds_text(st["round"], st["rounds_completed"], st["rounds"], st["state"] == "completed",
+                        st.get("phase") or "")
     state = click.style(st["state"], fg=STATE_COLOURS.get(st["state"]), bold=st["state"] in ("failed", "stalled") or None)
     return (f"{st['name']}: {state} {where}{rate_s}{flags}"
             f"{timing_short(st.get('timing'), st['state'])}" + (f" - {st['message']}" if st.get("message") else ""))

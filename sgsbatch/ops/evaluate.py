@@ -88,7 +88,7 @@ def evaluate_round(h: RunHandle, r: int, only: str | None = None, force: bool = 
     out: list[SetResult] = []
     for name in sorted(sets):
         where = h.paths.eval_dir(r, name)
-        reused = is_evaluated(where) and not force
+        reused = is_evaluated(h.paths, r, name) and not force
         if reused:
             summary = read_summary(where)
         else:

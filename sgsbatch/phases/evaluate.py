@@ -18,20 +18,19 @@ never writes the database: ops/evaluate.py does), submitting the evaluation as a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
-from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.backends.generation import Generation, Generator, Request
+from sgsbatch.backends.generation import Generation, Request
 from sgsbatch.config.schema import Config
 from sgsbatch.data import Target
 from sgsbatch.evaluation import correct_counts, set_pass_at_k
 from sgsbatch.extraction import extract_proof
-from sgsbatch.phases.sampling import engine_for
+from sgsbatch.phases.sampling import in_window, role_generator
+from sgsbatch.phases.task import phase_seed, phase_threads
 from sgsbatch.prompts import load_prompts, solver_messages
 from sgsbatch.round.checkpoints import weights_for
 from sgsbatch.run.paths import RunPaths
@@ -39,13 +38,13 @@ from sgsbatch.run.shards import atomic_write_json, atomic_write_text
 from sgsbatch.verification.verdict import ProofJob
 from sgsbatch.verification.verifier import make_verifier
 
-RESULTS, SUMMARY, DONE = "results.jsonl", "summary.json", "DONE"
+RESULTS, SUMMARY = "results.jsonl", "summary.json"
 UNEXTRACTED = "unextracted"
 
 
-def is_evaluated(out: Path) -> bool:
-    """The set's evaluation in `out` is complete (its marker, written last, exists; RunPaths.eval_done)."""
-    return (out / DONE).is_file()
+def is_evaluated(paths: RunPaths, r: int, name: str) -> bool:
+    """Set `name`'s evaluation after round r is complete (its marker, RunPaths.eval_done, written last)."""
+    return paths.eval_done(r, name).is_file()
 
 
 def read_summary(out: Path) -> dict[str, Any]:
@@ -66,42 +65,21 @@ def solver_weights(cfg: Config, paths: RunPaths, r: int) -> str:
                                 f"checkpoints.keep_last / keep_every); evaluate a round whose checkpoint is kept") from None
 
 
-def _generator(cfg: Config, paths: RunPaths, r: int) -> Generator:
-    if cfg.generation.backend == "simulated":  # SIMULATED: no weights loaded (backends/simulated_generation.py)
-        from sgsbatch.backends.simulated_generation import SimulatedGenerator, settings_from
-
-        return SimulatedGenerator(settings_from(cfg, "solver", r + 1, cfg.phase_resources("solve").gpus),
-                                  load_prompts(cfg.prompts).guide_tags, rehearsal=cfg.run.rehearsal)
-    threads = cfg.generation.threads or cfg.phase_resources("solve").cpus
-    return engine_for(cfg, Path(solver_weights(cfg, paths, r)), threads)
-
-
-def _seed(cfg: Config, r: int, name: str, problem_id: str) -> int:
-    text = f"{cfg.run.seed}:{r}:eval:{name}:{problem_id}"
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") & 0x7FFFFFFF
-
-
 def generate(cfg: Config, paths: RunPaths, r: int, name: str, targets: Sequence[Target],
              samples: int) -> dict[str, Generation]:
-    """`samples` Solver samples of each target, `generation.max_in_flight` requests at a time."""
+    """`samples` Solver samples of each target, `generation.max_in_flight` requests at a time (the solve
+    phase's window, phases/sampling.in_window), with the generator round r + 1 samples with."""
     prompts = load_prompts(cfg.prompts)
     s = cfg.solver
-    pending = deque(Request(t.id, solver_messages(t.header, t.theorem, prompts), samples, _seed(cfg, r, name, t.id),
-                            s.max_tokens, s.temperature, cfg.generation.top_p) for t in targets)
-    out: dict[str, Generation] = {}
-    gen = _generator(cfg, paths, r)
+    requests = [Request(t.id, solver_messages(t.header, t.theorem, prompts), samples,
+                        phase_seed(cfg, r, "eval", f"{name}:{t.id}"), s.max_tokens, s.temperature, cfg.generation.top_p)
+                for t in targets]
+    gen = role_generator(cfg, "solver", r + 1, "solve", lambda: Path(solver_weights(cfg, paths, r)),
+                         phase_threads(cfg, "solve"))
     try:
-        flying = 0
-        while pending or flying:
-            while pending and flying < cfg.generation.max_in_flight:
-                gen.add(pending.popleft())
-                flying += 1
-            for req, done in gen.step():
-                out[req.key] = done
-                flying -= 1
+        return {req.key: done for req, done in in_window(gen, requests, cfg.generation.max_in_flight)}
     finally:
         gen.close()
-    return out
 
 
 def evaluate_set(cfg: Config, paths: RunPaths, r: int, name: str, targets: Sequence[Target], *, samples: int,
@@ -135,7 +113,7 @@ def evaluate_set(cfg: Config, paths: RunPaths, r: int, name: str, targets: Seque
     passes = set_pass_at_k(counts, ks)
     out = paths.eval_dir(r, name)
     out.mkdir(parents=True, exist_ok=True)
-    (out / DONE).unlink(missing_ok=True)  # an evaluation again: incomplete until its new marker
+    paths.eval_done(r, name).unlink(missing_ok=True)  # an evaluation again: incomplete until its new marker
     simulated = cfg.simulated_label()
     lines = [json.dumps({"problem_id": t.id, "samples": rows[t.id], "verified": sum(
         1 for x in rows[t.id] if x["verdict"] == "verified"), **({"simulated": simulated} if simulated else {})},
@@ -145,5 +123,5 @@ def evaluate_set(cfg: Config, paths: RunPaths, r: int, name: str, targets: Seque
                "pass_at_k": {str(k): v for k, v in passes.items()}, "simulated": simulated,
                "solved": sum(1 for _, c in counts if c), "seconds": round(time.time() - started, 3)}
     atomic_write_json(out / SUMMARY, summary)
-    atomic_write_text(out / DONE, f"{time.time()}\n")
+    atomic_write_text(paths.eval_done(r, name), f"{time.time()}\n")
     return summary

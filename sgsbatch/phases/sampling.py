@@ -21,7 +21,7 @@ import os
 import shutil
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,20 +58,25 @@ def local_weights(weights: Path, scratch: str) -> Path:
     return dst
 
 
-def generator_for(task: Task, role: str) -> Generator:
-    """The generator of `role` with the weights of this round (heavy imports happen here)."""
-    cfg = task.cfg
-    if cfg.generation.backend == "simulated":  # SIMULATED: no weights loaded (backends/simulated_generation.py)
+def role_generator(cfg: Config, role: str, r: int, phase: str, weights: Callable[[], Path], threads: int) -> Generator:
+    """The generator `role` samples with in round r, in a job of `phase`: SIMULATED (no weights loaded,
+    backends/simulated_generation.py) for the simulated backend, else the configured engine over
+    `weights()` (called only then). Heavy imports happen here."""
+    if cfg.generation.backend == "simulated":
         from sgsbatch.backends.simulated_generation import SimulatedGenerator, settings_from
         from sgsbatch.prompts import load_prompts
 
-        engine: Generator = SimulatedGenerator(settings_from(cfg, role, task.round, cfg.phase_resources(task.phase).gpus),
-                                               load_prompts(cfg.prompts).guide_tags, rehearsal=cfg.run.rehearsal)
-        task.shard.mark_ready()
-        return engine
-    weights = local_weights(Path(weights_for(cfg, task.paths, role, task.round)),
-                            cfg.phase_resources(task.phase).scratch)
-    engine = engine_for(cfg, weights, task.threads())
+        return SimulatedGenerator(settings_from(cfg, role, r, cfg.phase_resources(phase).gpus),
+                                  load_prompts(cfg.prompts).guide_tags, rehearsal=cfg.run.rehearsal)
+    return engine_for(cfg, weights(), threads)
+
+
+def generator_for(task: Task, role: str) -> Generator:
+    """The generator of `role` with the weights of this round (heavy imports happen here)."""
+    cfg = task.cfg
+    engine = role_generator(cfg, role, task.round, task.phase,
+                            lambda: local_weights(Path(weights_for(cfg, task.paths, role, task.round)),
+                                                  cfg.phase_resources(task.phase).scratch), task.threads())
     task.shard.mark_ready()
     return engine
 
@@ -119,6 +124,25 @@ def extracted_samples(out: Generation, extract: Callable[[str], Extraction], fie
     return samples
 
 
+def in_window(gen: Generator, requests: Iterable[Request], width: int, should_stop: Callable[[], bool] = lambda: False,
+              label: str = "") -> Iterator[tuple[Request, Generation]]:
+    """Each request's generation as it finishes, `width` requests kept in `gen` at once (refilled before every
+    engine step). `should_stop()` is asked before every step: then the requests in flight are aborted and
+    `Interrupted` names `label` and how many were dropped."""
+    pending = deque(requests)
+    flying = 0
+    while pending or flying:
+        while pending and flying < width:
+            gen.add(pending.popleft())
+            flying += 1
+        if should_stop():
+            gen.abort()
+            raise Interrupted(f"{label}: stop requested; {flying} requests in flight dropped")
+        for req, out in gen.step():
+            flying -= 1
+            yield req, out
+
+
 def _prompt_size(req: Request) -> int:
     return sum(len(m["content"]) for m in req.messages)
 
@@ -152,24 +176,13 @@ def stream_items(
         gen = make()
         gen.stats.startup_s = time.perf_counter() - t0  # weights choice, scratch copy and engine start
         width = task.cfg.generation.max_in_flight
-        pending = deque(todo)
-        flying: dict[str, T] = {}
+        item_of = {requests[id(it)].key: it for it in todo}
         try:
-            while pending or flying:
-                while pending and len(flying) < width:
-                    it = pending.popleft()
-                    req = requests[id(it)]
-                    flying[req.key] = it
-                    gen.add(req)
-                if task.should_stop():
-                    gen.abort()
-                    raise Interrupted(f"round {task.round} {task.phase} shard {task.shard.index}: stop requested; "
-                                      f"{len(flying)} requests in flight dropped")
-                for req, out in gen.step():
-                    rec = {**record_of(flying.pop(req.key), out), "key": req.key,
-                           "n_prompt_tokens": len(out.prompt_ids)}
-                    done[req.key] = task.shard.append_item(rec, token_arrays(out))
-                    progress.step()
+            for req, out in in_window(gen, (requests[id(it)] for it in todo), width, task.should_stop,
+                                      f"round {task.round} {task.phase} shard {task.shard.index}"):
+                rec = {**record_of(item_of[req.key], out), "key": req.key, "n_prompt_tokens": len(out.prompt_ids)}
+                done[req.key] = task.shard.append_item(rec, token_arrays(out))
+                progress.step()
         finally:
             gen.close()
         meta.update(gen.stats.as_dict(), max_in_flight=width)

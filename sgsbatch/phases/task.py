@@ -35,6 +35,17 @@ class Interrupted(Exception):
     """The task was asked to stop (SIGUSR2: preemption or time limit); its files are consistent."""
 
 
+def phase_seed(cfg: Config, r: int, phase: str, key: str) -> int:
+    """The 31-bit seed of item `key` of round r's `phase` (a task's, or held-out evaluation's: phase "eval")."""
+    text = f"{cfg.run.seed}:{r}:{phase}:{key}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") & 0x7FFFFFFF
+
+
+def phase_threads(cfg: Config, phase: str) -> int:
+    """The transformers backend's CPU threads in a job of `phase`: generation.threads, else its CPUs."""
+    return cfg.generation.threads or cfg.phase_resources(phase).cpus
+
+
 @dataclass
 class Task:
     cfg: Config
@@ -55,11 +66,10 @@ class Task:
         return [it for i, it in enumerate(items) if i % self.shards == self.shard.index]
 
     def seed(self, key: str) -> int:
-        text = f"{self.cfg.run.seed}:{self.round}:{self.phase}:{key}"
-        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") & 0x7FFFFFFF
+        return phase_seed(self.cfg, self.round, self.phase, key)
 
     def threads(self) -> int:
-        return self.cfg.generation.threads or self.cfg.phase_resources(self.phase).cpus
+        return phase_threads(self.cfg, self.phase)
 
     def check_stop(self) -> None:
         if self.should_stop():
