@@ -121,6 +121,10 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
             if stopping():  # cancelled while it started: it may have missed the group's SIGTERM
                 child[0].terminate()
             rc = child[0].wait()
+        if on_slurm and rc in (-signal.SIGTERM, -signal.SIGKILL) and not stop["term"]:
+            # a job-wide kill (cancel, requeue) signals every process of the job, the worker may die
+            # first: give ours a moment to arrive, then look at the flags below (it is not a crash)
+            time.sleep(5)
         sys.stderr.write(_tail(log, 20000))
 
         def ended(outcome: str, error: str = "", k: int = k, rc: int = rc) -> None:
@@ -152,8 +156,6 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
             if at_time_limit(paths, phase, end) and _stop_at_time_limit(paths, shard, r, phase):
                 return FAILED
             requeue_self()
-        if on_slurm and rc in (-signal.SIGTERM, -signal.SIGKILL):
-            time.sleep(5)  # a job-wide kill (cancel, requeue) reaches the supervisor too: don't count it
         reason = crash_reason(rc, _tail(log, 20000))
         disk = disk_full_reason(paths)
         if disk is not None:  # retrying on a full disk only spends the retries: the shard fails, naming the disk

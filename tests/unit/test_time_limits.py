@@ -91,6 +91,31 @@ def test_preemptions_are_never_counted(tmp_path: Path, monkeypatch: pytest.Monke
     assert S.run_supervised(tmp_path, 0, "solve", 0, max_retries=1, on_slurm=True) == S.DONE
 
 
+def test_a_job_wide_kill_that_reaches_the_worker_first_is_not_a_crash(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`scancel` signals every process of the job in turn: when the worker dies of its SIGTERM before
+    the supervisor's own arrives, the supervisor still exits 143 without counting a crash (CI saw a
+    `resume --force` on Slurm count one)."""
+    import signal
+
+    shard = Shard(RunPaths(tmp_path).phase_dir(0, "init"), 0)
+    # the worker asks for the supervisor's SIGTERM a second after its own (as slurmstepd may send them)
+    code = ("import os,signal,subprocess\n"
+            "subprocess.Popen(['sh','-c',f'sleep 1; kill -TERM {os.getppid()}'], start_new_session=True)\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n")
+    monkeypatch.setattr(S, "worker_command", lambda *a: [sys.executable, "-c", code])
+    monkeypatch.setattr(S, "requeue_self", _requeue)
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGUSR2)
+    try:
+        with pytest.raises(SystemExit) as ended:
+            S.run_supervised(tmp_path, 0, "init", 0, max_retries=3, on_slurm=True, install_signals=True)
+    finally:
+        signal.signal(signal.SIGTERM, before[0])
+        signal.signal(signal.SIGUSR2, before[1])
+    assert ended.value.code == 143
+    assert shard.failure_count() == 0 and shard.failed_reason() is None
+
+
 def test_a_resume_after_a_broken_chain_keeps_the_count(tmp_path: Path) -> None:
     shard = Shard(tmp_path / "verify", 0)
     assert not shard.record_time_limit(shard.progress())
