@@ -60,6 +60,7 @@ class TrainSettings:
     steps_before: int = 0
     kl_beta: float = 0.0
     kl_estimator: str = "k3"
+    kl_clamp: float = 0.0  # > 0: each token's KL estimate clamped to [-kl_clamp, kl_clamp] (verl: 10)
     kl_reference: str = ""
     # the ratio's denominator: "sampler" (the sampler's logprobs) or "recompute" (the trainer's own
     # logprobs under the weights it starts from, before its first update: pi_old as verl computes it)

@@ -78,17 +78,20 @@ def _ref(example: Example, logp: Any) -> Any:
     return torch.tensor(example.ref_logprobs, dtype=logp.dtype, device=logp.device)
 
 
-def kl_per_token(logp: Any, ref: Any, estimator: str) -> Any:
-    """k3: exp(ref - logp) - (ref - logp) - 1 (DeepSeekMath eq. (4); TRL; verl "low_var_kl" without its
-    clamp); k1: logp - ref (verl "kl"). Gradient through `logp`."""
+def kl_per_token(logp: Any, ref: Any, estimator: str, clamp: float = 0.0) -> Any:
+    """k3: exp(ref - logp) - (ref - logp) - 1 (DeepSeekMath eq. (4); TRL); k1: logp - ref (verl "kl").
+    Gradient through `logp`. `clamp` > 0: each token's estimate clamped to [-clamp, clamp], no gradient
+    outside it (verl's `kl_penalty` clamps "low_var_kl" to [-10, 10]); 0: none (DeepSeekMath, TRL)."""
     import torch
 
     if estimator == "k3":
         d = ref - logp
-        return torch.exp(d) - d - 1.0
-    if estimator == "k1":
-        return logp - ref
-    raise ValueError(f"unknown KL estimator {estimator!r}; valid: {', '.join(KL_ESTIMATORS)}")
+        k = torch.exp(d) - d - 1.0
+    elif estimator == "k1":
+        k = logp - ref
+    else:
+        raise ValueError(f"unknown KL estimator {estimator!r}; valid: {', '.join(KL_ESTIMATORS)}")
+    return torch.clamp(k, min=-clamp, max=clamp) if clamp > 0 else k
 
 
 def kl_term(kl: Any, objective: str, max_tokens: int) -> Any:
@@ -189,7 +192,7 @@ def sequence_term(logp: Any, logp_ratio: Any, ex: Example, settings: TrainSettin
         return cispo_loss(logp, importance_ratio(logp_ratio, ex), settings.cispo_clip_max)
     term = family_loss(settings.objective, logp_ratio, _old(ex, logp_ratio), ex.weight, settings)
     if settings.kl_beta > 0:
-        kl = kl_per_token(logp_ratio, _ref(ex, logp_ratio), settings.kl_estimator)
+        kl = kl_per_token(logp_ratio, _ref(ex, logp_ratio), settings.kl_estimator, settings.kl_clamp)
         term = term + settings.kl_beta * kl_term(kl, settings.objective, settings.max_tokens)
     return term
 
@@ -249,7 +252,7 @@ def example_loss(logits: Any, target: Any, ex: Example, scale: float, settings: 
         with torch.no_grad():
             ratio_stats = _ratio_stats(objective, logp_ratio, ex, settings)
             if settings.kl_beta > 0:
-                ref_kl = float(kl_per_token(logp_ratio, _ref(ex, logp_ratio), settings.kl_estimator).sum())
+                ref_kl = float(kl_per_token(logp_ratio, _ref(ex, logp_ratio), settings.kl_estimator, settings.kl_clamp).sum())
     return scale * term, [float(len(ex.completion_ids)), entropy, *ratio_stats, ref_kl]
 
 

@@ -296,6 +296,9 @@ class SolverConfig:
     kl_estimator: Literal["k3", "k1"] = key(
         "k3", "kl_beta > 0: the per-token KL estimate: \"k3\" = exp(ref - logp) - (ref - logp) - 1 "
               "(DeepSeekMath eq. 4; TRL; verl low_var_kl), \"k1\" = logp - ref (verl kl).")
+    # verl's kl_penalty clamps low_var_kl (k3) to [-10, 10] per token; DeepSeekMath and TRL do not (0, the default)
+    kl_clamp: float = key(0.0, "kl_beta > 0: each token's KL estimate is clamped to [-kl_clamp, kl_clamp] (no "
+                               "gradient outside; verl's low_var_kl: 10); 0 = no clamp (DeepSeekMath, TRL).")
     # A = (r - mean) / (std + eps), unbiased std (verl compute_grpo_outcome_advantage's epsilon; TRL: 1e-4)
     grpo_eps: float = key(1e-6, "GRPO, DAPO, GSPO: added to the group's reward std before dividing.")
     # DAPO's overlong reward shaping (arXiv 2503.14476 §3.4; verl reward_manager/dapo.py overlong_buffer):
@@ -321,6 +324,13 @@ class SolverConfig:
     rollout_oversample: float = key(1.0, "DAPO with rollout_prompts > 0: a round samples rollout_prompts x this "
                                          "targets and trains the first rollout_prompts groups its dynamic "
                                          "sampling keeps, in draw order (verl's DAPO recipe: 3).")
+    # DAPO §3.2 "we over-sample and filter out ... until the batch is fully filled" (verl recipe/dapo
+    # max_num_gen_batches = 10): a round whose kept groups (with those carried) fall short trains nothing and the
+    # next round, same weights, draws the next batch; at the cap the step trains what it has (counted short)
+    rollout_max_gen_batches: int = key(1, "DAPO with rollout_prompts > 0: generation batches (rounds) that may "
+                                          "fill one rollout step; a round short of rollout_prompts kept groups "
+                                          "trains nothing and carries them to the next (verl: 10); 1 = train what "
+                                          "one round keeps.")
 
     def clip_range(self) -> tuple[float, float]:
         """(clip_low, clip_high) of a GRPO-family objective, the published values where a key is 0."""
@@ -339,8 +349,15 @@ class SolverConfig:
         return {"reinforce": "hard", "cispo": "all_none_0_1", "ei": "less_16_proofs"}.get(self.objective, "auto")
 
     def window_rounds(self) -> int:
-        """Rounds whose proofs one round's training reads: `ei_rounds` for Expert Iteration, else 1."""
-        return self.ei_rounds if self.selection_mode() in WINDOW_SELECTIONS else 1
+        """Rounds whose records one round's training reads: `ei_rounds` for Expert Iteration, DAPO's
+        `rollout_max_gen_batches` with its re-sampling, else 1."""
+        if self.selection_mode() in WINDOW_SELECTIONS:
+            return self.ei_rounds
+        return self.rollout_max_gen_batches if self.resamples() else 1
+
+    def resamples(self) -> bool:
+        """DAPO's re-sampling is on: a rollout step may be filled by several rounds' generation batches."""
+        return self.objective == "dapo" and self.rollout_prompts > 0 and self.rollout_max_gen_batches > 1
 
 
 _SIMULATED_ENV = "SIMULATED tactic environment only (search/simulated.py): "

@@ -95,6 +95,13 @@ def semantic_errors(cfg: Config) -> list[tuple[str, str]]:
           f"over-samples for DAPO's dynamic sampling: only with solver.objective = \"dapo\" and "
           f"solver.rollout_prompts > 0, got {s.rollout_oversample} with objective {s.objective!r} and rollout_prompts "
           f"{s.rollout_prompts}; set it to 1")
+    check(s.kl_clamp >= 0, "solver.kl_clamp", f"must be >= 0 (0 = no clamp), got {s.kl_clamp}")
+    check(s.rollout_max_gen_batches >= 1, "solver.rollout_max_gen_batches",
+          f"must be >= 1 (1 = no re-sampling), got {s.rollout_max_gen_batches}")
+    check(s.rollout_max_gen_batches == 1 or (s.objective == "dapo" and s.rollout_prompts > 0),
+          "solver.rollout_max_gen_batches", f"re-samples for DAPO's dynamic sampling: only with solver.objective = "
+          f"\"dapo\" and solver.rollout_prompts > 0, got {s.rollout_max_gen_batches} with objective {s.objective!r} "
+          f"and rollout_prompts {s.rollout_prompts}; set it to 1")
     check(s.rollout_prompts == 0 or s.selection_mode() not in WINDOW_SELECTIONS, "solver.rollout_prompts",
           f"a rollout batch samples fresh groups; selection {s.selection_mode()!r} trains on stored proofs and "
           "samples by its own rule: set solver.rollout_prompts = 0")

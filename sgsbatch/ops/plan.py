@@ -279,7 +279,9 @@ def rollout_text(ro: RolloutPlan) -> list[str]:
         f"{duration(ro.colocated_startup_s)} start-up; {ro.colocated_days:.1f} days, "
         f"{_hours(ro.colocated_gpu_hours)} GPU-hours"
         + (f" (chain / colocated: {ro.chain_gpu_hours / ro.colocated_gpu_hours:.2f})" if ro.colocated_gpu_hours else ""),
-    ]
+    ] + ([f"    DAPO's re-sampling: a step short of {ro.prompts:,} kept groups takes up to {ro.max_gen_batches} "
+          f"generation batches, each a round as projected here (run.rounds counts them)"]
+         if ro.max_gen_batches > 1 else [])
 
 
 def run_projection(h: RunHandle, targets: int, timing: dict[str, Any], last_metrics: dict[str, float]

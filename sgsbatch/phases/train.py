@@ -41,14 +41,15 @@ from sgsbatch.backends.weights import stored_result
 from sgsbatch.config.schema import Config
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import optimizer_state_for, weights_for
-from sgsbatch.round.examples import conjecturer_examples, solver_examples, solver_group_metrics
-from sgsbatch.round.results import ProblemResult, round_inputs
+from sgsbatch.round.examples import Carry, conjecturer_examples, family_groups, solver_examples
+from sgsbatch.round.results import ProblemResult, round_inputs, round_results
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.progress import record_train_step, train_steps_file
 from sgsbatch.run.shards import atomic_write_json, atomic_write_text, read_json
 
 PREPARED = "prepared.json"
 REWARDS = "conjecturer_rewards.json"
+ROLLOUT = "rollout.json"
 STEPS_BEFORE = "steps_before"  # prepared.json, per role: its optimizer steps in the rounds before this one
 
 
@@ -82,6 +83,7 @@ def train_settings(cfg: Config, role: str, r: int, reference: str = "", steps_be
                          sampling_top_p=cfg.generation.top_p if processed else 1.0,
                          keep_fp32_master=cfg.train.keep_fp32_master,
                          kl_beta=cfg.solver.kl_beta if reference else 0.0, kl_estimator=cfg.solver.kl_estimator,
+                         kl_clamp=cfg.solver.kl_clamp,
                          kl_reference=reference, old_logprobs=cfg.train.old_logprobs,
                          warmup_steps=cfg.solver.lr_warmup_steps if role == "solver" else 0,
                          steps_before=steps_before)
@@ -110,6 +112,31 @@ def conjecturer_rewards(paths: RunPaths, r: int) -> dict[str, float] | None:
     return {str(k): float(v) for k, v in read_json(path).items()}
 
 
+def rollout_file(paths: RunPaths, r: int) -> Path:
+    """DAPO's re-sampling: round r's rollout step so far ({"gen_batches", "pending": [[round, key], ...]}, the
+    groups carried to round r + 1 when round r trained nothing; [] when it trained)."""
+    return paths.phase_dir(r, "train") / ROLLOUT
+
+
+def carried(cfg: Config, paths: RunPaths, r: int) -> Carry:
+    """The groups round r's rollout step carries from the rounds before it (DAPO's re-sampling: round r - 1's
+    `rollout_file` with groups pending), with their results read from those rounds' files (compaction keeps
+    them: `solver.window_rounds`). Nothing without re-sampling, in round 0, or after a round that trained."""
+    path = rollout_file(paths, r - 1)
+    if not cfg.solver.resamples() or r == 0 or not path.is_file():
+        return Carry()
+    state = read_json(path)
+    if not state["pending"]:
+        return Carry()
+    rounds: dict[int, dict[str, ProblemResult]] = {}
+    groups = []
+    for rnd, key in state["pending"]:
+        if rnd not in rounds:
+            rounds[rnd] = round_results(cfg, paths, int(rnd))
+        groups.append(((int(rnd), str(key)), rounds[rnd][key]))
+    return Carry(tuple(groups), int(state["gen_batches"]))
+
+
 def prepared(task: Task) -> dict[str, dict[str, Any]] | None:
     """Per trainable role: its number of examples (and the Conjecturer's mean reward); None before `prepare`."""
     path = train_dir(task) / PREPARED
@@ -136,12 +163,16 @@ def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[t
     if cfg.solver.train:
         inputs = round_inputs(task.paths, r)
         unsolved = inputs["unsolved"] if cfg.solver.selection_mode() == "unsolved" else []
-        examples = solver_examples(cfg, task.paths, results, ei_stored, unsolved, inputs["solve_targets"])
+        draw, carry = inputs["solve_targets"], carried(cfg, task.paths, r)
+        examples = solver_examples(cfg, task.paths, results, ei_stored, unsolved, draw, r, carry)
         save_examples(examples_file(task, "solver"), examples)
         meta["solver"] = {"examples": len(examples), STEPS_BEFORE: (steps_before or {}).get("solver", 0)}
-        group_metrics = solver_group_metrics(cfg, results, inputs["solve_targets"])
-        if group_metrics:  # the GRPO family's group counts, recorded with the round's metrics
-            meta["solver"]["metrics"] = group_metrics
+        if cfg.solver.objective in GRPO_FAMILY:  # the group counts, recorded with the round's metrics
+            family = family_groups(cfg, results, draw, r, carry)
+            meta["solver"]["metrics"] = family.metrics
+            if cfg.solver.resamples():
+                atomic_write_json(rollout_file(task.paths, r), {"gen_batches": carry.gen_batches + 1,
+                                                                "pending": family.pending})
     if cfg.conjecturer.enabled and cfg.conjecturer.train:
         examples, rewards = conjecturer_examples(cfg, task.paths, r, results)
         save_examples(examples_file(task, "conjecturer"), examples)
@@ -175,7 +206,8 @@ def train_role(task: Task, role: str, examples: list[Example]) -> dict[str, Any]
         return asdict(simulated_train(weights_for(task.cfg, task.paths, role, task.round),
                                       task.paths.checkpoint(task.round, role), examples, settings_for(task, role),
                                       param_count=task.cfg.train.simulated_param_count,
-                                      clock=simulated_time(task.cfg), gpus=job.gpus * job.nodes))
+                                      clock=simulated_time(task.cfg), gpus=job.gpus * job.nodes,
+                                      on_step=step_recorder(task, role)))
     carry = task.cfg.train.optimizer == "carry"  # one AdamW across rounds (backends/optimizer_state.py)
     try:
         res = train(weights_for(task.cfg, task.paths, role, task.round), task.paths.checkpoint(task.round, role),

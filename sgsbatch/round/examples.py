@@ -21,6 +21,7 @@ its proof (`sample_examples`), with the sample's weight (REINFORCE-1/2 or Expert
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlmodel import select
@@ -133,60 +134,107 @@ def _cispo(cfg: Config, results: dict[str, ProblemResult], band: set[str]) -> li
     return out
 
 
-def _family_groups(cfg: Config, results: dict[str, ProblemResult], draw: Sequence[str] = ()
-                   ) -> tuple[dict[str, list[float]], dict[str, float]]:
+Group = tuple[int, str]  # (round, problem key): a DAPO rollout step's groups may come from several rounds
+
+
+@dataclass(frozen=True)
+class Carry:
+    """DAPO's re-sampling (`solver.rollout_max_gen_batches` > 1): the groups earlier rounds kept for a rollout
+    step they did not train, in order, with their results, and the generation batches spent on it so far."""
+
+    groups: tuple[tuple[Group, ProblemResult], ...] = ()
+    gen_batches: int = 0
+
+
+@dataclass
+class FamilyGroups:
+    """The GRPO family's groups of a round: each trained group's result and rewards (in training order), the
+    round's group metrics (round/metrics.py names), and with DAPO's re-sampling the groups carried to the next
+    round when this one trains nothing (`pending`, in order; empty when the step trains)."""
+
+    groups: dict[Group, tuple[ProblemResult, list[float]]]
+    metrics: dict[str, float]
+    pending: list[Group]
+
+
+def family_groups(cfg: Config, results: dict[str, ProblemResult], draw: Sequence[str] = (), r: int = 0,
+                  carry: Carry = Carry()) -> FamilyGroups:
     """The GRPO family's rewards per trained group (rewards.policy_rewards; DAPO: ±1 plus the overlong
-    shaping, its dynamic sampling applied) and the round's group metrics (round/metrics.py names).
+    shaping, its dynamic sampling applied) and the round's group metrics.
 
     `draw`: the round's rollout batch in draw order (round inputs' `solve_targets`). With
-    `solver.rollout_prompts` > 0 the groups are visited in that order (conjectures after, sorted) and DAPO
-    trains the first `rollout_prompts` targets its dynamic sampling keeps (verl's `batch[:traj_bsz]`); the
-    rest of an over-sampled draw is counted as unused, a shortfall as short."""
+    `solver.rollout_prompts` = N > 0 the groups are visited in that order (conjectures after, sorted) and DAPO
+    trains the first N targets its dynamic sampling keeps (verl's `batch[:traj_bsz]`); the rest of an
+    over-sampled draw is counted as unused, a shortfall as short. With re-sampling (`carry`: the groups earlier
+    rounds of this step kept, first), a round that holds fewer than N kept targets before the step's
+    `rollout_max_gen_batches`-th generation batch trains nothing: its kept groups are `pending` (verl's DAPO
+    trainer: `continue` to the next generation batch, the weights unchanged); at the cap it trains what it has."""
     s = cfg.solver
     dapo = s.objective == "dapo"
-    groups: dict[str, list[float]] = {}
-    all_pass = all_fail = shaped = kept_targets = unused = 0
     position = {key: i for i, key in enumerate(draw)} if s.rollout_prompts else {}
+    kept: list[tuple[Group, ProblemResult, list[bool]]] = []
+    all_pass = all_fail = 0
+    for group, res in carry.groups:
+        kept.append((group, res, _correct(cfg, res)))
     for key in sorted(solver_selection(cfg, results), key=lambda k: (position.get(k, len(position)), k)):
-        smps = results[key].samples
-        if not smps:
+        res = results[key]
+        if not res.samples:
             continue
-        correct = correct_samples([x["verdict"] == "verified" for x in smps], [x.get("proof") or "" for x in smps],
-                                  zero_try=s.zero_try, try_comments=s.try_comments)
+        correct = _correct(cfg, res)
         if dapo and not dapo_keeps(correct):
             all_pass, all_fail = all_pass + all(correct), all_fail + (not any(correct))
             continue
-        if key in position:
-            if kept_targets >= s.rollout_prompts:  # the batch is full: generated, not trained
-                unused += 1
-                continue
-            kept_targets += 1
-        lengths = [token_count(x) for x in smps]
-        groups[key] = policy_rewards(correct, lengths, incorrect=s.dapo_incorrect_reward if dapo else 0.0,
-                                     max_tokens=s.max_tokens, overlong_buffer=s.overlong_buffer if dapo else 0.0,
-                                     overlong_penalty=s.overlong_penalty)
+        kept.append(((r, key), res, correct))
+    in_batch = [g for g, res, _ in kept if position and res.problem.is_target]
+    gen_batches = carry.gen_batches + 1
+    metrics: dict[str, float] = {}
+    if dapo:
+        metrics |= {M.dropped_groups("all_pass"): float(all_pass), M.dropped_groups("all_fail"): float(all_fail)}
+    if s.resamples():
+        metrics |= {M.SOLVER_ROLLOUT_GEN_BATCHES: float(gen_batches), M.SOLVER_ROLLOUT_KEPT: float(len(in_batch))}
+        if len(in_batch) < s.rollout_prompts and gen_batches < s.rollout_max_gen_batches:
+            metrics |= {M.SOLVER_ROLLOUT_RESAMPLED: 1.0, M.SOLVER_GROUPS: 0.0, M.SOLVER_ZERO_STD_GROUPS: 0.0,
+                        M.SOLVER_OVERLONG_SHAPED: 0.0}
+            if _filters_overlong(cfg):
+                metrics[M.SOLVER_OVERLONG_FILTERED] = 0.0
+            return FamilyGroups({}, metrics, [g for g, _, _ in kept])
+        metrics[M.SOLVER_ROLLOUT_RESAMPLED] = 0.0
+    trained = set(in_batch[:s.rollout_prompts]) if position else None
+    groups: dict[Group, tuple[ProblemResult, list[float]]] = {}
+    shaped = 0
+    for group, res, correct in kept:
+        if trained is not None and res.problem.is_target and group not in trained:
+            continue  # the batch is full: generated, not trained
+        lengths = [token_count(x) for x in res.samples]
+        groups[group] = (res, policy_rewards(correct, lengths, incorrect=s.dapo_incorrect_reward if dapo else 0.0,
+                                             max_tokens=s.max_tokens,
+                                             overlong_buffer=s.overlong_buffer if dapo else 0.0,
+                                             overlong_penalty=s.overlong_penalty))
         if dapo:
             shaped += sum(1 for n in lengths if overlong_shaping(n, s.max_tokens, s.overlong_buffer, s.overlong_penalty) < 0)
-    metrics = {M.SOLVER_GROUPS: float(len(groups)),
-               M.SOLVER_ZERO_STD_GROUPS: float(sum(1 for r in groups.values() if len(set(r)) == 1))}
+    metrics |= {M.SOLVER_GROUPS: float(len(groups)),
+                M.SOLVER_ZERO_STD_GROUPS: float(sum(1 for _, rw in groups.values() if len(set(rw)) == 1))}
     if dapo:
-        metrics |= {M.dropped_groups("all_pass"): float(all_pass), M.dropped_groups("all_fail"): float(all_fail),
-                    M.SOLVER_OVERLONG_SHAPED: float(shaped)}
+        metrics[M.SOLVER_OVERLONG_SHAPED] = float(shaped)
         if _filters_overlong(cfg):
-            metrics[M.SOLVER_OVERLONG_FILTERED] = float(sum(1 for k in groups for x in results[k].samples
+            metrics[M.SOLVER_OVERLONG_FILTERED] = float(sum(1 for res, _ in groups.values() for x in res.samples
                                                             if x["finish_reason"] == "length"))
     if position:
-        metrics |= {M.SOLVER_ROLLOUT_SHORT: float(max(0, s.rollout_prompts - kept_targets)),
-                    M.SOLVER_ROLLOUT_UNUSED: float(unused)}
-    return groups, metrics
+        metrics |= {M.SOLVER_ROLLOUT_SHORT: float(max(0, s.rollout_prompts - len(in_batch))),
+                    M.SOLVER_ROLLOUT_UNUSED: float(max(0, len(in_batch) - s.rollout_prompts))}
+    return FamilyGroups(groups, metrics, [])
 
 
-def _grpo_family(cfg: Config, results: dict[str, ProblemResult], draw: Sequence[str] = ()) -> list[Example]:
+def _correct(cfg: Config, res: ProblemResult) -> list[bool]:
+    s, smps = cfg.solver, res.samples
+    return correct_samples([x["verdict"] == "verified" for x in smps], [x.get("proof") or "" for x in smps],
+                           zero_try=s.zero_try, try_comments=s.try_comments)
+
+
+def _grpo_family(cfg: Config, family: FamilyGroups) -> list[Example]:
     s = cfg.solver
-    groups, _ = _family_groups(cfg, results, draw)
     out = []
-    for gid, (key, rewards) in enumerate(sorted(groups.items())):
-        res = results[key]
+    for gid, (_, (res, rewards)) in enumerate(sorted(family.groups.items(), key=lambda kv: kv[0])):
         adv = grpo_advantages(rewards, s.grpo_eps, scale_std=s.objective != "dr_grpo")
         examples = _group_examples(res, adv, gid)
         if _filters_overlong(cfg):  # DAPO §3.4: a truncated sample's tokens leave the loss (and its normaliser)
@@ -207,12 +255,13 @@ def _group_examples(res: ProblemResult, advantages: list[float], gid: int) -> li
             for k, adv in enumerate(advantages)]
 
 
-def solver_group_metrics(cfg: Config, results: dict[str, ProblemResult], draw: Sequence[str] = ()) -> dict[str, float]:
+def solver_group_metrics(cfg: Config, results: dict[str, ProblemResult], draw: Sequence[str] = (), r: int = 0,
+                         carry: Carry = Carry()) -> dict[str, float]:
     """The round's GRPO-family group counts (trained, zero-std, DAPO's dropped and shaped, a rollout batch's
-    short and unused groups); {} otherwise."""
+    short and unused groups, its re-sampling); {} otherwise."""
     if cfg.solver.objective not in GRPO_FAMILY:
         return {}
-    return _family_groups(cfg, results, draw)[1]
+    return family_groups(cfg, results, draw, r, carry).metrics
 
 
 def ei_stored_proofs(h: RunHandle, r: int) -> list[tuple[int, str, int]]:
@@ -253,14 +302,14 @@ def _expert_iteration(cfg: Config, paths: RunPaths, stored: Iterable[tuple[int, 
 
 def solver_examples(cfg: Config, paths: RunPaths, results: dict[str, ProblemResult],
                     stored: Iterable[tuple[int, str, int]] = (), unsolved: Collection[str] = (),
-                    draw: Sequence[str] = ()) -> list[Example]:
+                    draw: Sequence[str] = (), r: int = 0, carry: Carry = Carry()) -> list[Example]:
     """The Solver's examples of one round: Expert Iteration's window of proofs (`stored`), the GRPO family's
-    groups (`draw`: the rollout batch's order, see `_family_groups`), or CISPO's groups / REINFORCE-1/2's
-    proofs of `solver_selection` (`unsolved`: see there)."""
+    groups (`draw`, `r`, `carry`: the rollout batch's order and DAPO's re-sampling, see `family_groups`), or
+    CISPO's groups / REINFORCE-1/2's proofs of `solver_selection` (`unsolved`: see there)."""
     if cfg.solver.selection_mode() in WINDOW_SELECTIONS:
         return _expert_iteration(cfg, paths, stored)
     if cfg.solver.objective in GRPO_FAMILY:
-        return _grpo_family(cfg, results, draw)
+        return _grpo_family(cfg, family_groups(cfg, results, draw, r, carry))
     band = solver_selection(cfg, results, unsolved)
     return _cispo(cfg, results, band) if cfg.solver.objective == "cispo" else _reinforce(cfg, results, band)
 

@@ -117,6 +117,12 @@ SOLVER_OVERLONG_FILTERED = "solver/overlong_filtered"  # DAPO with solver.overlo
 # groups kept but past the batch (an over-sampled draw's rest: generated, not trained)
 SOLVER_ROLLOUT_SHORT = "solver/rollout_short"
 SOLVER_ROLLOUT_UNUSED = "solver/rollout_unused"
+# DAPO's re-sampling (solver.rollout_max_gen_batches > 1): the rollout step's generation batches so far (this
+# round's included), its target groups kept so far, and 1 when this round kept too few: it trained nothing and
+# the next round samples again with the same weights
+SOLVER_ROLLOUT_GEN_BATCHES = "solver/rollout_gen_batches"
+SOLVER_ROLLOUT_KEPT = "solver/rollout_kept"
+SOLVER_ROLLOUT_RESAMPLED = "solver/rollout_resampled"
 # the trainer's statistics over the completion tokens it ran (TrainResult fields, backends/objectives.py)
 TRAIN_RATIO_STATS = {"clip_fraction_low": "clip_low_fraction", "clip_fraction_high": "clip_high_fraction",
                      "sampler_kl": "sampler_kl", "seq_ratio_mean": "seq_ratio_mean", "seq_ratio_std": "seq_ratio_std",

@@ -42,6 +42,7 @@ class RolloutPlan:
     drawn: int  # sampled a step (DAPO: over-sampled)
     samples: float  # generated a step
     updates: int  # optimizer steps a rollout step
+    max_gen_batches: int  # DAPO's re-sampling: generation batches (rounds) that may fill one step; 1 = off
     chain_step_s: float
     chain_fixed_s: float  # queue waits, start-ups and checkpoint writes on the critical path, a step
     chain_gpu_hours: float  # the run
@@ -94,7 +95,8 @@ def rollout_plan(cfg: Config, proj: Any, figures: Any, decode: float) -> Rollout
     trained = s.rollout_prompts * s.samples
     return RolloutPlan(
         steps=steps, prompts=s.rollout_prompts, drawn=s.rollout_draw(), samples=solve.items,
-        updates=max(1, math.ceil(trained / s.batch_size)), chain_step_s=proj.round_s, chain_fixed_s=fixed,
+        updates=max(1, math.ceil(trained / s.batch_size)),
+        max_gen_batches=s.rollout_max_gen_batches if s.resamples() else 1, chain_step_s=proj.round_s, chain_fixed_s=fixed,
         chain_gpu_hours=steps * proj.hours("gpu"), colocated_gpus=gpus, colocated_step_s=step,
         colocated_startup_s=startup, colocated_jobs=jobs,
         colocated_gpu_hours=gpus * (steps * step + jobs * startup) / 3600)

@@ -5,6 +5,8 @@ round's solve and train tasks are killed once (SIGKILL) and resumed ends exactly
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -40,3 +42,42 @@ def test_rollout_steps_cover_a_pass_and_a_run_killed_at_every_step_ends_the_same
         log = tmp_path / "rok" / "rounds" / f"r{r:04d}" / "train" / "shard_00000.attempts.jsonl"
         assert log.read_text().count('"start"') == 2, (r, log.read_text())  # killed once, resumed once
     assert outcome(tmp_path / "rok") == out
+
+
+def test_dapo_re_samples_a_short_rollout_step_in_the_next_round_with_the_same_weights(
+        tmp_path: Path, cli_env: dict[str, str]) -> None:
+    """DAPO's dynamic sampling filling its batch (solver.rollout_max_gen_batches): a round whose kept groups
+    fall short trains nothing and publishes its weights unchanged; the next round adds its kept groups to the
+    carried ones (rollout_kept) and trains the first rollout_prompts, or at the cap what it has. Each round's
+    train task is killed once (SIGKILL) and resumed: the carried groups survive it."""
+    sets = ("run.executor=local", "run.rounds=3", "conjecturer.enabled=false", "solver.objective=dapo",
+            "solver.rollout_prompts=4", "solver.samples=4", "solver.batch_size=8", "solver.rollout_max_gen_batches=2")
+    env = {**cli_env, "SGSBATCH_FAULT_INJECT": "train:0:kill9:1"}
+    proc = sgsbatch(*launch_args(tmp_path, "dr", *sets), "--wait", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    con = sqlite3.connect(tmp_path / "dr" / "state.db")
+    m: dict[int, dict[str, float]] = {}
+    for r, name, value in con.execute("SELECT round, name, value FROM metrics WHERE name LIKE 'solver/%'"):
+        m.setdefault(r, {})[name] = value
+    steps = dict(con.execute("SELECT round, steps FROM checkpoints WHERE role = 'solver'").fetchall())
+    con.close()
+    gen, resampled = 0, []
+    for r in range(3):
+        x = m[r]
+        gen = gen + 1
+        assert x["solver/rollout_gen_batches"] == gen, (r, x)
+        if x["solver/rollout_resampled"]:  # short of 4 before the cap: nothing trained, groups carried
+            assert gen < 2 and x["solver/rollout_kept"] < 4 and x["solver/groups"] == 0 and steps[r] == 0, (r, x)
+            resampled.append(r)
+            continue
+        kept = x["solver/rollout_kept"]
+        assert x["solver/groups"] == min(4, kept) and x["solver/rollout_short"] == max(0, 4 - kept), (r, x)
+        assert x["solver/rollout_unused"] == max(0, kept - 4), (r, x)
+        assert steps[r] == -(-int(x["solver/groups"]) * 4 // 8), (r, x, steps)  # its groups' updates
+        if r - 1 in resampled:  # the carried groups count in this step
+            assert kept >= m[r - 1]["solver/rollout_kept"], (r, x, m[r - 1])
+        gen = 0
+    assert resampled, m  # the tiny model rarely fills 4 of 4 groups: a round re-sampled (deterministic, seeded)
+    for r in resampled:
+        pending = json.loads((tmp_path / "dr" / "rounds" / f"r{r:04d}" / "train" / "rollout.json").read_text())
+        assert pending["gen_batches"] == 1 and len(pending["pending"]) == m[r]["solver/rollout_kept"]

@@ -173,6 +173,12 @@ def test_k3_and_k1_values_and_gradients_match_the_formula() -> None:
     assert [float(g) for g in logp.grad] == [1.0] * 4
     with pytest.raises(ValueError, match="k3, k1"):
         kl_per_token(logp, ref, "k2")
+    # solver.kl_clamp (verl's low_var_kl clamp of 10): e^3 - 3 - 1 = 16.09 is clamped, its gradient 0
+    far = torch.tensor([0.0, -1.0], dtype=torch.float64, requires_grad=True)
+    clamped = kl_per_token(far, torch.tensor([3.0, -1.2], dtype=torch.float64), "k3", clamp=10.0)
+    assert [float(x) for x in clamped.detach()] == pytest.approx([10.0, math.exp(-0.2) + 0.2 - 1], rel=1e-12)
+    clamped.sum().backward()
+    assert far.grad is not None and [float(g) for g in far.grad] == pytest.approx([0.0, 1 - math.exp(-0.2)], rel=1e-12)
 
 
 REF_SHIFT = [[0.3, -0.2], [0.1, 0.0, -0.4], [0.25, 0.05], [-0.6]]  # ref - old per token (policy = old + log r)

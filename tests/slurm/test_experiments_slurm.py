@@ -3,7 +3,7 @@
 `launch jobs/stp.toml --smoke` and `launch jobs/dapo.toml --smoke` (a rollout step a round: 3 prompts of 6
 drawn) with `run.executor=slurm`: each
 experiment's algorithm (STP: seeded conjectures, Expert Iteration with STP's selection and proof
-cap, STP's Conjecturer reward; DAPO: its loss, dynamic sampling and overlong shaping) at tiny
+cap, STP's Conjecturer reward; DAPO: its loss, dynamic sampling with re-sampling and overlong shaping) at tiny
 scale, every phase a Slurm job chained by dependencies; `launch jobs/sgs.toml --smoke --set
 solver.mode=search` with SIMULATED tactic states (SGS with a search Solver: its solve tasks search,
 verify judges the found proofs, train learns their tactic steps). The three runs are launched together and
@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 # name -> (jobs file, its --set options); the search run is SGS (Conjecturer, Guide) with a search Solver
 # dapo: a rollout batch of 3 prompts over-sampled 2x (6 of the 12 targets a round: rounds 0 and 1 are one pass)
 RUNS = {"stp": ("stp", ["--set", "solver.samples=8"]),
-        "dapo": ("dapo", ["--set", "solver.rollout_prompts=3", "--set", "solver.rollout_oversample=2"]),
+        "dapo": ("dapo", ["--set", "solver.rollout_prompts=3", "--set", "solver.rollout_oversample=2", "--set",
+                          "solver.rollout_max_gen_batches=2"]),
         "search": ("sgs", ["--set", "solver.mode=search", "--set", "search.environment=simulated", "--set",
                            "run.name=search-smoke"])}
 
@@ -60,10 +61,14 @@ def test_stp_and_dapo_complete_two_rounds_on_slurm(slurm_cluster: object, tmp_pa
              for r in (0, 1)}
     kept = dict(con.execute("SELECT round, value FROM metrics WHERE name = 'solver/groups'").fetchall())
     short = dict(con.execute("SELECT round, value FROM metrics WHERE name = 'solver/rollout_short'").fetchall())
+    resampled = dict(con.execute("SELECT round, value FROM metrics WHERE name = 'solver/rollout_resampled'").fetchall())
     con.close()
     assert dropped == {0, 1}, dropped
-    assert len(drawn[0]) == len(drawn[1]) == 6 and not drawn[0] & drawn[1], drawn  # the rollout steps' draws
-    assert all(kept[r] + short[r] == 3 for r in (0, 1)), (kept, short)  # the batch of 3, or short and counted
+    assert len(drawn[0]) == len(drawn[1]) == 6 and not drawn[0] & drawn[1], drawn  # the generation batches' draws
+    # round 0 trains its batch of 3 (or re-samples: trains nothing, its kept groups carried to round 1); round 1,
+    # the cap of 2 generation batches, trains the batch of 3 or what it has, the shortfall counted
+    assert resampled[1] == 0 and kept[1] + short[1] == 3, (kept, short, resampled)
+    assert (kept[0], resampled[0]) == (0, 1) or kept[0] + short[0] == 3, (kept, short, resampled)
     con = sqlite3.connect(tmp_path / "search-smoke" / "state.db")
     searched = dict(con.execute("SELECT round, value FROM metrics WHERE name = 'search/searches'").fetchall())
     con.close()

@@ -45,7 +45,7 @@ EXPECTED = {
                              "solver.batch_size": 1024}),
            ("drgrpo", "dr_grpo", {"solver.rollout_prompts": 128, "solver.batch_size": 128}),
            ("dapo", "dapo", {"solver.samples": 16, "solver.rollout_prompts": 512, "solver.rollout_oversample": 3.0,
-                             "solver.batch_size": 512, "solver.lr_warmup_steps": 320}),
+                             "solver.rollout_max_gen_batches": 10, "solver.batch_size": 512, "solver.lr_warmup_steps": 320}),
            ("gspo", "gspo", {"solver.rollout_prompts": 128, "solver.batch_size": 256}))},
     # sgs_frozen_conjecturer.py: freeze_conjecturer=True; guide_config = None
     "sgs_frozen_conjecturer": {"conjecturer.train": False, "guide.enabled": False},

@@ -13,13 +13,13 @@ from sgsbatch.config.loading import load_config
 from sgsbatch.config.validation import semantic_errors
 from sgsbatch.errors import ConfigError
 from sgsbatch.ops.plan import make_plan, plan_text
-from sgsbatch.round.examples import solver_examples, solver_group_metrics
+from sgsbatch.round.examples import Carry, family_groups, solver_examples, solver_group_metrics
 from sgsbatch.round.lifecycle import prepare_round
 from sgsbatch.round.projection import project, published
 from sgsbatch.round.results import round_inputs, round_results
 from sgsbatch.selection import rollout_draw
 from tests.unit.test_projection import KNOWN
-from tests.unit.test_round import TARGETS, _cfg, _round0, _run
+from tests.unit.test_round import TARGETS, A, C, D, _cfg, _round0, _run
 
 IDS = [f"p{i:02d}" for i in range(10)]
 
@@ -63,6 +63,43 @@ def test_dapo_trains_the_first_rollout_prompts_groups_its_dynamic_sampling_keeps
     assert len(examples) == 4 * (len(groups) + conjectures)
 
 
+def test_dapo_re_samples_until_its_batch_is_full_carrying_the_kept_groups_and_trains_what_it_has_at_the_cap(
+        tmp_path: Path) -> None:
+    """DAPO §3.2 as verl's DAPO trainer runs it: a generation batch whose kept groups (with those carried) fall
+    short of the batch trains nothing and the next one adds to them; the step trains the first N in order."""
+    h = _round0(tmp_path)
+    results = round_results(h.cfg, h.paths, 0)  # t0 all fail, t1 1 of 4, t2 2 of 4, t3 all pass; A, C, D kept
+    draw = ["t3", "t2", "t0", "t1"]
+    sets = ("solver.objective=dapo", "solver.rollout_prompts=3", "solver.rollout_oversample=2")
+    cfg = _cfg(tmp_path, *sets, "solver.rollout_max_gen_batches=3")
+    first = family_groups(cfg, results, draw, 0)  # 2 targets kept of 3 wanted, generation batch 1 of 3
+    assert first.groups == {} and solver_examples(cfg, h.paths, results, draw=draw) == []
+    assert first.pending == [(0, "t2"), (0, "t1"), *((0, k) for k in sorted((A, C, D)))]  # in order, conjectures last
+    assert first.metrics["solver/rollout_resampled"] == 1 and first.metrics["solver/rollout_kept"] == 2
+    assert first.metrics["solver/groups"] == 0 and first.metrics["solver/rollout_gen_batches"] == 1
+    carry = Carry(tuple((g, results[g[1]]) for g in first.pending), 1)
+    # the next round (the same weights) samples its own batch; here the same results stand for it
+    second = family_groups(cfg, results, draw, 1, carry)
+    targets = [g for g in second.groups if not g[1].startswith("c")]
+    assert targets == [(0, "t2"), (0, "t1"), (1, "t2")]  # the first 3 kept, the carried ones first
+    assert second.pending == [] and second.metrics["solver/rollout_resampled"] == 0
+    assert second.metrics["solver/rollout_unused"] == 1 and second.metrics["solver/rollout_short"] == 0
+    assert second.metrics["solver/rollout_gen_batches"] == 2 and second.metrics["solver/rollout_kept"] == 4
+    assert second.metrics["solver/dropped_groups/all_pass"] == 1  # this round's drops only
+    conjectures = len(second.groups) - 3
+    assert conjectures == 6  # every kept conjecture of both generation batches (not part of the batch)
+    examples = solver_examples(cfg, h.paths, results, draw=draw, r=1, carry=carry)
+    assert len(examples) == 4 * 9 and len({e.group for e in examples}) == 9
+    # at the cap the step trains what it has and counts the shortfall
+    capped = _cfg(tmp_path, *sets, "solver.rollout_prompts=5", "solver.rollout_max_gen_batches=2")
+    at_cap = family_groups(capped, results, draw, 1, carry)
+    assert at_cap.pending == [] and at_cap.metrics["solver/rollout_short"] == 1
+    assert [g for g in at_cap.groups if not g[1].startswith("c")] == [(0, "t2"), (0, "t1"), (1, "t2"), (1, "t1")]
+    # without re-sampling (the default 1) the first round trains what it kept, as before
+    once = family_groups(_cfg(tmp_path, *sets), results, draw, 0)
+    assert once.pending == [] and once.metrics["solver/rollout_short"] == 1 and "solver/rollout_resampled" not in once.metrics
+
+
 def test_the_rollout_keys_refuse_what_cannot_run(tmp_path: Path) -> None:
     def refused(*sets: str) -> str:
         with pytest.raises(ConfigError) as e:
@@ -75,6 +112,10 @@ def test_the_rollout_keys_refuse_what_cannot_run(tmp_path: Path) -> None:
     assert refused("solver.objective=dapo", "solver.rollout_prompts=4", "solver.rollout_oversample=0.5") == \
         "solver.rollout_oversample"
     assert refused("solver.rollout_prompts=-1") == "solver.rollout_prompts"
+    assert refused("solver.objective=grpo", "solver.rollout_prompts=4", "solver.rollout_max_gen_batches=3") == \
+        "solver.rollout_max_gen_batches"
+    assert refused("solver.objective=dapo", "solver.rollout_prompts=4", "solver.rollout_max_gen_batches=0") == \
+        "solver.rollout_max_gen_batches"
     assert refused("solver.objective=ei", "solver.rollout_prompts=4") == "solver.rollout_prompts"
     assert not semantic_errors(_cfg(tmp_path, "solver.objective=dapo", "solver.rollout_prompts=4",
                                     "solver.rollout_oversample=3"))
@@ -120,6 +161,12 @@ def test_dapos_over_sampled_draw_is_generated_but_only_its_batch_trained(tmp_pat
     assert solve.items == 100 and train.items == 40  # 25 x 4 generated, the batch's 10 x 4 trained
     assert p.rollout is not None and p.rollout.drawn == 25 and p.rollout.updates == 1
     assert "(25 drawn: DAPO's over-sampling)" in plan_text(make_plan(cfg, 100))
+    assert "re-sampling" not in plan_text(make_plan(cfg, 100)) and p.rollout.max_gen_batches == 1
+    again = load_config(Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml", [
+        *KNOWN, f"run.runs_dir={tmp_path}", "conjecturer.enabled=false", "solver.objective=dapo",
+        "solver.rollout_prompts=10", "solver.rollout_oversample=2.5", "solver.batch_size=40",
+        "solver.rollout_max_gen_batches=4"])
+    assert "a step short of 10 kept groups takes up to 4 generation batches" in plan_text(make_plan(again, 100))
     assert math.isclose(cfg.solver.rollout_draw(), 25)
 
 

@@ -26,6 +26,7 @@ from sgsbatch.backends.simulated_generation import (
     statement_of,
 )
 from sgsbatch.backends.simulated_trainer import simulated_train
+from sgsbatch.backends.train_steps import TrainStep
 from sgsbatch.backends.weights import stored_result
 from sgsbatch.config.schema import Config
 from sgsbatch.extraction import extract_conjecture, extract_proof
@@ -137,8 +138,13 @@ def test_simulated_trainer_publishes_a_checkpoint_with_real_counts(tmp_path: Pat
     settings = TrainSettings(lr=1e-6, betas=(0.9, 0.95), weight_decay=0.0, grad_clip=1.0, batch_size=8,
                              micro_batch_size=1, zero_stage=2, bf16=True, gradient_checkpointing=True, seed=3)
     out = tmp_path / "r0000" / "solver"
-    res = simulated_train("some/model", out, examples, settings, param_count=1000)
+    seen: list[TrainStep] = []
+    warm = dataclasses.replace(settings, warmup_steps=4, steps_before=1)
+    res = simulated_train("some/model", out, examples, warm, param_count=1000, on_step=seen.append)
     assert res.steps == 3 and res.sequences == 20 and res.tokens == sum(10 + i for i in range(20))
+    # every planned step is reported as the real trainer reports it: its sequences, tokens and LR (warm-up)
+    assert [(x.step, x.steps, x.sequences) for x in seen] == [(1, 3, 8), (2, 3, 8), (3, 3, 4)]
+    assert sum(x.tokens for x in seen) == res.tokens and [x.lr for x in seen] == [5e-7, 7.5e-7, 1e-6]
     assert is_complete(out) and stored_result(out) == res
     marker = read_marker(out)
     assert marker["simulated"] is True and marker["simulated_bytes"] == 2000
