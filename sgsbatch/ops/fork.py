@@ -9,7 +9,7 @@ first own round, 0-based as `resume --from-round` and the run directory's `round
 Refused, naming the keys and what to do: a child whose `data.*` (the targets) or `models.*` (round 0's
 weights, the KL reference) differ from the parent's, a child named like its parent, a trained role
 whose weights after round N-1 the parent's retention deleted, an Expert Iteration window (solver.ei_rounds)
-reaching into rounds the parent compacted. Every other key may differ.
+or DAPO's carried groups (solver.rollout_max_gen_batches) reaching into rounds the parent compacted. Every other key may differ.
 
 How (the parent is only read: its database opened read-only, its files linked, never written):
 
@@ -184,19 +184,33 @@ def prepare(child: Config, parent_run: str, n: int, command: str) -> Fork:
 
 
 def _require_window(parent: RunPaths, cfg: Config, n: int) -> None:
-    """Round n's training with Expert Iteration reads the token records of the `solver.ei_rounds` rounds up to
-    n: those the fork inherits must not have been compacted by the parent (round/compaction.py)."""
+    """Round n's training reads token records of earlier rounds with Expert Iteration (the `solver.ei_rounds`
+    rounds up to n) and with DAPO's re-sampling (the rounds whose kept groups round n - 1 carried to round n:
+    phases/train.rollout_file): those the fork inherits must not have been compacted by the parent
+    (round/compaction.py)."""
+    from sgsbatch.config.schema import WINDOW_SELECTIONS
+    from sgsbatch.phases.train import rollout_file
     from sgsbatch.round.compaction import is_compacted
+    from sgsbatch.run.shards import read_json
 
-    if not cfg.solver.train or cfg.solver.window_rounds() <= 1:
+    s = cfg.solver
+    if not s.train:
         return
-    gone = [k for k in range(max(0, n - cfg.solver.window_rounds() + 1), n) if is_compacted(parent, k)]
-    if gone:
-        raise InputError(f"round {n} of the fork trains on the token records of rounds {n - cfg.solver.window_rounds() + 1}"
-                         f"..{n} (Expert Iteration, solver.ei_rounds = {cfg.solver.ei_rounds}), but run {parent.name} "
-                         f"compacted round(s) {', '.join(map(str, gone))} (records.keep_sample_tokens = false); fork at "
-                         f"round {max(gone) + cfg.solver.window_rounds()} or later, where the window is whole (a trunk "
-                         f"meant for Expert Iteration forks: launch it with --set records.keep_sample_tokens=true)")
+    if s.selection_mode() in WINDOW_SELECTIONS and s.window_rounds() > 1:
+        gone = [k for k in range(max(0, n - s.window_rounds() + 1), n) if is_compacted(parent, k)]
+        if gone:
+            raise InputError(f"round {n} of the fork trains on the token records of rounds {n - s.window_rounds() + 1}"
+                             f"..{n} (Expert Iteration, solver.ei_rounds = {s.ei_rounds}), but run {parent.name} "
+                             f"compacted round(s) {', '.join(map(str, gone))} (records.keep_sample_tokens = false); fork at "
+                             f"round {max(gone) + s.window_rounds()} or later, where the window is whole (a trunk "
+                             f"meant for Expert Iteration forks: launch it with --set records.keep_sample_tokens=true)")
+    carried = rollout_file(parent, n - 1)
+    if s.resamples() and carried.is_file():
+        gone = sorted({int(k) for k, _ in read_json(carried)["pending"] if is_compacted(parent, int(k))})
+        if gone:
+            raise InputError(f"round {n} of the fork trains the groups DAPO's re-sampling carried from round(s) "
+                             f"{', '.join(map(str, gone))} of run {parent.name} ({carried}), whose token records it "
+                             f"compacted; fork at a round after one that trained (solver/rollout_resampled = 0)")
 
 
 def _records(changed: Sequence[str], old: dict[str, Any], new: dict[str, Any], n: int,

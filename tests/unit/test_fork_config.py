@@ -47,3 +47,28 @@ def test_an_expert_iteration_window_into_compacted_rounds_is_refused(tmp_path: P
         _require_window(parent, ei, 3)  # round 3 trains on rounds 1..3
     _require_window(parent, ei, 4)  # rounds 2..4: whole
     _require_window(parent, load_config(TINY, []), 2)  # no window: only round 2's own records
+
+
+def test_a_fork_after_a_re_sampling_round_needs_its_carried_groups_records(tmp_path: Path) -> None:
+    """DAPO's re-sampling: the fork's first round trains the groups the parent's round n - 1 carried
+    (rounds/rNNNN/train/rollout.json); their rounds must not be compacted. A round that trained carries none."""
+    import json
+
+    import pytest
+
+    from sgsbatch.errors import InputError
+    from sgsbatch.ops.fork import _require_window
+    from sgsbatch.run.paths import RunPaths
+
+    parent = RunPaths(tmp_path / "trunk")
+    for k in (0, 1, 2):
+        (parent.phase_dir(k, "train")).mkdir(parents=True)
+    (parent.round_dir(1) / "compacted").write_text("")
+    (parent.phase_dir(2, "train") / "rollout.json").write_text(json.dumps({"gen_batches": 2, "pending": [[1, "t1"], [2, "t4"]]}))
+    (parent.phase_dir(1, "train") / "rollout.json").write_text(json.dumps({"gen_batches": 1, "pending": []}))
+    dapo = load_config(TINY, ["conjecturer.enabled=false", "solver.objective=dapo", "solver.rollout_prompts=2",
+                              "solver.rollout_max_gen_batches=3"])
+    with pytest.raises(InputError, match=r"carried from round\(s\) 1 of run trunk .*compacted"):
+        _require_window(parent, dapo, 3)
+    _require_window(parent, dapo, 2)  # round 1 trained: nothing carried into round 2
+    _require_window(parent, load_config(TINY, []), 3)  # no re-sampling: round 3's own records only
