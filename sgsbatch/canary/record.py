@@ -26,6 +26,7 @@ from typing import Any
 
 from sgsbatch.config.schema import TINY_RANDOM, Config
 from sgsbatch.run import environment
+from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.run.shards import atomic_write_json
 
 DIR = ".canary"
@@ -107,14 +108,9 @@ def measured(runs_dir: str | Path, cfg: Config) -> dict[str, Any] | None:
     history with its `throughput_key`; None when there is none."""
     found = [r for r in [latest(runs_dir, cfg)] if r is not None and r.get("passed")]
     history, want = canary_dir(runs_dir) / HISTORY, throughput_key(cfg)
-    if history.is_file():
-        for line in history.read_text(encoding="utf-8").splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:  # a line cut short by a full disk: the others still count
-                continue
-            if isinstance(rec, dict) and rec.get("passed") and rec.get("throughput_key") == want:
-                found.append(rec)
+    for rec in read_jsonl(history, past_bad_lines=True):  # a line cut short by a full disk: the others count
+        if rec.get("passed") and rec.get("throughput_key") == want:
+            found.append(rec)
     return max(found, key=lambda r: float(r.get("time", 0.0)), default=None)
 
 

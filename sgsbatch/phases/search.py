@@ -19,7 +19,6 @@ the searches that had not finished. Not covered: the search itself, the environm
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -32,6 +31,7 @@ from sgsbatch.phases.sampling import generator_for
 from sgsbatch.phases.task import Task
 from sgsbatch.round.results import Problem, solve_problems
 from sgsbatch.run.attempts import attempts
+from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.run.progress import ProgressLine
 from sgsbatch.run.shards import append_json_line
 from sgsbatch.run.token_arrays import TokenArrays
@@ -70,18 +70,7 @@ def journal_path(task: Task) -> Path:
 
 def read_journal(path: Path) -> dict[str, dict[str, Any]]:
     """The finished searches of earlier attempts by key (a torn last line is ignored)."""
-    out: dict[str, dict[str, Any]] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").split("\n")
-    except FileNotFoundError:
-        return out
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # the torn tail of a killed writer (or an empty line)
-        out[row["key"]] = row
-    return out
+    return {row["key"]: row for row in read_jsonl(path, past_bad_lines=True)}  # a killed writer's torn tail skipped
 
 
 def search_row(o: Outcome) -> dict[str, Any]:

@@ -17,13 +17,13 @@ from sgsbatch.config.schema import Config
 from sgsbatch.review import Review, fill_failed
 from sgsbatch.round.compaction import token_count
 from sgsbatch.run.amendments import shards_at
+from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.quarantine import quarantined_in
 from sgsbatch.run.shards import (
     atomic_write_text,
     jsonl_text,
     read_json,
-    read_jsonl,
     read_phase,
     read_phase_arrays,
 )

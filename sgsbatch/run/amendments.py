@@ -27,6 +27,7 @@ from typing import Any
 
 from sgsbatch.config.loading import PROMPT_KEYS
 from sgsbatch.config.schema import SLURM_TABLES, Config
+from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import atomic_write_text
 
@@ -145,12 +146,7 @@ def read(paths: RunPaths) -> list[dict[str, Any]]:
     hit = _cache.get(path)
     if hit is not None and hit[0] == stamp:
         return hit[1]
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # never written by us (the file is replaced whole), but never fatal either
+    out = read_jsonl(path, past_bad_lines=True)  # never a bad line from us (it is replaced whole), never fatal
     _cache[path] = (stamp, out)
     return out
 

@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgsbatch.run.shards import Shard, read_jsonl
+from sgsbatch.run.jsonl import read_jsonl
+from sgsbatch.run.shards import Shard
 
 CRASHED, STOPPED, DONE = "crashed", "stopped", "done"
 

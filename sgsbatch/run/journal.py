@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from sgsbatch.run.jsonl import read_jsonl
+
 
 def journal_job(path: Path, record: dict[str, object]) -> None:
     """Append one submission to the round's job journal (what `sgsbatch rebuild` reads back)."""
@@ -29,15 +31,7 @@ def journal_job(path: Path, record: dict[str, object]) -> None:
 
 def read_journal(path: Path) -> list[dict[str, Any]]:
     """The job journal's records; a line torn by a crash is skipped."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
+    return read_jsonl(path, past_bad_lines=True)
 
 
 def task_of(job_id: str, shards: list[int] | tuple[int, ...], shard: int) -> str:

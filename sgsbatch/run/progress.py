@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import read_jsonl
 
 TRAIN_STEPS = "steps.jsonl"
 

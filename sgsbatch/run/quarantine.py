@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import (
     CorruptShard,
@@ -33,7 +34,6 @@ from sgsbatch.run.shards import (
     append_json_line,
     atomic_write_bytes,
     jsonl_text,
-    read_jsonl,
 )
 
 DIR = "quarantine"

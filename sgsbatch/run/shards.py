@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sgsbatch.errors import RunError
+from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.run.token_arrays import OFFSET, ArraysFile, RecordArrays, TokenArrays, append_block
 
 
@@ -112,22 +113,6 @@ def append_json_line(path: Path, record: dict[str, Any]) -> None:
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """All complete JSON lines; a torn last line (no newline, or not JSON) is skipped."""
-    if not path.exists():
-        return []
-    out: list[dict[str, Any]] = []
-    with path.open("r", encoding="utf-8") as f:
-        for line in f:
-            if not line.endswith("\n"):
-                break
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-    return out
 
 
 def jsonl_text(records: Iterable[dict[str, Any]]) -> str:

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from runlib import launch_args, outcome, sgsbatch, status  # noqa: E402
 
-from sgsbatch.run.shards import read_jsonl  # noqa: E402
+from sgsbatch.run.jsonl import read_jsonl  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SEARCH = ("run.executor=local", "run.rounds=2", "solver.mode=search")

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from runlib import launch_args, sgsbatch, status
 
-from sgsbatch.run.shards import read_jsonl
+from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.scheduling.slurm import job_name
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

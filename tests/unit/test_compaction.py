@@ -16,8 +16,9 @@ from pathlib import Path
 
 from sgsbatch.config.schema import Config
 from sgsbatch.round import compaction as C
+from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import Shard, read_jsonl
+from sgsbatch.run.shards import Shard
 
 
 def _cfg(**solver: object) -> Config:

@@ -20,8 +20,9 @@ from sgsbatch.backends.generation import EngineStats, Generation, Request, Sampl
 from sgsbatch.config.loading import load_config
 from sgsbatch.phases.sampling import request_for, sample_record, stream_items
 from sgsbatch.phases.task import Interrupted, Task
+from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import Shard, read_jsonl
+from sgsbatch.run.shards import Shard
 from sgsbatch.run.token_arrays import ArraysFile, RecordArrays
 
 REPO = Path(__file__).resolve().parents[2]

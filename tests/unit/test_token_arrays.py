@@ -25,7 +25,8 @@ from sgsbatch.round import compaction as C
 from sgsbatch.round.examples import solver_examples
 from sgsbatch.round.results import round_results
 from sgsbatch.run.handle import open_run_dir
-from sgsbatch.run.shards import Shard, read_jsonl, read_phase_arrays
+from sgsbatch.run.jsonl import read_jsonl
+from sgsbatch.run.shards import Shard, read_phase_arrays
 from sgsbatch.run.token_arrays import ALIGN, ArraysFile, RecordArrays, TokenArrays
 from sgsbatch.state.schema import Attempt, Conjecture, Metric, ReviewRow
 from tests.shardlib import FORMATS, split_arrays
