@@ -50,7 +50,7 @@ sequences, the sums of s and s^2, and the reference KL sum_t k_t (0 without a KL
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sgsbatch.backends.batches import GRPO_FAMILY, RATIO_OBJECTIVES, Example, TrainSettings, loss_scales
@@ -259,11 +259,17 @@ def example_loss(logits: Any, target: Any, ex: Example, scale: float, settings: 
 def step_loss(logps: Sequence[Any], examples: Sequence[Example], settings: TrainSettings) -> Any:
     """One optimizer step's loss from each example's current per-token logprobs (pure torch: the
     trainer's arithmetic without a model; tests and checks). Plain log-softmax logprobs only."""
+    return scaled_sum(examples, settings, lambda i: sequence_term(logps[i], logps[i], examples[i], settings))
+
+
+def scaled_sum(examples: Sequence[Example], settings: TrainSettings, term: Callable[[int], Any]) -> Any:
+    """The loss of one optimizer step holding all of `examples`: sum_i scale_i x term(i), with the
+    trainer's per-step scales (batches.loss_scales); tests and checks."""
     step = list(range(len(examples)))
     scales = loss_scales(examples, step, settings.objective, settings.batch_size)
     total: Any = 0.0
     for i in step:
-        total = total + scales[i] * sequence_term(logps[i], logps[i], examples[i], settings)
+        total = total + scales[i] * term(i)
     return total
 
 

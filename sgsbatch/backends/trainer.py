@@ -53,7 +53,7 @@ from sgsbatch.backends.batches import (
     rank_shares,
     step_lr,
 )
-from sgsbatch.backends.objectives import STATS, example_loss, result_stats
+from sgsbatch.backends.objectives import STATS, example_loss, result_stats, scaled_sum
 from sgsbatch.backends.optimizer_state import carry_in, save_state
 from sgsbatch.backends.reference import (
     autocast_for,
@@ -116,12 +116,7 @@ def batch_loss(model: Any, examples: Sequence[Example], objective: str, clip_max
                settings: TrainSettings | None = None) -> Any:
     """The loss of one optimizer step holding all of `examples` (pure torch; for tests and checks)."""
     settings = settings or TrainSettings(objective=objective, cispo_clip_max=clip_max)
-    step = list(range(len(examples)))
-    scales = loss_scales(examples, step, settings.objective, settings.batch_size)
-    total: Any = 0.0
-    for i in step:
-        total = total + _example_loss(model, examples[i], scales[i], settings)[0]
-    return total
+    return scaled_sum(examples, settings, lambda i: _example_loss(model, examples[i], 1.0, settings)[0])
 
 
 # ----------------------------------------------------------------------------- distributed

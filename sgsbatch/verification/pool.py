@@ -230,7 +230,16 @@ class _Slot:
     checker_dir: Path | None = None  # the checker's (read-only to it); no REPL can write it
     cgroup: Path | None = None  # the slot's cgroup (cgroups.py), kept across restarts; None where none
 
+    def close(self) -> None:
+        """End the slot's processes gracefully (each asked to exit, then killed), then `reset`."""
+        if self.repl is not None:
+            self.repl.close()
+        if self.checker is not None:
+            self.checker.close()
+        self.reset()
+
     def reset(self) -> None:
+        """Kill the slot's processes and whatever is left in its cgroup; delete its directories."""
         if self.repl is not None:
             self.repl.kill()
         if self.checker is not None:
@@ -320,11 +329,7 @@ class ReplPool:
     def close(self) -> None:
         self._stop.set()
         for slot in self._slots:
-            if slot.repl is not None:
-                slot.repl.close()
-            if slot.checker is not None:
-                slot.checker.close()
-            slot.reset()
+            slot.close()
         if self._scratch_root is not None:
             shutil.rmtree(self._scratch_root, ignore_errors=True)
             self._scratch_root = None
@@ -549,11 +554,7 @@ class ReplPool:
             result = self._checker_result(slot, job.header, other_theorem, name, int(reply["env"]))
             return result.ok, result.reason or "accepted"
         finally:
-            if slot.repl is not None:
-                slot.repl.close()
-            if slot.checker is not None:
-                slot.checker.close()
-            slot.reset()
+            slot.close()
 
     def _checker_result(self, slot: _Slot, header: str, theorem: str, name: str, env: int,
                         proof: str = "") -> RecheckResult:
