@@ -82,99 +82,142 @@ def run_supervised(run_dir: Path, r: int, phase: str, shard_index: int, *, max_r
     `stopping()` true (the driver was cancelled) ends the loop as INTERRUPTED: the worker's exit is
     never counted as a crash and no new worker starts.
     """
-    paths = RunPaths(run_dir)
-    shard = Shard(paths.phase_dir(r, phase), shard_index)
-    multi_node = on_slurm and int(os.environ.get("SLURM_NNODES", "1")) > 1
-    first = is_first_task(os.environ)
-    if first:
-        shard.dir.mkdir(parents=True, exist_ok=True)
-        shard.mark_started()
-        refusal = environment_refusal(paths, shard, r, phase)
-        if refusal is not None:
-            shard.mark_failed(refusal)
-            return FAILED
-    end = job_end_time() if on_slurm and first else None
-    child: list[subprocess.Popen[bytes]] = []
-    stop = {"usr2": False, "term": False}
+    task = _Supervisor(RunPaths(run_dir), r, phase, shard_index, max_retries=max_retries, on_slurm=on_slurm,
+                       stopping=stopping)
+    return task.run(install_signals)
 
-    def forward(sig: int, _frame: FrameType | None) -> None:
-        stop["usr2" if sig == signal.SIGUSR2 else "term"] = True
-        for c in child:
+
+class _Supervisor:
+    """One shard's task: `run` starts the worker until an attempt's outcome ends the task; `attempt` runs it
+    once and hands its end to the method of that outcome (`stopped`, `terminated`, `requeue`, `crashed`)."""
+
+    def __init__(self, paths: RunPaths, r: int, phase: str, shard_index: int, *, max_retries: int,
+                 on_slurm: bool, stopping: Callable[[], bool]) -> None:
+        self.paths, self.r, self.phase = paths, r, phase
+        self.shard = Shard(paths.phase_dir(r, phase), shard_index)
+        self.max_retries, self.on_slurm, self.stopping = max_retries, on_slurm, stopping
+        self.multi_node = on_slurm and int(os.environ.get("SLURM_NNODES", "1")) > 1
+        self.first = is_first_task(os.environ)  # task 0 keeps the shard's files and decides
+        self.end: float | None = None  # the job's end at its time limit (job_end_time)
+        self.child: list[subprocess.Popen[bytes]] = []
+        self.signalled = {"usr2": False, "term": False}
+
+    def forward(self, sig: int, _frame: FrameType | None) -> None:
+        """The signal handler: note the signal and pass it on to the worker."""
+        self.signalled["usr2" if sig == signal.SIGUSR2 else "term"] = True
+        for c in self.child:
             if c.poll() is None:
                 c.send_signal(sig)
 
-    if install_signals:
-        signal.signal(signal.SIGUSR2, forward)
-        signal.signal(signal.SIGTERM, forward)
-    while not shard.is_done():
-        if shard.failed_reason() is not None:
-            return FAILED
-        if stopping():
-            return INTERRUPTED
+    def run(self, install_signals: bool) -> str:
+        shard = self.shard
+        if self.first:
+            shard.dir.mkdir(parents=True, exist_ok=True)
+            shard.mark_started()
+            refusal = environment_refusal(self.paths, shard, self.r, self.phase)
+            if refusal is not None:
+                shard.mark_failed(refusal)
+                return FAILED
+        self.end = job_end_time() if self.on_slurm and self.first else None
+        if install_signals:
+            signal.signal(signal.SIGUSR2, self.forward)
+            signal.signal(signal.SIGTERM, self.forward)
+        while not shard.is_done():
+            if shard.failed_reason() is not None:
+                return FAILED
+            if self.stopping():
+                return INTERRUPTED
+            outcome = self.attempt()
+            if outcome is not None:
+                return outcome
+        return DONE
+
+    def attempt(self) -> str | None:
+        """Start the worker once and judge how it ended: the task's outcome, or None to start it again."""
+        shard, first = self.shard, self.first
         k = start_attempt(shard, slurm_task() or "local") if first else 0
-        log = shard.attempt_log if first else shard.dir / f"shard_{shard_index:05d}.node{os.environ['SLURM_NODEID']}.log"
+        log = shard.attempt_log if first else shard.dir / f"shard_{shard.index:05d}.node{os.environ['SLURM_NODEID']}.log"
         with log.open("wb") as out:
-            child[:] = [subprocess.Popen(worker_command(run_dir, r, phase, shard_index),
-                                         stdout=out, stderr=subprocess.STDOUT, env=worker_env())]
+            self.child[:] = [subprocess.Popen(worker_command(self.paths.root, self.r, self.phase, shard.index),
+                                              stdout=out, stderr=subprocess.STDOUT, env=worker_env())]
             if first:
-                atomic_write_text(shard.pid_file, str(child[0].pid))
-            if stopping():  # cancelled while it started: it may have missed the group's SIGTERM
-                child[0].terminate()
-            rc = child[0].wait()
-        if on_slurm and rc in (-signal.SIGTERM, -signal.SIGKILL) and not stop["term"]:
+                atomic_write_text(shard.pid_file, str(self.child[0].pid))
+            if self.stopping():  # cancelled while it started: it may have missed the group's SIGTERM
+                self.child[0].terminate()
+            rc = self.child[0].wait()
+        if self.on_slurm and rc in (-signal.SIGTERM, -signal.SIGKILL) and not self.signalled["term"]:
             # a job-wide kill (cancel, requeue) signals every process of the job, the worker may die
             # first: give ours a moment to arrive, then look at the flags below (it is not a crash)
             time.sleep(5)
-        sys.stderr.write(_tail(log, 20000))
-
-        def ended(outcome: str, error: str = "", k: int = k, rc: int = rc) -> None:
-            if first:
-                end_attempt(shard, k, outcome, rc, error)
-
-        if stopping():
-            ended(STOPPED)
+        output = _tail(log, 20000)
+        sys.stderr.write(output)
+        if self.stopping():
+            self.ended(k, rc, STOPPED)
             return INTERRUPTED
-        if stop["term"]:
-            ended(STOPPED)
-            # Slurm's own kill at the time limit (the worker did not stop on the warning): count it
-            # like a requeue at the limit, so `watch` does not resume a shard that can never finish.
-            if on_slurm and first and at_time_limit(paths, phase, end):
-                _stop_at_time_limit(paths, shard, r, phase)
-            raise SystemExit(143)
+        if self.signalled["term"]:
+            self.terminated(k, rc)
         if not first:
             return DONE if rc == 0 else INTERRUPTED  # task 0 decides (its ranks see ours end)
         if rc == 0 and shard.is_done():
-            ended(ATTEMPT_DONE)
+            self.ended(k, rc, ATTEMPT_DONE)
             return DONE
         if rc == UPSTREAM_EXIT:
-            ended(STOPPED, error_line(_tail(log, 20000)))
+            self.ended(k, rc, STOPPED, error_line(output))
             return UPSTREAM
-        if rc == REQUEUE_EXIT or stop["usr2"]:
-            ended(STOPPED)
-            if not on_slurm:
-                return INTERRUPTED
-            if at_time_limit(paths, phase, end) and _stop_at_time_limit(paths, shard, r, phase):
-                return FAILED
-            requeue_self()
-        reason = crash_reason(rc, _tail(log, 20000))
-        disk = disk_full_reason(paths)
+        if rc == REQUEUE_EXIT or self.signalled["usr2"]:
+            return self.requeue(k, rc)
+        return self.crashed(k, rc, output)
+
+    def ended(self, k: int, rc: int, outcome: str, error: str = "") -> None:
+        """Record how attempt k ended (task 0 only: it keeps the shard's files)."""
+        if self.first:
+            end_attempt(self.shard, k, outcome, rc, error)
+
+    def terminated(self, k: int, rc: int) -> None:
+        """SIGTERM (a cancel, a preemption, the end of the time limit) after the worker ended: exit 143,
+        nothing counted; Slurm's own kill at the time limit (the worker did not stop on the warning) counts
+        like a requeue at the limit, so `watch` does not resume a shard that can never finish."""
+        self.ended(k, rc, STOPPED)
+        if self.on_slurm and self.first and at_time_limit(self.paths, self.phase, self.end):
+            _stop_at_time_limit(self.paths, self.shard, self.r, self.phase)
+        raise SystemExit(143)
+
+    def requeue(self, k: int, rc: int) -> str:
+        """The worker stopped on SIGUSR2 (REQUEUE_EXIT): locally INTERRUPTED; on Slurm FAILED at a second time
+        limit without progress, else the job is requeued (requeue_self does not return)."""
+        self.ended(k, rc, STOPPED)
+        if not self.on_slurm:
+            return INTERRUPTED
+        if at_time_limit(self.paths, self.phase, self.end) and _stop_at_time_limit(self.paths, self.shard, self.r,
+                                                                                    self.phase):
+            return FAILED
+        requeue_self()
+        raise AssertionError("requeue_self returned")
+
+    def crashed(self, k: int, rc: int, output: str) -> str | None:
+        """A crash: counted; FAILED (the shard's `.failed` marker written) past `max_retries` or at once on a
+        full disk; else None (start again; a multi-node job requeues itself so every node starts again)."""
+        shard = self.shard
+        reason = crash_reason(rc, output)
+        disk = disk_full_reason(self.paths)
         if disk is not None:  # retrying on a full disk only spends the retries: the shard fails, naming the disk
             reason = f"{reason}; {disk}"
         try:
-            ended(CRASHED, reason)
-            if disk is not None or shard.record_failure(reason, k) > max_retries:
-                shard.mark_failed(reason if disk is not None else
-                                  f"round {r} {phase} shard {shard_index} failed {max_retries + 1} times; last: {reason}")
+            self.ended(k, rc, CRASHED, reason)
+            if disk is not None or shard.record_failure(reason, k) > self.max_retries:
+                shard.mark_failed(reason if disk is not None else f"round {self.r} {self.phase} shard {shard.index} "
+                                  f"failed {self.max_retries + 1} times; last: {reason}")
                 return FAILED
         except OSError as e:
             if not is_disk_full(e):
                 raise
             # nothing can be recorded: say it where the supervisor's output goes; `status` blames the disk
-            sys.stderr.write(f"sgsbatch supervisor: round {r} {phase} shard {shard_index}: {disk_full_message(e)}\n")
+            sys.stderr.write(f"sgsbatch supervisor: round {self.r} {self.phase} shard {shard.index}: "
+                             f"{disk_full_message(e)}\n")
             return FAILED
-        if multi_node:
+        if self.multi_node:
             requeue_self()  # every node starts its ranks again, on a fresh rendezvous port
-    return DONE
+        return None
 
 
 def disk_full_reason(paths: RunPaths) -> str | None:
