@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sgsbatch.backends.generation import Generation, Generator, Request, Sample, derive_seed, make_generator
+from sgsbatch.backends.engines import make_generator
+from sgsbatch.backends.generation import Generation, Generator, Request, Sample, derive_seed
 from sgsbatch.config.schema import Config
 from sgsbatch.extraction import Extraction
 from sgsbatch.phases.task import Interrupted, Task

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from sgsbatch.backends.engines import make_generator
 from sgsbatch.backends.generation import (
     Generation,
     Request,
-    TransformersGenerator,
     completion_budget,
     derive_seed,
-    make_generator,
 )
+from sgsbatch.backends.transformers_engine import TransformersGenerator
 
 M1 = [{"role": "user", "content": "Prove: theorem t (x : ℝ) : x ^ 2 ≥ 0 := by"}]
 M2 = [{"role": "user", "content": "Propose a lemma about ℕ."}]

@@ -32,7 +32,7 @@ def test_corpus_is_deterministic(targets: list[tuple[str, str, str]]) -> None:
 
 def test_warm_up_makes_extraction_succeed(tiny_dir: Path, tmp_path: Path,
                                           targets: list[tuple[str, str, str]]) -> None:
-    from sgsbatch.backends.generation import TransformersGenerator
+    from sgsbatch.backends.transformers_engine import TransformersGenerator
 
     train_targets, held_out = targets[: max(1, len(targets) - 10)], targets[-10:]
     pairs = warmup_examples("solver", train_targets, 128, seed=0)

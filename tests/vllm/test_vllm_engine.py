@@ -115,7 +115,7 @@ def test_max_model_len_caps_prompt_plus_completion(fp32: Any) -> None:
 
 def test_greedy_is_the_transformers_backends_greedy(fp32: Any, model_dir: Path) -> None:
     """Both engines in float32 on the same weights: the same argmax path token for token."""
-    from sgsbatch.backends.generation import TransformersGenerator
+    from sgsbatch.backends.transformers_engine import TransformersGenerator
 
     hf = TransformersGenerator(model_dir, threads=1)
     v = fp32.generate(vllmlib.prompts(4), 1, seed=0, max_tokens=MAX_TOKENS, temperature=0.0)
