@@ -206,7 +206,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.hidden, args.layers, args.searches, args.max_expansions, args.repeats = 128, 2, 16, 4, 1
-    from sgsbatch.backends.engines import make_generator
+    from sgsbatch.phases.sampling import make_generator
 
     cfg = search_config(args)
     max_model_len = 2048

@@ -109,7 +109,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.hidden, args.layers, args.repeats = 128, 2, 1
-    from sgsbatch.backends.engines import make_generator
+    from sgsbatch.phases.sampling import make_generator
 
     max_model_len = 2048
     with tempfile.TemporaryDirectory() as tmp:

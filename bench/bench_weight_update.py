@@ -69,7 +69,7 @@ def perturbed_weights(model_dir: Path, out_dir: Path, scale: float, seed: int) -
 
 
 def start(model_dir: Path) -> tuple[Any, float]:
-    from sgsbatch.backends.engines import make_generator
+    from sgsbatch.phases.sampling import make_generator
 
     t0 = time.perf_counter()
     gen = make_generator("vllm", model_dir, seed=0, max_model_len=MAX_MODEL_LEN, dtype="float32",

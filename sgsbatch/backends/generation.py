@@ -31,7 +31,7 @@ Semantics shared by both backends:
   generated tokens, seconds spent in `step()`.
 
 The engines: backends/transformers_engine.py and backends/vllm_engine.py (this module holds the interface and
-the helpers both use); `backends/engines.make_generator` makes one by name.
+the helpers both use); phases/sampling.make_generator makes one by name.
 Not covered here: vLLM on a GPU (its CUDA kernels, memory share, tensor parallelism: tests/gpu); vLLM
 itself runs in tests/vllm on its CPU build (the GPU lock's release), in CI.
 """

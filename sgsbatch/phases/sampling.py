@@ -25,8 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sgsbatch.backends.engines import make_generator
-from sgsbatch.backends.generation import Generation, Generator, Request, Sample, derive_seed
+from sgsbatch.backends.generation import BACKENDS, Generation, Generator, Request, Sample, derive_seed
 from sgsbatch.config.schema import Config
 from sgsbatch.extraction import Extraction
 from sgsbatch.phases.task import Interrupted, Task
@@ -188,3 +187,18 @@ def stream_items(
             gen.close()
         meta.update(gen.stats.as_dict(), max_in_flight=width)
     task.shard.finish([done[requests[id(it)].key] for it in mine], meta)
+
+
+def make_generator(backend: str, model_dir: Path, **kw: Any) -> Generator:
+    """The generator for `backend` ("transformers" or "vllm"); extra keywords go to its constructor."""
+    if backend == "transformers":
+        from sgsbatch.backends.transformers_engine import (
+            TransformersGenerator,  # heavy imports only when used
+        )
+
+        return TransformersGenerator(model_dir, **kw)
+    if backend == "vllm":
+        from sgsbatch.backends.vllm_engine import VllmGenerator
+
+        return VllmGenerator(model_dir, **kw)
+    raise ValueError(f"unknown generation backend {backend!r}; valid: {', '.join(BACKENDS)}")

@@ -64,8 +64,8 @@ def vllm_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def backends(vllm_model_dir: Path) -> Iterator[tuple[Any, Any]]:
-    from sgsbatch.backends.engines import make_generator
     from sgsbatch.backends.transformers_engine import TransformersGenerator
+    from sgsbatch.phases.sampling import make_generator
 
     # vLLM's worker processes must not be forked from a process that touched CUDA.
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
@@ -200,7 +200,7 @@ def test_tensor_parallel_engine_samples_like_one_gpu(vllm_model_dir: Path, backe
     why = multi_gpu_missing_reason(2)
     if why is not None:
         pytest.skip(why)
-    from sgsbatch.backends.engines import make_generator
+    from sgsbatch.phases.sampling import make_generator
 
     vllm_gen, hf_gen = backends
     one = vllm_gen.generate(PROMPTS, 1, seed=0, max_tokens=MAX_TOKENS, temperature=0.0)

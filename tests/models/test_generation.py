@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from sgsbatch.backends.engines import make_generator
 from sgsbatch.backends.generation import (
     Generation,
     Request,
@@ -16,6 +15,7 @@ from sgsbatch.backends.generation import (
     derive_seed,
 )
 from sgsbatch.backends.transformers_engine import TransformersGenerator
+from sgsbatch.phases.sampling import make_generator
 
 M1 = [{"role": "user", "content": "Prove: theorem t (x : ℝ) : x ^ 2 ≥ 0 := by"}]
 M2 = [{"role": "user", "content": "Propose a lemma about ℕ."}]

@@ -79,7 +79,7 @@ def build_model(out: Path) -> Path:
 @contextlib.contextmanager
 def engine(model_dir: Path, *, dtype: str = "float32", logprobs: str = "raw", seed: int = 0) -> Iterator[Any]:
     """A `VllmGenerator` on `model_dir`, shut down (its engine-core processes stopped) afterwards."""
-    from sgsbatch.backends.engines import make_generator
+    from sgsbatch.phases.sampling import make_generator
 
     gen: Any = make_generator("vllm", model_dir, gpu_memory_utilization=0.1, seed=seed, max_model_len=MAX_MODEL_LEN,
                               logprobs=logprobs, dtype=dtype, kv_cache_memory_bytes=KV_CACHE_BYTES,
