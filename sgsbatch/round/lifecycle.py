@@ -3,7 +3,8 @@
 `prepare_round` writes what a round starts from (`inputs.json`: the unsolved targets, the targets
 the Solver samples) before any of its jobs is submitted. `round_rows` derives everything a round
 adds to the database from its shard files, and `ingest_round` writes it (state/ingest.py: one
-transaction, idempotent). `finish_round` records checkpoints and train metrics, the headline
+transaction, idempotent). `finish_round` records (state/round_end.py, one transaction, the files read
+before it) checkpoints and train metrics, the headline
 cumulative solve rate and generations so far, the round's and its phases' start and end times
 (round/timing.py; `wall_s/round`), applies the weight retention policy, writes TensorBoard points
 with the alarms judged at the round's end (round/alarms.py; purge_step makes a repeated finish not
@@ -41,16 +42,12 @@ from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard, atomic_write_json, phase_wall_s, shards, unfinished
 from sgsbatch.selection import conjecture_seeds, ei_targets, rollout_draw, unsolved
-from sgsbatch.state.db import locked_retry
 from sgsbatch.state.ingest import RoundRows, ingest_rows, is_ingested
+from sgsbatch.state.round_end import RoundEnd, record_round_end
 from sgsbatch.state.schema import (
     Checkpoint,
     Metric,
-    Phase,
-    PhaseStatus,
     Round,
-    Run,
-    RunState,
     StoredProof,
 )
 from sgsbatch.verification.verdict import ERROR, TIMEOUT, VERIFIED
@@ -208,78 +205,48 @@ def generation_metrics(cfg: Config, paths: RunPaths, r: int) -> dict[str, float]
     return out
 
 
-@locked_retry
+def _train_metrics(train: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """The train job's results per role as the round's metrics (steps, sequences, loss, its statistics and the
+    examples' own from phases/train.prepare)."""
+    new: dict[str, float] = {}
+    for role, res in train.items():
+        new[M.train(role, "steps")] = res["steps"]
+        new[M.train(role, "sequences")] = res["sequences"]
+        new[M.train(role, "loss")] = res["mean_loss"]
+        if res.get("tokens"):  # results stored before these statistics existed have none
+            new[M.train_entropy(role)] = res["entropy"]
+            objective = res.get("objective")
+            if objective in RATIO_OBJECTIVES:
+                new[M.CISPO_CLIP_FRACTION] = res["clip_fraction"]
+                # clip sides: the GRPO family's; results stored before these statistics existed have none
+                new |= {M.train_ratio(role, k): res[f] for k, f in M.TRAIN_RATIO_STATS.items()
+                        if f in res and (objective in GRPO_FAMILY or not k.startswith(("clip_", "ref_")))}
+        if "reward_mean" in res:
+            new[M.reward_mean(role)] = res["reward_mean"]
+        new |= res.get("metrics", {})  # the examples' own (phases/train.prepare)
+    return new
+
+
 def _record(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> dict[str, float]:
-    with h.db.write() as s:
-        run = s.get(Run, h.run_id)
-        assert run is not None
-        last = r >= run.rounds - 1  # the database's count: `resume --set run.rounds=N` may have raised it
-        for role, res in train.items():
-            exists = s.exec(select(Checkpoint).where(Checkpoint.run_id == h.run_id, Checkpoint.round == r,
-                                                     Checkpoint.role == role)).first()
-            if exists is None:
-                s.add(Checkpoint(run_id=h.run_id, round=r, role=role, path=str(h.paths.checkpoint(r, role)),
-                                 steps=res["steps"], sequences=res["sequences"]))
-        solved = s.exec(select(func.count(func.distinct(StoredProof.problem_id))).where(
-            StoredProof.run_id == h.run_id)).one()
-        prev = s.exec(select(func.sum(Metric.value)).where(Metric.run_id == h.run_id, Metric.round < r,
-                                                           Metric.name == M.GENERATIONS_ROUND)).one() or 0.0
-        this = s.exec(select(Metric.value).where(Metric.run_id == h.run_id, Metric.round == r,
-                                                 Metric.name == M.GENERATIONS_ROUND)).first() or 0.0
-        new: dict[str, float] = {M.CUMULATIVE_SOLVE_RATE: solved / max(run.targets, 1), M.SOLVED_TARGETS: solved,
-                                 M.GENERATIONS_TOTAL: prev + this}
-        for role, res in train.items():
-            new[M.train(role, "steps")] = res["steps"]
-            new[M.train(role, "sequences")] = res["sequences"]
-            new[M.train(role, "loss")] = res["mean_loss"]
-            if res.get("tokens"):  # results stored before these statistics existed have none
-                new[M.train_entropy(role)] = res["entropy"]
-                objective = res.get("objective")
-                if objective in RATIO_OBJECTIVES:
-                    new[M.CISPO_CLIP_FRACTION] = res["clip_fraction"]
-                    # clip sides: the GRPO family's; results stored before these statistics existed have none
-                    new |= {M.train_ratio(role, k): res[f] for k, f in M.TRAIN_RATIO_STATS.items()
-                            if f in res and (objective in GRPO_FAMILY or not k.startswith(("clip_", "ref_")))}
-            if "reward_mean" in res:
-                new[M.reward_mean(role)] = res["reward_mean"]
-            new |= res.get("metrics", {})  # the examples' own (phases/train.prepare)
-        marker = Shard(h.paths.phase_dir(r, "train"), 0)  # done: ending a round again (resume, rebuild)
-        ended = float(marker.meta()["time"]) if marker.is_done() else time.time()
-        spans = round_spans(h.cfg, h.paths, r, train_end=ended)
-        if "train" in spans:
-            new[M.wall_s("train")] = ended - spans["train"][0]
-        started = min((start for start, _ in spans.values()), default=None)
-        if started is not None:
-            new[M.ROUND_WALL_S] = ended - started
-        have = set(s.exec(select(Metric.name).where(Metric.run_id == h.run_id, Metric.round == r)).all())
-        for k, v in new.items():
-            if k not in have:
-                s.add(Metric(run_id=h.run_id, round=r, name=k, value=float(v)))
-        rnd = s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == r)).one()
-        if rnd.state != "completed":  # ending a round again keeps its first completion time
-            rnd.completed_at = ended
-        if not rnd.started_at and started is not None:
-            rnd.started_at = started
-        rnd.state, rnd.generations = "completed", int(prev + this)
-        s.add(rnd)
-        if last:
-            run.state, run.message = RunState.completed, f"all {run.rounds} rounds completed"
-        elif s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == r + 1)).first() is None:
-            s.add(Round(run_id=h.run_id, index=r + 1, state="pending", unsolved=run.targets - solved))
-            nxt = h.at(r + 1)  # the next round's own config (a change of method from it on; a fork's first round)
-            for kind in nxt.phases_of_round(r + 1):
-                s.add(Phase(run_id=h.run_id, round=r + 1, kind=kind, shards=nxt.shard_count(kind)))
-        run.updated_at = time.time()
-        s.add(run)
-        s.flush()
-        rows = s.exec(select(Metric).where(Metric.run_id == h.run_id, Metric.round == r)).all()
-        metrics = {m.name: m.value for m in rows}
-        for phase in s.exec(select(Phase).where(Phase.run_id == h.run_id, Phase.round == r)).all():
-            phase.status, phase.wall_s = PhaseStatus.completed, metrics.get(M.wall_s(phase.kind), 0.0)
-            start, end = spans.get(phase.kind, (0.0, 0.0))
-            phase.started_at, phase.completed_at = start, end or 0.0
-            s.add(phase)
-        return metrics
+    """Round r's end in the database (state/round_end.py), from its files read first."""
+    marker = Shard(h.paths.phase_dir(r, "train"), 0)  # done: ending a round again (resume, rebuild)
+    ended = float(marker.meta()["time"]) if marker.is_done() else time.time()
+    spans = round_spans(h.cfg, h.paths, r, train_end=ended)
+    metrics = _train_metrics(train)
+    if "train" in spans:
+        metrics[M.wall_s("train")] = ended - spans["train"][0]
+    started = min((start for start, _ in spans.values()), default=None)
+    if started is not None:
+        metrics[M.ROUND_WALL_S] = ended - started
+    nxt = h.at(r + 1)  # the next round's own config (a change of method from it on; a fork's first round)
+    end = RoundEnd(round=r, checkpoints=[(role, str(h.paths.checkpoint(r, role)), res["steps"], res["sequences"])
+                                         for role, res in train.items()],
+                   metrics=metrics, ended=ended, started=started, spans=spans,
+                   wall_metric=M.wall_s,
+                   next_phases=[(kind, nxt.shard_count(kind)) for kind in nxt.phases_of_round(r + 1)],
+                   solved_rate=M.CUMULATIVE_SOLVE_RATE, solved_targets=M.SOLVED_TARGETS,
+                   generations_total=M.GENERATIONS_TOTAL, generations_round=M.GENERATIONS_ROUND)
+    return record_round_end(h.db, h.run_id, end)
 
 
 def finish_round(h: RunHandle, r: int, train: dict[str, dict[str, Any]]) -> None:
