@@ -25,6 +25,7 @@ from sgsbatch.errors import ConfigError
 SMOKE_TARGETS = 12  # the embedded set whole: smoke runs share tiny.toml's tiny-random models (init cache key)
 SMOKE_MAX_TOKENS = 96
 SMOKE_EXPANSIONS = 12  # a search Solver's budget per search (solver.mode = "search")
+SMOKE_GEN_BATCHES = 2  # DAPO: generation batches a rollout step may take (the smoke run's 2 rounds)
 
 
 def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Config:
@@ -62,7 +63,11 @@ def smoke_config(cfg: Config, config_path: Path, overrides: Sequence[str]) -> Co
         data=r(cfg.data, source=source, format="auto", limit=SMOKE_TARGETS),
         models=r(cfg.models, solver=TINY_RANDOM, conjecturer=TINY_RANDOM, guide=TINY_RANDOM),
         generation=r(cfg.generation, backend="transformers", threads=1, max_in_flight=4),
-        solver=r(cfg.solver, max_tokens=SMOKE_MAX_TOKENS, batch_size=min(cfg.solver.batch_size, 8)),
+        solver=r(cfg.solver, max_tokens=SMOKE_MAX_TOKENS, batch_size=min(cfg.solver.batch_size, 8),
+                 # DAPO's re-sampling within the smoke run's rounds: its last round trains what it has
+                 rollout_max_gen_batches=(cfg.solver.rollout_max_gen_batches
+                                          if "solver.rollout_max_gen_batches" in explicit
+                                          else min(cfg.solver.rollout_max_gen_batches, SMOKE_GEN_BATCHES))),
         conjecturer=r(cfg.conjecturer, max_tokens=SMOKE_MAX_TOKENS, batch_size=min(cfg.conjecturer.batch_size, 8)),
         guide=r(cfg.guide, max_tokens=SMOKE_MAX_TOKENS),  # the reference tags take ~50 tiny tokens
         search=r(cfg.search, lean_processes=1, concurrent=min(cfg.search.concurrent, 8),

@@ -174,3 +174,18 @@ def test_every_target_every_round_without_a_rollout_batch(tmp_path: Path) -> Non
     cfg = load_config(Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml", [*KNOWN, f"run.runs_dir={tmp_path}"])
     p = project(cfg, 100, published(cfg))
     assert p.rollout is None and p.sampled == 100 and "rollout steps" not in plan_text(make_plan(cfg, 100))
+
+
+def test_a_smoke_run_of_dapo_re_samples_within_its_rounds(tmp_path: Path) -> None:
+    """`launch jobs/dapo.toml --smoke`: 12 targets can never fill a batch of 512, so at verl's 10 generation
+    batches a step no round of the 2-round smoke run would train; the smoke run allows 2 (its last round trains
+    what it has), unless the key is set."""
+    from sgsbatch.config.smoke import smoke_config
+
+    dapo = Path(__file__).resolve().parents[2] / "jobs" / "dapo.toml"
+    sim = "verification.backend=simulated"  # no Lean here: said, as a smoke run needs it said
+    cfg = load_config(dapo, [f"run.runs_dir={tmp_path}", sim])
+    assert cfg.solver.rollout_max_gen_batches == 10  # the recipe's
+    assert smoke_config(cfg, dapo, [sim]).solver.rollout_max_gen_batches == 2
+    own = load_config(dapo, [f"run.runs_dir={tmp_path}", sim, "solver.rollout_max_gen_batches=3"])
+    assert smoke_config(own, dapo, [sim, "solver.rollout_max_gen_batches=3"]).solver.rollout_max_gen_batches == 3
