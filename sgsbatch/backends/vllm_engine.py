@@ -105,6 +105,24 @@ class VllmGenerator(_Engine):
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()
 
+    def update_weights(self, model_dir: Path) -> float:
+        """Load `model_dir`'s weights (a checkpoint of the same architecture) into the running engine, in
+        place: every worker's `reload_weights` from the files, then the prefix cache reset (KV blocks
+        computed under the old weights must not be reused: without it a prompt seen before samples as
+        under the old weights). Returns the seconds taken. The engine must be idle. What a job that keeps
+        one engine across rollout steps does instead of starting a new one (docs/engines.md, "Design
+        input: rollout regime": 22x less than a fresh engine on the CPU build); on GPUs the same call
+        reads the files the trainer wrote."""
+        import time
+
+        if self.in_flight():
+            raise RuntimeError(f"update_weights needs an idle engine; {self.in_flight()} requests in flight")
+        t0 = time.perf_counter()
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(model_dir)})
+        if not self.llm.reset_prefix_cache():
+            raise RuntimeError("vLLM did not reset its prefix cache after the weight update")
+        return time.perf_counter() - t0
+
     def abort(self) -> None:
         if self._requests:
             self.engine.abort_request(list(self._requests))

@@ -323,3 +323,39 @@ def test_an_interrupted_window_resumes_to_identical_records(fp32: Any, tmp_path:
     _stream(again, fp32)
     assert _records(again) == _records(ref)
     assert again.shard.meta()["prompts"] == len(ITEMS) - logged  # only the unfinished items reached the engine
+
+
+def test_weights_updated_in_place_sample_as_a_fresh_engine_on_them(model_dir: Path, tmp_path: Path) -> None:
+    """`VllmGenerator.update_weights`: the running engine takes a new checkpoint's weights (every parameter
+    moved) and then samples, seeded, token for token what a fresh engine on that checkpoint samples; the
+    prompts were seen before the update, so a stale prefix cache would show. Back to the first weights, it
+    samples as before."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    moved = tmp_path / "moved"
+    shutil.copytree(model_dir, moved)
+    for f in moved.glob("*.safetensors"):
+        f.unlink()
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.5 * (float(p.std()) if p.numel() > 1 else 1.0))
+    model.save_pretrained(str(moved))
+
+    def tokens(gen: Any) -> list[list[int]]:
+        out = gen.generate(vllmlib.prompts(3), 2, seed=11, max_tokens=MAX_TOKENS, temperature=1.0)
+        return [s.token_ids for g in out for s in g.samples]
+
+    with vllmlib.engine(moved) as fresh:
+        want = tokens(fresh)
+    with vllmlib.engine(model_dir) as gen:
+        before = tokens(gen)
+        assert before != want  # the moved weights sample differently
+        assert gen.update_weights(moved) >= 0.0
+        assert tokens(gen) == want
+        gen.update_weights(model_dir)
+        assert tokens(gen) == before
