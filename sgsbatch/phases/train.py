@@ -122,10 +122,9 @@ def carried(cfg: Config, paths: RunPaths, r: int) -> Carry:
     """The groups round r's rollout step carries from the rounds before it (DAPO's re-sampling: round r - 1's
     `rollout_file` with groups pending), with their results read from those rounds' files (compaction keeps
     them: `solver.window_rounds`). Nothing without re-sampling, in round 0, or after a round that trained."""
-    path = rollout_file(paths, r - 1)
-    if not cfg.solver.resamples() or r == 0 or not path.is_file():
+    if r == 0 or not cfg.solver.resamples() or not rollout_file(paths, r - 1).is_file():
         return Carry()
-    state = read_json(path)
+    state = read_json(rollout_file(paths, r - 1))
     if not state["pending"]:
         return Carry()
     rounds: dict[int, dict[str, ProblemResult]] = {}

@@ -190,19 +190,15 @@ def family_groups(cfg: Config, results: dict[str, ProblemResult], draw: Sequence
     metrics: dict[str, float] = {}
     if dapo:
         metrics |= {M.dropped_groups("all_pass"): float(all_pass), M.dropped_groups("all_fail"): float(all_fail)}
+    # short of the batch before the cap: nothing trained, every kept group carried to the next round
+    resample = s.resamples() and len(in_batch) < s.rollout_prompts and gen_batches < s.rollout_max_gen_batches
     if s.resamples():
-        metrics |= {M.SOLVER_ROLLOUT_GEN_BATCHES: float(gen_batches), M.SOLVER_ROLLOUT_KEPT: float(len(in_batch))}
-        if len(in_batch) < s.rollout_prompts and gen_batches < s.rollout_max_gen_batches:
-            metrics |= {M.SOLVER_ROLLOUT_RESAMPLED: 1.0, M.SOLVER_GROUPS: 0.0, M.SOLVER_ZERO_STD_GROUPS: 0.0,
-                        M.SOLVER_OVERLONG_SHAPED: 0.0}
-            if _filters_overlong(cfg):
-                metrics[M.SOLVER_OVERLONG_FILTERED] = 0.0
-            return FamilyGroups({}, metrics, [g for g, _, _ in kept])
-        metrics[M.SOLVER_ROLLOUT_RESAMPLED] = 0.0
+        metrics |= {M.SOLVER_ROLLOUT_GEN_BATCHES: float(gen_batches), M.SOLVER_ROLLOUT_KEPT: float(len(in_batch)),
+                    M.SOLVER_ROLLOUT_RESAMPLED: float(resample)}
     trained = set(in_batch[:s.rollout_prompts]) if position else None
     groups: dict[Group, tuple[ProblemResult, list[float]]] = {}
     shaped = 0
-    for group, res, correct in kept:
+    for group, res, correct in [] if resample else kept:
         if trained is not None and res.problem.is_target and group not in trained:
             continue  # the batch is full: generated, not trained
         lengths = [token_count(x) for x in res.samples]
@@ -219,10 +215,10 @@ def family_groups(cfg: Config, results: dict[str, ProblemResult], draw: Sequence
         if _filters_overlong(cfg):
             metrics[M.SOLVER_OVERLONG_FILTERED] = float(sum(1 for res, _ in groups.values() for x in res.samples
                                                             if x["finish_reason"] == "length"))
-    if position:
+    if position and not resample:
         metrics |= {M.SOLVER_ROLLOUT_SHORT: float(max(0, s.rollout_prompts - len(in_batch))),
                     M.SOLVER_ROLLOUT_UNUSED: float(max(0, len(in_batch) - s.rollout_prompts))}
-    return FamilyGroups(groups, metrics, [])
+    return FamilyGroups(groups, metrics, [g for g, _, _ in kept] if resample else [])
 
 
 def _correct(cfg: Config, res: ProblemResult) -> list[bool]:

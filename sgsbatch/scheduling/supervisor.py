@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 from sgsbatch.errors import disk_full_message, is_disk_full
 from sgsbatch.phases.task import REQUEUE_EXIT, UPSTREAM_EXIT
@@ -192,7 +193,6 @@ class _Supervisor:
                                                                                     self.phase):
             return FAILED
         requeue_self()
-        raise AssertionError("requeue_self returned")
 
     def crashed(self, k: int, rc: int, output: str) -> str | None:
         """A crash: counted; FAILED (the shard's `.failed` marker written) past `max_retries` or at once on a
@@ -345,7 +345,7 @@ def slurm_task() -> str:
     return os.environ.get("SLURM_JOB_ID", "")
 
 
-def requeue_self() -> None:
+def requeue_self() -> NoReturn:
     """Ask Slurm to requeue this job (array task), then wait to be killed by the requeue."""
     subprocess.run(["scontrol", "requeue", slurm_task()], capture_output=True, timeout=60)
     deadline = time.time() + 300
