@@ -49,7 +49,8 @@ def simulated_train(model: Path | str, out_dir: Path, examples: Sequence[Example
     for k, step in enumerate(steps, start=1):
         if on_step is not None:
             on_step(TrainStep(step=k, steps=len(steps), loss=0.0, step_s=0.0, sequences=len(step),
-                              tokens=sum(len(examples[i].completion_ids) for i in step), lr=step_lr(settings, k)))
+                              tokens=sum(len(examples[i].completion_ids) for i in step), lr=step_lr(settings, k),
+                              simulated=True))
     result = TrainResult(steps=len(steps), sequences=len(examples), target_tokens=tokens, mean_loss=0.0,
                          tokens=tokens, objective=settings.objective)
     tmp = staging_dir(out_dir)

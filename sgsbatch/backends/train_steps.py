@@ -47,6 +47,7 @@ class TrainStep:
     ratio_std: float | None = None  # their standard deviation (the spread of the importance ratio)
     sampler_kl: float | None = None  # per token, sum_t (r - 1 - log r) / tokens: KL(sampler || policy)
     ref_kl: float | None = None  # the reference-policy KL per token, when the objective has one
+    simulated: bool = False  # reported by the SIMULATED trainer (backends/simulated_trainer.py): nothing trained
 
 
 def step_report(step: int, steps: int, loss: float, stats: Sequence[float], sequences: int, step_s: float,

@@ -148,6 +148,7 @@ def train_ratio(role: str, what: str) -> str:
 # -- per optimizer step (round/step_metrics.py writes them at the round's end; x = the role's global step)
 TRAIN_STEP_PREFIX = "train_step/"
 TRAIN_STEPS_DIR = "train_steps"  # the `tb/` subdirectory, one TensorBoard run per role: tb/train_steps/<role>/
+TRAIN_STEP_LABELS = "train_step/labels"  # a text on a role's steps run: SIMULATED steps say so
 # name under train_step/<role>/ -> the field of a steps.jsonl record (backends/train_steps.TrainStep)
 TRAIN_STEP_STATS = {"loss": "loss", "clip_fraction": "clip_fraction", "clip_fraction_low": "clip_fraction_low",
                     "clip_fraction_high": "clip_fraction_high", "ratio_mean": "ratio_mean", "ratio_std": "ratio_std",

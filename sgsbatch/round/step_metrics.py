@@ -18,7 +18,8 @@ purge_step = the round's first global step (as round/metrics.write_tensorboard d
 reader that loaded an earlier copy drops it (a TensorBoard already running shows a replaced file after
 a restart). The price: the curves of a round appear when it ends; while it trains, `status` and the
 train log show each step. A value that does not apply (None in the record: e.g. clip fractions of
-REINFORCE) is not written. Not covered: the simulated trainer (it records no steps), runs whose
+REINFORCE) is not written. Steps the SIMULATED trainer reported (a rehearsal: counts and LR, loss 0,
+nothing trained) are written with a `train_step/labels` text saying so. Not covered: runs whose
 `steps.jsonl` predates these statistics (only the fields they hold are written).
 """
 
@@ -89,6 +90,9 @@ def write_round_steps(tb_dir: Path, paths: RunPaths, r: int, before: Mapping[str
         shutil.rmtree(tmp, ignore_errors=True)
         # purge_step too: a reader that had loaded an earlier copy drops its points from the first step on
         with SummaryWriter(str(tmp), purge_step=offset + 1) as w:
+            if any(rec.get("simulated") for rec in records):
+                w.add_text(M.TRAIN_STEP_LABELS, "SIMULATED trainer: nothing trained (step counts and LR; loss 0)",
+                           offset + 1)
             for rec in records:
                 for name, value in step_scalars(role, r, rec).items():
                     w.add_scalar(name, value, offset + int(rec["step"]))

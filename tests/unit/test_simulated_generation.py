@@ -145,6 +145,7 @@ def test_simulated_trainer_publishes_a_checkpoint_with_real_counts(tmp_path: Pat
     # every planned step is reported as the real trainer reports it: its sequences, tokens and LR (warm-up)
     assert [(x.step, x.steps, x.sequences) for x in seen] == [(1, 3, 8), (2, 3, 8), (3, 3, 4)]
     assert sum(x.tokens for x in seen) == res.tokens and [x.lr for x in seen] == [5e-7, 7.5e-7, 1e-6]
+    assert all(x.simulated for x in seen)  # named so: TensorBoard's train_step run gets a SIMULATED label
     assert is_complete(out) and stored_result(out) == res
     marker = read_marker(out)
     assert marker["simulated"] is True and marker["simulated_bytes"] == 2000

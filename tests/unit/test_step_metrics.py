@@ -97,3 +97,22 @@ def test_one_file_per_round_in_step_order_whatever_order_they_are_written(tmp_pa
                                                      "events.out.tfevents.000000000003.r000001"]
     assert _scalars(run)[M.train_step("solver", "loss")] == [(1, 1.0), (2, 2.0), (3, 11.0), (4, 12.0), (5, 13.0)]
     assert not list((paths.phase_dir(0, "train")).glob(".train_steps_tb_*"))  # the temporary directory is gone
+
+
+def test_steps_of_the_simulated_trainer_are_labelled_so(tmp_path: Path) -> None:
+    """A rehearsal's steps (the SIMULATED trainer's records) get a `train_step/labels` text; real ones none."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from sgsbatch.round.step_metrics import write_round_steps
+
+    paths = RunPaths(tmp_path / "run")
+    record_train_step(train_steps_file(paths, 0), _step("solver", 1, 1, 0.0, simulated=True))
+    record_train_step(train_steps_file(paths, 0), _step("conjecturer", 1, 1, 0.5))
+    write_round_steps(paths.tb, paths, 0, {})
+
+    def labels(role: str) -> list[str]:
+        acc = EventAccumulator(str(role_tb_dir(paths.tb, role)))
+        acc.Reload()
+        return [t for t in acc.Tags()["tensors"] if t.startswith(M.TRAIN_STEP_LABELS)]
+
+    assert labels("solver") and not labels("conjecturer")
