@@ -40,6 +40,7 @@ from sgsbatch.backends.trainer import TrainingInterrupted, TrainStep, train
 from sgsbatch.backends.weights import stored_result
 from sgsbatch.config.schema import Config
 from sgsbatch.phases.task import Interrupted, Task
+from sgsbatch.round import metrics as M
 from sgsbatch.round.checkpoints import optimizer_state_for, weights_for
 from sgsbatch.round.examples import Carry, conjecturer_examples, family_groups, solver_examples
 from sgsbatch.round.results import ProblemResult, round_inputs, round_results
@@ -121,8 +122,13 @@ def rollout_file(paths: RunPaths, r: int) -> Path:
 def carried(cfg: Config, paths: RunPaths, r: int) -> Carry:
     """The groups round r's rollout step carries from the rounds before it (DAPO's re-sampling: round r - 1's
     `rollout_file` with groups pending), with their results read from those rounds' files (compaction keeps
-    them: `solver.window_rounds`). Nothing without re-sampling, in round 0, or after a round that trained."""
-    if r == 0 or not cfg.solver.resamples() or not rollout_file(paths, r - 1).is_file():
+    them: `solver.window_rounds`). Nothing in round 0, or after a round that trained or did not re-sample.
+
+    Read whatever the config says now: a change of method that turns re-sampling off (`resume --set
+    solver.rollout_max_gen_batches=1`) still finds the groups its last generation batch left pending, so the
+    step they belong to trains them (the cap is then 1: that round trains what it has), or, when the objective
+    is no longer one of the GRPO family's rollout steps, `prepare` counts them dropped."""
+    if r == 0 or not rollout_file(paths, r - 1).is_file():
         return Carry()
     state = read_json(rollout_file(paths, r - 1))
     if not state["pending"]:
@@ -134,6 +140,18 @@ def carried(cfg: Config, paths: RunPaths, r: int) -> Carry:
             rounds[rnd] = round_results(cfg, paths, int(rnd))
         groups.append(((int(rnd), str(key)), rounds[rnd][key]))
     return Carry(tuple(groups), int(state["gen_batches"]))
+
+
+def _carry_dropped(cfg: Config, r: int, carry: Carry) -> int:
+    """Groups an earlier round left pending that round r cannot train (its objective is no longer a GRPO family
+    rollout step: a change of method mid-step), said in its log and counted (`solver/rollout_dropped`); 0 when
+    there are none or round r trains them."""
+    if not carry.groups or (cfg.solver.objective in GRPO_FAMILY and cfg.solver.rollout_prompts > 0):
+        return 0
+    print(f"round {r}: {len(carry.groups)} groups left pending by DAPO's re-sampling are dropped: solver.objective "
+          f"{cfg.solver.objective!r} with solver.rollout_prompts {cfg.solver.rollout_prompts} trains no rollout "
+          f"step (solver/rollout_dropped)", flush=True)
+    return len(carry.groups)
 
 
 def prepared(task: Task) -> dict[str, dict[str, Any]] | None:
@@ -163,12 +181,17 @@ def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[t
         inputs = round_inputs(task.paths, r)
         unsolved = inputs["unsolved"] if cfg.solver.selection_mode() == "unsolved" else []
         draw, carry = inputs["solve_targets"], carried(cfg, task.paths, r)
+        dropped = _carry_dropped(cfg, r, carry)
+        if dropped:
+            carry = Carry()
         examples = solver_examples(cfg, task.paths, results, ei_stored, unsolved, draw, r, carry)
         save_examples(examples_file(task, "solver"), examples)
         meta["solver"] = {"examples": len(examples), STEPS_BEFORE: (steps_before or {}).get("solver", 0)}
+        if dropped:
+            meta["solver"]["metrics"] = {M.SOLVER_ROLLOUT_DROPPED: float(dropped)}
         if cfg.solver.objective in GRPO_FAMILY:  # the group counts, recorded with the round's metrics
             family = family_groups(cfg, results, draw, r, carry)
-            meta["solver"]["metrics"] = family.metrics
+            meta["solver"]["metrics"] = family.metrics | meta["solver"].get("metrics", {})
             if cfg.solver.resamples():
                 atomic_write_json(rollout_file(task.paths, r), {"gen_batches": carry.gen_batches + 1,
                                                                 "pending": family.pending})

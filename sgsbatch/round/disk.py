@@ -28,7 +28,9 @@ def disk_usage(cfg: Config, paths: RunPaths, rounds_completed: int) -> dict[str,
 
     Checkpoints by the retention rule; the database linearly per completed round; round directories
     by what a round costs once compacted (round/compaction.py: the mean of the compacted ones) for
-    all but the rounds still whole (the last one or two, larger until compacted), or linearly per
+    all but the rounds still whole (the last one or two, larger until compacted; as many as training reads,
+    `solver.window_rounds()`, plus the round running, at a whole round's mean size: Expert Iteration's window,
+    DAPO's re-sampling window, whichever holds more than now), or linearly per
     completed round while none is compacted (early, or `records.keep_sample_tokens`)."""
     ck_root = paths.checkpoints_dir()
     per_round = [tree_bytes(d) for d in sorted(ck_root.glob("r[0-9]*"))] if ck_root.exists() else []
@@ -47,7 +49,9 @@ def disk_usage(cfg: Config, paths: RunPaths, rounds_completed: int) -> dict[str,
     left = planned - rounds_completed
     if compacted:
         n_whole = len(round_dirs) - len(compacted)
-        rounds_end = whole + sum(compacted) / len(compacted) * max(planned - n_whole, len(compacted))
+        held = max(n_whole, min(planned, cfg.solver.window_rounds() + 1))  # the most ever whole at once
+        extra = (held - n_whole) * (whole / n_whole if n_whole else 0.0)
+        rounds_end = whole + extra + sum(compacted) / len(compacted) * max(planned - held, len(compacted))
     else:
         rounds_end = rounds_b + (rounds_b / rounds_completed * left if rounds_completed else 0.0)
     db_end = db + (db / rounds_completed * left if rounds_completed else 0.0)

@@ -123,6 +123,8 @@ SOLVER_ROLLOUT_UNUSED = "solver/rollout_unused"
 SOLVER_ROLLOUT_GEN_BATCHES = "solver/rollout_gen_batches"
 SOLVER_ROLLOUT_KEPT = "solver/rollout_kept"
 SOLVER_ROLLOUT_RESAMPLED = "solver/rollout_resampled"
+# groups an earlier round left pending that a change of method (an objective outside the family) cannot train
+SOLVER_ROLLOUT_DROPPED = "solver/rollout_dropped"
 # the trainer's statistics over the completion tokens it ran (TrainResult fields, backends/objectives.py)
 TRAIN_RATIO_STATS = {"clip_fraction_low": "clip_low_fraction", "clip_fraction_high": "clip_high_fraction",
                      "sampler_kl": "sampler_kl", "seq_ratio_mean": "seq_ratio_mean", "seq_ratio_std": "seq_ratio_std",

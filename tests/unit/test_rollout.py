@@ -189,3 +189,28 @@ def test_a_smoke_run_of_dapo_re_samples_within_its_rounds(tmp_path: Path) -> Non
     assert smoke_config(cfg, dapo, [sim]).solver.rollout_max_gen_batches == 2
     own = load_config(dapo, [f"run.runs_dir={tmp_path}", sim, "solver.rollout_max_gen_batches=3"])
     assert smoke_config(own, dapo, [sim, "solver.rollout_max_gen_batches=3"]).solver.rollout_max_gen_batches == 3
+
+
+def test_groups_left_pending_are_trained_after_re_sampling_is_turned_off_or_counted_dropped(tmp_path: Path) -> None:
+    """A change of method mid-step never loses pending groups silently: with re-sampling turned off the next
+    round still carries them (its cap is 1: it trains what it has, carried first); with an objective that trains
+    no rollout step they are counted in `solver/rollout_dropped`."""
+    from sgsbatch.phases.train import _carry_dropped, carried, rollout_file
+    from sgsbatch.run.shards import atomic_write_json
+
+    h = _round0(tmp_path)
+    results = round_results(h.cfg, h.paths, 0)
+    draw = ["t3", "t2", "t0", "t1"]
+    sets = ("solver.objective=dapo", "solver.rollout_prompts=3", "solver.rollout_oversample=2")
+    rollout_file(h.paths, 0).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(rollout_file(h.paths, 0), {"gen_batches": 1, "pending": [[0, "t2"], [0, "t1"]]})
+    off = _cfg(tmp_path, *sets)  # rollout_max_gen_batches back to 1
+    carry = carried(off, h.paths, 1)
+    assert [g for g, _ in carry.groups] == [(0, "t2"), (0, "t1")] and carry.gen_batches == 1
+    assert _carry_dropped(off, 1, carry) == 0
+    step = family_groups(off, results, draw, 1, carry)
+    assert [g for g in step.groups if not g[1].startswith("c")] == [(0, "t2"), (0, "t1"), (1, "t2")]
+    assert step.pending == []
+    reinforce = _cfg(tmp_path, "solver.objective=reinforce")
+    assert _carry_dropped(reinforce, 1, carried(reinforce, h.paths, 1)) == 2
+    assert _carry_dropped(reinforce, 1, carried(reinforce, h.paths, 2)) == 0  # round 1 left no file

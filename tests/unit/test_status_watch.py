@@ -254,3 +254,27 @@ def test_watch_writes_live_alarms_to_tensorboard_when_they_change(tmp_path: Path
     assert [(e.step, e.value) for e in acc.Scalars("alerts/stuck_shards")] == [(0, 1.0), (0, 0.0)]
     assert [(e.step, e.value) for e in acc.Scalars("alerts/verify_error_rate")] == [(0, 0.0), (0, 0.0)]
     assert not list(h.paths.tb.glob("events.*"))  # the round's own points are the round end's
+
+
+def test_disk_projection_holds_a_re_sampling_window_of_whole_rounds(tmp_path: Path) -> None:
+    """DAPO's re-sampling keeps `solver.rollout_max_gen_batches` rounds uncompacted (their groups may be carried):
+    the projection counts that many whole rounds, not the two whole now."""
+    from sgsbatch.config.loading import load_config
+    from tests.runlib import TINY
+
+    h = recorded_run(tmp_path, "t", executor="local")
+    cfg = load_config(TINY, ["run.rounds=100", "solver.objective=dapo", "solver.rollout_prompts=4",
+                             "solver.rollout_max_gen_batches=10"])
+    assert cfg.solver.window_rounds() == 10
+    for r, size in enumerate((100, 100, 100, 5000, 5000)):
+        d = h.paths.round_dir(r) / "solve"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "shard_00000.jsonl").write_bytes(b"x" * size)
+        if r < 3:
+            (h.paths.round_dir(r) / "compacted").write_text("")
+    inputs = sum(f.stat().st_size for f in (h.paths.root / "rounds").rglob("inputs.json"))
+    du = disk_usage(cfg, h.paths, rounds_completed=4)
+    db = du["used_bytes"]["database"]
+    per_compacted = (300 + inputs) / 3
+    # 11 whole at most (10 read by training + the round running) at 5000 each, 89 compacted
+    assert du["projected_bytes"] == int(10000 + 9 * 5000 + per_compacted * 89 + db + db / 4 * 96)
