@@ -204,103 +204,144 @@ def train(
         if int(os.environ.get("RANK", "0")) == 0:
             carry_weights(model_dir, out_dir, result)
         return result
-    model_dir = resolve_weights(model_dir)
-    steps = plan_steps(examples, settings)
-    target_tokens = sum(len(ex.completion_ids) for ex in examples)
     if any(len(ex.prompt_ids) == 0 or len(ex.completion_ids) == 0 for ex in examples):
         raise ValueError("every example needs a non-empty prompt and completion")
-    import torch
-
-    on_gpu = torch.cuda.is_available()
-    if not on_gpu:
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")  # before the first `import deepspeed`
-    if settings.threads is not None:
-        torch.set_num_threads(settings.threads)
-    import deepspeed
-    import torch.distributed as dist
-
-    _init_distributed(on_gpu, collective_timeout_s)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(settings.seed)
-    device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
-    fp = fingerprint(model_dir, examples, settings)  # of the examples as given (scores are recomputed on resume)
-    mine = rank_examples(examples, steps, settings, rank, world) if needs_old(settings) or needs_ref(settings) else []
-    # the reference's logprobs first, its copy freed before the policy loads (backends/reference.py)
-    reference = resolve_weights(settings.kl_reference) if needs_ref(settings) and settings.kl_reference else None
-    if needs_ref(settings) and reference is None:
-        raise ValueError("kl_beta > 0 needs kl_reference (the reference policy's weights)")
-    shared_ref = reference is not None and needs_old(settings) and same_weights(reference, model_dir)
-    ref = reference_scores(reference, examples, mine, settings, device) if reference and not shared_ref else None
-    model = load_for_training(model_dir, settings, device)
-    model.config.use_cache = False
-    if settings.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
-    model.train()
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=settings.lr, betas=settings.betas, weight_decay=settings.weight_decay
-    )
-    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=_ds_config(settings, world))
+    run = _Epoch(resolve_weights(model_dir), out_dir, examples, settings, state_dir, collective_timeout_s)
     try:
-        if needs_old(settings):  # pi_old: the weights this call starts from, before any update or checkpoint
+        run.score()
+        done = run.resume(optimizer_in)
+        run.steps_from(done, should_stop, on_step)
+        return run.publish(optimizer_out)
+    finally:
+        _free(run.engine, run.on_gpu)
+
+
+class _Epoch:
+    """One `train` call's state: the DeepSpeed engine over the policy, its examples with their scores, the
+    optimizer steps planned; one method per stage (score, resume, the steps, publish)."""
+
+    def __init__(self, model_dir: Path, out_dir: Path, examples: Sequence[Example], settings: TrainSettings,
+                 state_dir: Path, collective_timeout_s: float | None) -> None:
+        import torch
+
+        self.model_dir, self.out_dir, self.settings, self.state_dir = model_dir, out_dir, settings, state_dir
+        self.examples = examples
+        self.steps = plan_steps(examples, settings)
+        self.on_gpu = torch.cuda.is_available()
+        if not self.on_gpu:
+            os.environ.setdefault("DS_ACCELERATOR", "cpu")  # before the first `import deepspeed`
+        if settings.threads is not None:
+            torch.set_num_threads(settings.threads)
+        import deepspeed
+        import torch.distributed as dist
+
+        _init_distributed(self.on_gpu, collective_timeout_s)
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        torch.manual_seed(settings.seed)
+        device = torch.device("cuda", torch.cuda.current_device()) if self.on_gpu else torch.device("cpu")
+        self.fp = fingerprint(model_dir, examples, settings)  # of the examples as given (scores recomputed on resume)
+        self.mine = (rank_examples(examples, self.steps, settings, self.rank, self.world)
+                     if needs_old(settings) or needs_ref(settings) else [])
+        # the reference's logprobs first, its copy freed before the policy loads (backends/reference.py)
+        reference = resolve_weights(settings.kl_reference) if needs_ref(settings) and settings.kl_reference else None
+        if needs_ref(settings) and reference is None:
+            raise ValueError("kl_beta > 0 needs kl_reference (the reference policy's weights)")
+        self.shared_ref = reference is not None and needs_old(settings) and same_weights(reference, model_dir)
+        self.ref = (reference_scores(reference, examples, self.mine, settings, device)
+                    if reference and not self.shared_ref else None)
+        model = load_for_training(model_dir, settings, device)
+        model.config.use_cache = False
+        if settings.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+        model.train()
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=settings.lr, betas=settings.betas, weight_decay=settings.weight_decay
+        )
+        self.engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer,
+                                               config=_ds_config(settings, self.world))
+        self.loss_sum, self.stats = 0.0, [0.0] * len(STATS)
+
+    def score(self) -> None:
+        """pi_old (the weights this call starts from, before any update or checkpoint) and the reference's
+        log-probs attached to the examples, as the objective needs them."""
+        if needs_old(self.settings):
             t0 = time.monotonic()
-            old = score(engine.module, examples, mine, settings)
-            log.info("train %s: old log-probs of %d examples recomputed in %.1f s", out_dir.name, len(mine),
-                     time.monotonic() - t0)
-            examples = with_scores(examples, old, old if shared_ref else ref)
-        elif ref is not None:
-            examples = with_scores(examples, None, ref)
-        log.info("train %s: rank %d of %d, %d examples (fingerprint %s), %d optimizer steps", out_dir.name, rank,
-                 world, len(examples), fp[:16], len(steps))
-        done_steps, loss_sum, stats = 0, 0.0, [0.0] * len(STATS)
-        progress_file = state_dir / PROGRESS
+            old = score(self.engine.module, self.examples, self.mine, self.settings)
+            log.info("train %s: old log-probs of %d examples recomputed in %.1f s", self.out_dir.name,
+                     len(self.mine), time.monotonic() - t0)
+            self.examples = with_scores(self.examples, old, old if self.shared_ref else self.ref)
+        elif self.ref is not None:
+            self.examples = with_scores(self.examples, None, self.ref)
+        log.info("train %s: rank %d of %d, %d examples (fingerprint %s), %d optimizer steps", self.out_dir.name,
+                 self.rank, self.world, len(self.examples), self.fp[:16], len(self.steps))
+
+    def resume(self, optimizer_in: Path | None) -> int:
+        """The optimizer steps already done: from this call's own checkpoint in `state_dir` when it is of the
+        same call (fingerprint), else 0 (a carried optimizer state loaded, if given)."""
+        done = 0
+        progress_file = self.state_dir / PROGRESS
         if progress_file.is_file():
             progress = json.loads(progress_file.read_text())
-            if progress.get("fingerprint") == fp:
-                engine.load_checkpoint(str(state_dir), tag=progress["tag"])
-                done_steps, loss_sum = int(progress["steps"]), float(progress["loss_sum"])
-                stats = [float(x) for x in progress.get("stats", stats)]
-                log.info("resuming %s at optimizer step %d/%d", out_dir.name, done_steps, len(steps))
+            if progress.get("fingerprint") == self.fp:
+                self.engine.load_checkpoint(str(self.state_dir), tag=progress["tag"])
+                done, self.loss_sum = int(progress["steps"]), float(progress["loss_sum"])
+                self.stats = [float(x) for x in progress.get("stats", self.stats)]
+                log.info("resuming %s at optimizer step %d/%d", self.out_dir.name, done, len(self.steps))
             else:  # a checkpoint of some other call (other data, settings or weights): start afresh
-                _clear_state(state_dir)
-        if done_steps == 0 and optimizer_in is not None:
-            carry_in(engine, Path(optimizer_in), model_dir, settings, out_dir.name, ranks=world)
+                _clear_state(self.state_dir)
+        if done == 0 and optimizer_in is not None:
+            carry_in(self.engine, Path(optimizer_in), self.model_dir, self.settings, self.out_dir.name,
+                     ranks=self.world)
+        return done
+
+    def steps_from(self, done: int, should_stop: Callable[[], bool], on_step: Callable[[TrainStep], None]) -> None:
+        """The optimizer steps after `done`; a stop agreed by every rank saves a checkpoint and raises
+        TrainingInterrupted."""
         sleep_s = float(os.environ.get(STEP_SLEEP_ENV, "0") or 0)
-        for step_no in range(done_steps, len(steps)):
-            t0 = time.monotonic()
-            for group in engine.optimizer.param_groups:  # the warm-up (solver.lr_warmup_steps), or lr as set
-                group["lr"] = step_lr(settings, step_no + 1)
-            lr = float(engine.get_lr()[0])  # before the step: the LR this step uses
-            (step_loss, *step_stats), grad_norm = _optimizer_step(engine, examples, steps[step_no], settings, rank,
-                                                                  world)
-            report = step_report(step_no + 1, len(steps), step_loss, step_stats, len(steps[step_no]),
-                                 time.monotonic() - t0, settings.objective, grad_norm, lr, ref_kl=needs_ref(settings))
-            loss_sum += step_loss
-            stats = [a + b for a, b in zip(stats, step_stats, strict=True)]
-            finished = step_no + 1
-            if rank == 0:
-                log.info("train %s: optimizer step %d/%d loss %.6g tokens %d step %.2f s", out_dir.name, finished,
-                         len(steps), step_loss, report.tokens, report.step_s)
-            on_step(report)
+        total = len(self.steps)
+        for step_no in range(done, total):
+            on_step(self._step(step_no))
             if sleep_s:
                 time.sleep(sleep_s)
-            if finished < len(steps) and _agree_stop(should_stop(), engine.device):
+            finished = step_no + 1
+            if finished < total and _agree_stop(should_stop(), self.engine.device):
                 t0 = time.monotonic()
-                _save_progress(engine, state_dir, fp, finished, loss_sum, stats, rank)
+                _save_progress(self.engine, self.state_dir, self.fp, finished, self.loss_sum, self.stats, self.rank)
                 save_s = time.monotonic() - t0
                 log.info("checkpoint of step %d saved in %.1f s", finished, save_s)
-                raise TrainingInterrupted(f"stopped after optimizer step {finished}/{len(steps)}", save_s)
+                raise TrainingInterrupted(f"stopped after optimizer step {finished}/{total}", save_s)
 
-        result = TrainResult(len(steps), len(examples), target_tokens, mean_loss=loss_sum / len(steps),
-                             objective=settings.objective, **result_stats(stats))
+    def _step(self, step_no: int) -> TrainStep:
+        t0 = time.monotonic()
+        settings, engine = self.settings, self.engine
+        for group in engine.optimizer.param_groups:  # the warm-up (solver.lr_warmup_steps), or lr as set
+            group["lr"] = step_lr(settings, step_no + 1)
+        lr = float(engine.get_lr()[0])  # before the step: the LR this step uses
+        (step_loss, *step_stats), grad_norm = _optimizer_step(engine, self.examples, self.steps[step_no], settings,
+                                                              self.rank, self.world)
+        report = step_report(step_no + 1, len(self.steps), step_loss, step_stats, len(self.steps[step_no]),
+                             time.monotonic() - t0, settings.objective, grad_norm, lr, ref_kl=needs_ref(settings))
+        self.loss_sum += step_loss
+        self.stats = [a + b for a, b in zip(self.stats, step_stats, strict=True)]
+        if self.rank == 0:
+            log.info("train %s: optimizer step %d/%d loss %.6g tokens %d step %.2f s", self.out_dir.name,
+                     step_no + 1, len(self.steps), step_loss, report.tokens, report.step_s)
+        return report
+
+    def publish(self, optimizer_out: Path | None) -> TrainResult:
+        """The result; the optimizer state (if asked) then the weights written, this call's checkpoint cleared."""
+        import torch.distributed as dist
+
+        result = TrainResult(len(self.steps), len(self.examples), sum(len(ex.completion_ids) for ex in self.examples),
+                             mean_loss=self.loss_sum / len(self.steps), objective=self.settings.objective,
+                             **result_stats(self.stats))
         if optimizer_out is not None:  # before the weights: complete weights imply their optimizer state
-            save_state(engine, Path(optimizer_out), out_dir, len(steps), rank)
-        if rank == 0:
-            export_weights(engine.module, model_dir, out_dir, result, settings)
-            _clear_state(state_dir)
+            save_state(self.engine, Path(optimizer_out), self.out_dir, len(self.steps), self.rank)
+        if self.rank == 0:
+            export_weights(self.engine.module, self.model_dir, self.out_dir, result, self.settings)
+            _clear_state(self.state_dir)
         dist.barrier()
         return result
-    finally:
-        _free(engine, on_gpu)
 
 
 def _free(engine: Any, on_gpu: bool) -> None:

@@ -26,6 +26,7 @@ import re
 import tomllib
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -272,6 +273,7 @@ def type_name(tp: Any) -> str:
 
 
 def _convert(value: Any, tp: Any, source: str, key: str) -> Any:
+    """`value` (parsed TOML) as the declared type `tp` of `key`, or a ConfigError naming `source` and `key`."""
     origin = typing.get_origin(tp)
     bad = ConfigError(source, key, f"must be {type_name(tp)}, got {value!r}")
     if dataclasses.is_dataclass(tp):
@@ -283,45 +285,63 @@ def _convert(value: Any, tp: Any, source: str, key: str) -> Any:
             raise bad
         return value
     if origin is tuple:
-        args = typing.get_args(tp)
-        if not isinstance(value, list):
-            raise bad
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_convert(v, args[0], source, f"{key}[{i}]") for i, v in enumerate(value))
-        if len(value) != len(args):
-            raise ConfigError(source, key, f"must be an array of {len(args)} values, got {value!r}")
-        return tuple(_convert(v, a, source, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True)))
+        return _convert_tuple(value, tp, source, key, bad)
     if origin is dict:
         if not isinstance(value, dict) or not all(isinstance(v, str | int) for v in value.values()):
             raise bad
         return {str(k): str(v) for k, v in value.items()}
     if isinstance(tp, types.UnionType):
         raise AssertionError(f"union types are not supported in config: {key}")
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise bad
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad
-        if not INT64_MIN <= value <= INT64_MAX:  # the database stores 64-bit integers
-            raise ConfigError(source, key, f"must be an integer within [{INT64_MIN}, {INT64_MAX}], got {value}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise bad
-        try:
-            number = float(value)
-        except OverflowError:
-            number = math.inf
-        if not math.isfinite(number):
-            raise ConfigError(source, key, f"must be a finite number, got {value!r}")
-        return number
-    if tp is str:
-        if not isinstance(value, str):
-            raise bad
-        return value
+    if tp in _SCALARS:
+        return _SCALARS[tp](value, source, key, bad)
     raise AssertionError(f"unsupported config type {tp} for {key}")
+
+
+def _convert_tuple(value: Any, tp: Any, source: str, key: str, bad: ConfigError) -> tuple[Any, ...]:
+    args = typing.get_args(tp)
+    if not isinstance(value, list):
+        raise bad
+    if len(args) == 2 and args[1] is Ellipsis:
+        return tuple(_convert(v, args[0], source, f"{key}[{i}]") for i, v in enumerate(value))
+    if len(value) != len(args):
+        raise ConfigError(source, key, f"must be an array of {len(args)} values, got {value!r}")
+    return tuple(_convert(v, a, source, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True)))
+
+
+def _to_bool(value: Any, source: str, key: str, bad: ConfigError) -> bool:
+    if not isinstance(value, bool):
+        raise bad
+    return value
+
+
+def _to_int(value: Any, source: str, key: str, bad: ConfigError) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad
+    if not INT64_MIN <= value <= INT64_MAX:  # the database stores 64-bit integers
+        raise ConfigError(source, key, f"must be an integer within [{INT64_MIN}, {INT64_MAX}], got {value}")
+    return value
+
+
+def _to_float(value: Any, source: str, key: str, bad: ConfigError) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise bad
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ConfigError(source, key, f"must be a finite number, got {value!r}")
+    return number
+
+
+def _to_str(value: Any, source: str, key: str, bad: ConfigError) -> str:
+    if not isinstance(value, str):
+        raise bad
+    return value
+
+
+_SCALARS: dict[Any, Callable[[Any, str, str, ConfigError], Any]] = {
+    bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
 
 
 # Keys that existed once and did nothing; their errors say what to do instead.
