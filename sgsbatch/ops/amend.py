@@ -142,12 +142,7 @@ def amend(h: RunHandle, overrides: Sequence[str], *, method_change: bool = False
         raise ConfigError("--from-round", "--method-change", "--from-round goes with --method-change "
                                                              "(it names the first round of a change of method)")
     given, overrides = overrides, _expand_slurm_defaults(overrides)
-    for text in overrides:
-        key, _ = parse_override(text)
-        kind, why = classify(key)
-        if kind is None and not any(k.startswith(key + ".") for k in (*OPERATIONAL_KEYS, *METHOD_KEYS)):
-            raise ConfigError(f"--set {text}", key, f"cannot change after launch: {why}; launch a new run "
-                              f"(docs/operating.md: Amending a live run lists what can change)")
+    _refuse_fixed(overrides)
     origins: Origins = {}
     raw = apply_overrides(to_dict(h.cfg), overrides, Path.cwd(), origins)
     cfg: Config = build(Config, raw, "--set")
@@ -155,6 +150,35 @@ def amend(h: RunHandle, overrides: Sequence[str], *, method_change: bool = False
         raise ConfigError(origin_of(origins, key, "--set"), key, msg)
     a, b = flat_keys(to_dict(h.cfg)), flat_keys(to_dict(cfg))
     changed = {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+    method = _method_changes(h, changed, origins, given, method_change)
+    _check_amended(h, cfg, changed, method, origins, method_change)
+    if not changed:
+        return h, []
+    start, why = _check_from_round(h, cfg, method, from_round, origins) if method else (None, "")
+    now, current = time.time(), _current_round(h)
+    cmd = _command(h, given, method_change, from_round)
+    records: list[dict[str, Any]] = [
+        {"at": now, "key": k, "old": old, "new": new, "kind": amendments.METHOD if k in method else amendments.OPERATIONAL,
+         "from_round": start if k in method else None, "round": current, "command": cmd}
+        for k, (old, new) in changed.items()]
+    _write(h, cfg, records, start)
+    return RunHandle(cfg, h.paths, h.db, h.run_id), [_in_words(h, rec, start, why) for rec in records]
+
+
+def _refuse_fixed(overrides: Sequence[str]) -> None:
+    """A ConfigError for the first `--set` of a key (or table) that can never change after launch."""
+    for text in overrides:
+        key, _ = parse_override(text)
+        kind, why = classify(key)
+        if kind is None and not any(k.startswith(key + ".") for k in (*OPERATIONAL_KEYS, *METHOD_KEYS)):
+            raise ConfigError(f"--set {text}", key, f"cannot change after launch: {why}; launch a new run "
+                              f"(docs/operating.md: Amending a live run lists what can change)")
+
+
+def _method_changes(h: RunHandle, changed: dict[str, tuple[Any, Any]], origins: Origins, given: Sequence[str],
+                    method_change: bool) -> dict[str, tuple[Any, Any]]:
+    """The changes of method among `changed` (each key classified; a fixed key or a change of method
+    without --method-change refused, naming the key and the command that would do it)."""
     method: dict[str, tuple[Any, Any]] = {}
     for key, (old, new) in changed.items():
         kind, why = classify(key)
@@ -169,6 +193,13 @@ def amend(h: RunHandle, overrides: Sequence[str], *, method_change: bool = False
                                               f"as a change of method with `{_command(h, given, True, first)}` "
                                               f"(N >= {first}, the first round not yet started)")
             method[key] = (old, new)
+    return method
+
+
+def _check_amended(h: RunHandle, cfg: Config, changed: dict[str, tuple[Any, Any]],
+                   method: dict[str, tuple[Any, Any]], origins: Origins, method_change: bool) -> None:
+    """The rules the amended config as a whole must keep: rounds only grow, --method-change changes method,
+    changed prompts and evaluation sets load."""
     if cfg.run.rounds < h.cfg.run.rounds:
         raise ConfigError(origin_of(origins, "run.rounds", "--set"), "run.rounds",
                           f"can only grow (a run is extended, not cut): it is {h.cfg.run.rounds}")
@@ -179,28 +210,16 @@ def amend(h: RunHandle, overrides: Sequence[str], *, method_change: bool = False
         check_prompts(cfg, "--set")
     if any(k.startswith("eval.") for k in changed):  # a new or changed evaluation set loads like data.source
         check_eval_sets(cfg, origins, "--set", load_remote=True)
-    if not changed:
-        return h, []
-    start, why = _check_from_round(h, cfg, method, from_round, origins) if method else (None, "")
-    now, current = time.time(), _current_round(h)
-    cmd = _command(h, given, method_change, from_round)
-    records: list[dict[str, Any]] = [
-        {"at": now, "key": k, "old": old, "new": new, "kind": amendments.METHOD if k in method else amendments.OPERATIONAL,
-         "from_round": start if k in method else None, "round": current, "command": cmd}
-        for k, (old, new) in changed.items()]
-    _write(h, cfg, records, start)
-    words = []
-    for rec in records:
-        change = f"{rec['key']}: {rec['old']!r} -> {rec['new']!r}"
-        if rec["kind"] == amendments.METHOD:
-            words.append(f"{change} (a change of method from round {start}: {why}; rounds before it keep "
-                         f"{rec['old']!r})")
-        elif rec["key"].startswith("slurm."):
-            words.append(f"{change} (for jobs submitted from now on; jobs already queued keep theirs until "
-                         f"`{command('resume', h.paths, '--force')}` resubmits the unfinished work)")
-        else:
-            words.append(change)
-    return RunHandle(cfg, h.paths, h.db, h.run_id), words
+
+
+def _in_words(h: RunHandle, rec: dict[str, Any], start: int | None, why: str) -> str:
+    change = f"{rec['key']}: {rec['old']!r} -> {rec['new']!r}"
+    if rec["kind"] == amendments.METHOD:
+        return f"{change} (a change of method from round {start}: {why}; rounds before it keep {rec['old']!r})"
+    if rec["key"].startswith("slurm."):
+        return (f"{change} (for jobs submitted from now on; jobs already queued keep theirs until "
+                f"`{command('resume', h.paths, '--force')}` resubmits the unfinished work)")
+    return change
 
 
 def _current_round(h: RunHandle) -> int:

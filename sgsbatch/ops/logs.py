@@ -78,37 +78,9 @@ def choose_log(paths: RunPaths, cfg: Config, r: int | None = None, phase: str | 
     Defaults: the latest round with files; there, the shard out of retries if one is, else the
     latest started phase (its only shard); the latest attempt."""
     if phase == DRIVER:
-        log = paths.local / "driver.log"
-        if not log.exists():
-            raise InputError(f"{log} does not exist: the run has no local driver log (executor "
-                           f"{cfg.run.executor}); choose a phase with --phase")
-        return LogChoice(r or 0, DRIVER, 0, 1, 1, (log,), log)
-    rounds = _rounds_with_files(paths)
-    if not rounds:
-        raise RunError(f"{paths.root} has no round yet: nothing has logged")
-    if r is None:
-        r = rounds[-1]
-    elif r not in rounds:
-        raise InputError(f"round {r} has no files in {paths.root / 'rounds'}; rounds that exist: "
-                       f"{', '.join(map(str, rounds))} (0-based)")
-    phases = [p for p in cfg.phases_of_round(r) if _phase_has_files(paths, r, p)]
-    valid = ", ".join(cfg.phases_of_round(r)) + (f", {DRIVER}" if (paths.local / "driver.log").exists() else "")
-    if phase is not None and phase not in cfg.phases_of_round(r):
-        raise InputError(f"round {r} has no phase {phase!r}; its phases: {valid}")
-    failed = failed_shard(paths, cfg, r, phase) if shard is None else None
-    if failed is not None:
-        phase, shard = failed
-    if phase is None:
-        if not phases:
-            raise RunError(f"round {r} has started no phase yet; phases of round {r}: {valid}")
-        phase = phases[-1]
-    n = shards_at(cfg, paths, r, phase)
-    if shard is None:
-        if n > 1:
-            raise InputError(f"round {r} {phase} has {n} shards and none failed: choose one with --shard 0..{n - 1}")
-        shard = 0
-    elif not 0 <= shard < n:
-        raise InputError(f"round {r} {phase} has no shard {shard}; its shards: 0..{n - 1}")
+        return _driver_log(paths, cfg, r)
+    r = _round_with_files(paths, r)
+    phase, shard = _phase_and_shard(paths, cfg, r, phase, shard)
     s = Shard(paths.phase_dir(r, phase), shard)
     tried = attempts(s)
     count = max(1, len(tried))
@@ -127,6 +99,52 @@ def choose_log(paths: RunPaths, cfg: Config, r: int | None = None, phase: str | 
                        f"(looked for {worker_log}); it may still be waiting for a node")
     return LogChoice(r, phase, shard, k, count, tuple(files), s.attempt_log if k == count else None,
                      tried[k - 1] if tried else None)
+
+
+def _driver_log(paths: RunPaths, cfg: Config, r: int | None) -> LogChoice:
+    log = paths.local / "driver.log"
+    if not log.exists():
+        raise InputError(f"{log} does not exist: the run has no local driver log (executor "
+                         f"{cfg.run.executor}); choose a phase with --phase")
+    return LogChoice(r or 0, DRIVER, 0, 1, 1, (log,), log)
+
+
+def _round_with_files(paths: RunPaths, r: int | None) -> int:
+    """Round `r` (the latest with files when None), or an error naming the rounds that have files."""
+    rounds = _rounds_with_files(paths)
+    if not rounds:
+        raise RunError(f"{paths.root} has no round yet: nothing has logged")
+    if r is None:
+        return rounds[-1]
+    if r not in rounds:
+        raise InputError(f"round {r} has no files in {paths.root / 'rounds'}; rounds that exist: "
+                         f"{', '.join(map(str, rounds))} (0-based)")
+    return r
+
+
+def _phase_and_shard(paths: RunPaths, cfg: Config, r: int, phase: str | None,
+                     shard: int | None) -> tuple[str, int]:
+    """The phase and shard `choose_log` reads in round r (its docstring's defaults), or an error naming the
+    valid choices."""
+    phases = [p for p in cfg.phases_of_round(r) if _phase_has_files(paths, r, p)]
+    valid = ", ".join(cfg.phases_of_round(r)) + (f", {DRIVER}" if (paths.local / "driver.log").exists() else "")
+    if phase is not None and phase not in cfg.phases_of_round(r):
+        raise InputError(f"round {r} has no phase {phase!r}; its phases: {valid}")
+    failed = failed_shard(paths, cfg, r, phase) if shard is None else None
+    if failed is not None:
+        phase, shard = failed
+    if phase is None:
+        if not phases:
+            raise RunError(f"round {r} has started no phase yet; phases of round {r}: {valid}")
+        phase = phases[-1]
+    n = shards_at(cfg, paths, r, phase)
+    if shard is None:
+        if n > 1:
+            raise InputError(f"round {r} {phase} has {n} shards and none failed: choose one with --shard 0..{n - 1}")
+        return phase, 0
+    if not 0 <= shard < n:
+        raise InputError(f"round {r} {phase} has no shard {shard}; its shards: 0..{n - 1}")
+    return phase, shard
 
 
 def describe(choice: LogChoice) -> str:

@@ -31,7 +31,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from sgsbatch.config.schema import Config
+from sgsbatch.config.schema import Config, SlurmPhaseConfig
 from sgsbatch.errors import SgsError
 from sgsbatch.scheduling.findings import Problem, Report, round_phases
 
@@ -93,68 +93,24 @@ def check(cfg: Config, site: bool = True) -> Report:
 
 
 def _check_site(cfg: Config, rep: Report) -> None:
-    from submitit.slurm.slurm import _make_sbatch_string
-
-    from sgsbatch.scheduling.slurm import _parameters_for
-
     phases = round_phases(cfg)
     sizes = {p: cfg.shard_count(p) for p in phases}
-    conf = _run(["scontrol", "show", "config"])
-    site = {}
-    if conf is not None and conf.returncode == 0:
-        site = {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in conf.stdout.splitlines())}
-    max_array = int(site.get("MaxArraySize", "0") or 0)
-    max_jobs = int(site.get("MaxJobCount", "0") or 0)
-    parts = {}
-    out = _run(["scontrol", "show", "partition", "-o"])
-    if out is not None and out.returncode == 0:
-        parts = {f["PartitionName"]: f for f in map(_fields, out.stdout.splitlines()) if "PartitionName" in f}
+    site = _scontrol_fields(["scontrol", "show", "config"], None)
+    max_array = int(site[0].get("MaxArraySize", "0") or 0) if site else 0
+    max_jobs = int(site[0].get("MaxJobCount", "0") or 0) if site else 0
+    parts = {f["PartitionName"]: f for f in _scontrol_fields(["scontrol", "show", "partition", "-o"], "PartitionName")}
     default_part = next((n for n, f in parts.items() if f.get("Default") == "YES"), None)
-    nodes = []
-    out = _run(["scontrol", "show", "node", "-o"])
-    if out is not None and out.returncode == 0:
-        nodes = [f for f in map(_fields, out.stdout.splitlines()) if "NodeName" in f]
-
+    nodes = _scontrol_fields(["scontrol", "show", "node", "-o"], "NodeName")
     with tempfile.TemporaryDirectory(prefix="sgsbatch-preflight-") as tmp:
         for phase in phases:
             n, res = sizes[phase], cfg.phase_resources(phase)
-            key = f"slurm.{phase}"
             if max_array and n > max_array:
                 rep.problems.append(Problem(f"shards.{phase}", f"an array of {n} tasks exceeds the site's "
                                                                f"MaxArraySize {max_array}: lower shards.{phase} or ask your site"))
             part = res.partition or default_part
-            if res.partition and parts and res.partition not in parts:
-                rep.problems.append(Problem(f"{key}.partition", f"no partition {res.partition!r} on this cluster "
-                                                                f"(partitions: {', '.join(sorted(parts))})"))
-            elif part and part in parts:
-                p = parts[part]
-                if p.get("State", "UP") != "UP":
-                    rep.problems.append(Problem(f"{key}.partition", f"partition {part!r} is {p.get('State')}"))
-                limit = minutes(p.get("MaxTime", "UNLIMITED"))
-                if limit is not None and res.time_min > limit:
-                    rep.problems.append(Problem(f"{key}.time_min", f"{res.time_min} min exceeds partition {part!r}'s "
-                                                                   f"MaxTime {p.get('MaxTime')}"))
-                if res.gpus:
-                    members = [nd for nd in nodes if part in nd.get("Partitions", "").split(",")]
-                    most = max((_gpus_of(nd.get("Gres", "")) for nd in members), default=0)
-                    if most < res.gpus:
-                        rep.problems.append(Problem(f"{key}.gpus", f"{res.gpus} GPUs per node asked, but the nodes of "
-                                                                    f"partition {part!r} have at most {most} (gres)"))
-            script = Path(tmp) / f"{phase}.sh"
-            params = _parameters_for(cfg, 0, phase, n, None)
-            script.write_text(_make_sbatch_string("true", folder=Path(tmp) / "%j", map_count=n, **params))  # type: ignore[arg-type]
-            test = _run(["sbatch", "--test-only", str(script)])
-            if test is None:
-                rep.problems.append(Problem("site", "`sbatch` is not on PATH: run the pre-flight on a login node"))
+            _check_partition(f"slurm.{phase}", res, part, parts, nodes, rep)
+            if not _test_submit(cfg, phase, n, part, Path(tmp), rep):
                 break
-            if test.returncode != 0:
-                why = " ".join((test.stderr or test.stdout).split())[:400]
-                rep.problems.append(Problem(key, f"sbatch --test-only refuses the {phase} job ({n} tasks, "
-                                                 f"partition {part or 'default'}): {why}; check {key}.cpus, "
-                                                 f".mem, .gpus, .partition and .extra against the site's nodes"))
-            else:
-                rep.checked.append(f"{phase}: sbatch --test-only accepts {n} task(s) on partition {part or 'default'}"
-                                   f" ({res.gpus} GPU, {res.cpus} CPU, {res.mem}, {res.time_min} min)")
     per_round = sum(sizes.values())
     if max_jobs and per_round > max_jobs:
         rep.problems.append(Problem("shards", f"a round submits {per_round} tasks, over the site's MaxJobCount "
@@ -163,6 +119,66 @@ def _check_site(cfg: Config, rep: Report) -> None:
     if max_array:
         rep.checked.append(f"arrays within MaxArraySize {max_array}; a round's {per_round} tasks within "
                            f"MaxJobCount {max_jobs or 'unlimited'}")
+
+
+def _scontrol_fields(argv: list[str], named: str | None) -> list[dict[str, str]]:
+    """`scontrol show ...`'s records as dicts: one record of `key = value` lines (`named` None: `show config`),
+    or one a line holding the key `named` (`-o`); [] where scontrol does not answer."""
+    out = _run(argv)
+    if out is None or out.returncode != 0:
+        return []
+    if named is None:
+        return [{k.strip(): v.strip() for k, _, v in (line.partition("=") for line in out.stdout.splitlines())}]
+    return [f for f in map(_fields, out.stdout.splitlines()) if named in f]
+
+
+def _check_partition(key: str, res: SlurmPhaseConfig, part: str | None, parts: dict[str, dict[str, str]],
+                     nodes: list[dict[str, str]], rep: Report) -> None:
+    """The phase's partition exists, is up, allows its time and has nodes with its GPUs."""
+    if res.partition and parts and res.partition not in parts:
+        rep.problems.append(Problem(f"{key}.partition", f"no partition {res.partition!r} on this cluster "
+                                                        f"(partitions: {', '.join(sorted(parts))})"))
+        return
+    if not part or part not in parts:
+        return
+    p = parts[part]
+    if p.get("State", "UP") != "UP":
+        rep.problems.append(Problem(f"{key}.partition", f"partition {part!r} is {p.get('State')}"))
+    limit = minutes(p.get("MaxTime", "UNLIMITED"))
+    if limit is not None and res.time_min > limit:
+        rep.problems.append(Problem(f"{key}.time_min", f"{res.time_min} min exceeds partition {part!r}'s "
+                                                       f"MaxTime {p.get('MaxTime')}"))
+    if res.gpus:
+        members = [nd for nd in nodes if part in nd.get("Partitions", "").split(",")]
+        most = max((_gpus_of(nd.get("Gres", "")) for nd in members), default=0)
+        if most < res.gpus:
+            rep.problems.append(Problem(f"{key}.gpus", f"{res.gpus} GPUs per node asked, but the nodes of "
+                                                        f"partition {part!r} have at most {most} (gres)"))
+
+
+def _test_submit(cfg: Config, phase: str, n: int, part: str | None, tmp: Path, rep: Report) -> bool:
+    """`sbatch --test-only` of the phase's job as it would be submitted; False when sbatch is not there."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    from sgsbatch.scheduling.slurm import _parameters_for
+
+    key, res = f"slurm.{phase}", cfg.phase_resources(phase)
+    script = tmp / f"{phase}.sh"
+    params = _parameters_for(cfg, 0, phase, n, None)
+    script.write_text(_make_sbatch_string("true", folder=tmp / "%j", map_count=n, **params))  # type: ignore[arg-type]
+    test = _run(["sbatch", "--test-only", str(script)])
+    if test is None:
+        rep.problems.append(Problem("site", "`sbatch` is not on PATH: run the pre-flight on a login node"))
+        return False
+    if test.returncode != 0:
+        why = " ".join((test.stderr or test.stdout).split())[:400]
+        rep.problems.append(Problem(key, f"sbatch --test-only refuses the {phase} job ({n} tasks, "
+                                         f"partition {part or 'default'}): {why}; check {key}.cpus, "
+                                         f".mem, .gpus, .partition and .extra against the site's nodes"))
+    else:
+        rep.checked.append(f"{phase}: sbatch --test-only accepts {n} task(s) on partition {part or 'default'}"
+                           f" ({res.gpus} GPU, {res.cpus} CPU, {res.mem}, {res.time_min} min)")
+    return True
 
 
 def _check_accounting(cfg: Config, phases: list[str], per_round: int, rep: Report) -> None:

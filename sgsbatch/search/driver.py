@@ -104,47 +104,71 @@ def run_searches(jobs: Sequence[SearchJob], env: TacticEnvironment, gen: Generat
                  on_done: Callable[[Outcome], None], check_stop: Callable[[], None],
                  clock: Callable[[], float] = time.monotonic) -> WaveStats:
     """Run `jobs` (see the module docstring); returns the task's wave statistics."""
-    stats = WaveStats()
-    pending = deque(jobs)
-    live: dict[str, _Live] = {}
-
-    def end(lv: _Live, stop: str) -> None:
-        del live[lv.job.key]
-        env.finish(lv.job.key)
-        on_done(_outcome(lv, stop, clock()))
-
-    while pending or live:
+    waves = _Waves(jobs, env, gen, cfg, on_done, clock)
+    while waves.pending or waves.live:
         check_stop()
-        admit = [pending.popleft() for _ in range(min(len(pending), cfg.concurrent - len(live)))]
-        if admit:
-            roots = env.start_many([Start(j.key, j.header, j.theorem.rstrip() + " sorry") for j in admit])
-            for job, root in zip(admit, roots, strict=True):
-                lv = _Live(job, Search(root.state, root.goals, cfg), clock())
-                live[job.key] = lv
-                if not root.ok:
-                    end(lv, f"start_failed: {root.error}")
+        waves.admit()
+        wave = waves.next_wave()
+        if wave:
+            waves.expand(wave)
+    return waves.stats
+
+
+class _Waves:
+    """The searches of one task: those waiting, those live, and the statistics of their waves."""
+
+    def __init__(self, jobs: Sequence[SearchJob], env: TacticEnvironment, gen: Generator, cfg: SearchConfig,
+                 on_done: Callable[[Outcome], None], clock: Callable[[], float]) -> None:
+        self.env, self.gen, self.cfg, self.on_done, self.clock = env, gen, cfg, on_done, clock
+        self.stats = WaveStats()
+        self.pending = deque(jobs)
+        self.live: dict[str, _Live] = {}
+
+    def end(self, lv: _Live, stop: str) -> None:
+        del self.live[lv.job.key]
+        self.env.finish(lv.job.key)
+        self.on_done(_outcome(lv, stop, self.clock()))
+
+    def admit(self) -> None:
+        """Start searches from the queue up to `concurrent` live ones (their root proof states in one call)."""
+        admit = [self.pending.popleft() for _ in range(min(len(self.pending), self.cfg.concurrent - len(self.live)))]
+        if not admit:
+            return
+        roots = self.env.start_many([Start(j.key, j.header, j.theorem.rstrip() + " sorry") for j in admit])
+        for job, root in zip(admit, roots, strict=True):
+            lv = _Live(job, Search(root.state, root.goals, self.cfg), self.clock())
+            self.live[job.key] = lv
+            if not root.ok:
+                self.end(lv, f"start_failed: {root.error}")
+
+    def next_wave(self) -> list[tuple[_Live, Node]]:
+        """Each live search's next node to expand, in key order; a search over its budget, out of time or
+        with nothing left to expand ends here."""
         wave: list[tuple[_Live, Node]] = []
-        for key in sorted(live):
-            lv = live[key]
+        for key in sorted(self.live):
+            lv = self.live[key]
             if lv.search.over():
-                end(lv, "expansions")
+                self.end(lv, "expansions")
                 continue
-            if cfg.time_limit_s and clock() - lv.started >= cfg.time_limit_s:
-                end(lv, "time")
+            if self.cfg.time_limit_s and self.clock() - lv.started >= self.cfg.time_limit_s:
+                self.end(lv, "time")
                 continue
             node = lv.search.next_node()
             if node is None:
-                end(lv, "exhausted")
+                self.end(lv, "exhausted")
                 continue
             wave.append((lv, node))
-        if not wave:
-            continue
+        return wave
+
+    def expand(self, wave: list[tuple[_Live, Node]]) -> None:
+        """One engine call for the wave, every distinct tactic to Lean in one call, the nodes expanded."""
+        cfg, stats = self.cfg, self.stats
         requests = [Request(f"{lv.job.key}/{lv.search.stats.expansions}",
                             prompt_messages(lv.job.theorem, _tactics(node), node.goals, cfg.max_goal_chars),
                             cfg.width, derive_seed(lv.job.seed, lv.search.stats.expansions), cfg.tactic_max_tokens,
                             cfg.temperature) for lv, node in wave]
         t0 = time.perf_counter()
-        outs = generate_wave(gen, requests)
+        outs = generate_wave(self.gen, requests)
         stats.generate_s += time.perf_counter() - t0
         stats.waves += 1
         stats.requests += len(requests)
@@ -152,36 +176,39 @@ def run_searches(jobs: Sequence[SearchJob], env: TacticEnvironment, gen: Generat
         expansions: list[tuple[_Live, Node, list[Edge]]] = []
         calls: list[Apply] = []
         for (lv, node), req in zip(wave, requests, strict=True):
-            out = outs[req.key]
-            stats.prompt_tokens += len(out.prompt_ids)
-            edges: dict[str, Edge] = {}
-            prompt = array("i", out.prompt_ids)
-            so_far = _tactics(node)
-            for smp in out.samples:
-                lv.generated_tokens += len(smp.token_ids)
-                stats.generated_tokens += len(smp.token_ids)
-                tactic = tactic_of(smp.text, so_far)
-                if tactic is None:
-                    lv.malformed += 1
-                    stats.malformed += 1
-                elif tactic in edges:
-                    edges[tactic].count += 1
-                else:
-                    edges[tactic] = Edge(tactic, tactic_logprob(smp),
-                                         tokens=(prompt, array("i", smp.token_ids), array("f", smp.logprobs)))
-                    calls.append(Apply(lv.job.key, node.state if node.state is not None else -1, tactic))
-            expansions.append((lv, node, list(edges.values())))
-        results = iter(env.apply_many(calls))
+            expansions.append((lv, node, self._edges(lv, node, outs[req.key], calls)))
+        results = iter(self.env.apply_many(calls))
         stats.lean_calls += len(calls)
-        for lv, node, edges_ in expansions:
-            for edge in edges_:
+        for lv, node, edges in expansions:
+            for edge in edges:
                 edge.result = next(results)
                 lv.lean_s += edge.result.lean_s
                 stats.lean_s += edge.result.lean_s
-            lv.search.expand(node, edges_)
+            lv.search.expand(node, edges)
             if lv.search.found is not None:
-                end(lv, "found")
-    return stats
+                self.end(lv, "found")
+
+    def _edges(self, lv: _Live, node: Node, out: Generation, calls: list[Apply]) -> list[Edge]:
+        """The node's distinct tactics from its samples (a malformed reply counted), each one Lean call added
+        to `calls`."""
+        self.stats.prompt_tokens += len(out.prompt_ids)
+        edges: dict[str, Edge] = {}
+        prompt = array("i", out.prompt_ids)
+        so_far = _tactics(node)
+        for smp in out.samples:
+            lv.generated_tokens += len(smp.token_ids)
+            self.stats.generated_tokens += len(smp.token_ids)
+            tactic = tactic_of(smp.text, so_far)
+            if tactic is None:
+                lv.malformed += 1
+                self.stats.malformed += 1
+            elif tactic in edges:
+                edges[tactic].count += 1
+            else:
+                edges[tactic] = Edge(tactic, tactic_logprob(smp),
+                                     tokens=(prompt, array("i", smp.token_ids), array("f", smp.logprobs)))
+                calls.append(Apply(lv.job.key, node.state if node.state is not None else -1, tactic))
+        return list(edges.values())
 
 
 def _tactics(node: Node) -> list[str]:

@@ -154,11 +154,50 @@ def _namespaces(toks: Sequence[Token], i: int, where: str) -> Rejection | None:
 
 
 def _token_rule(toks: Sequence[Token], i: int, what: str, header: bool = False) -> Rejection | None:
+    """The rule of the token at `i`: a command word's own (`open`, `set_option`), else the marks of code,
+    commands and instances, else its keyword or name. The cases are disjoint by the token's kind and word, so
+    their order does not matter."""
     tok = toks[i]
-    n = len(toks)
-    nxt = toks[i + 1] if i + 1 < n else None
     where = f"line {tok.line} of the {what}"
     word = _word(tok)
+    if word == "open":
+        return _open_rule(toks, i, where, header)
+    if word == "set_option":
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
+        if nxt is None or nxt.kind != "ident":
+            return Rejection(SET_OPTION, f"`set_option` without an option name at {where}")
+        name = ".".join(nxt.parts)
+        if not option_allowed(name, header):
+            return Rejection(SET_OPTION, f"`set_option {name}` at {where} (not on the allow-list)")
+        return None
+    if word == "unsafe" and i > 0 and _word(toks[i - 1]) == "add":
+        return None  # Aesop's rule clause `(add unsafe 50% apply h)`, not Lean's `unsafe` term or modifier
+    found = _literal_rule(toks, i, where) or _construct_rule(toks, i, word, where)
+    if found is not None:
+        return found
+    reason = keyword_reason(word) if word is not None else None
+    if reason is None and tok.kind == "ident":
+        reason = name_reason(tok.parts)
+    return Rejection(reason, f"`{tok.text}` at {where}") if reason is not None else None
+
+
+def _open_rule(toks: Sequence[Token], i: int, where: str, header: bool) -> Rejection | None:
+    """`open ... in` before a command, `open` as a command outside the header, or namespaces it may not open."""
+    n = len(toks)
+    j = _open_end(toks, i)
+    if j < n and toks[j].text == "in":
+        if j + 1 < n and _starts_command(toks[j + 1]):
+            return Rejection(OPEN_IN_COMMAND, f"`open ... in` followed by the command `{toks[j + 1].text}` "
+                             f"at {where}")
+    elif not header:
+        return Rejection(COMMAND, f"`open` without `in` (a command, not a tactic) at {where}")
+    return _namespaces(toks, i, where)
+
+
+def _literal_rule(toks: Sequence[Token], i: int, where: str) -> Rejection | None:
+    """Doc comments, name literals and quotations, `#` commands, `eval%`."""
+    tok = toks[i]
+    nxt = toks[i + 1] if i + 1 < len(toks) else None
     if tok.kind == "doc":
         return Rejection(COMMAND, f"a doc comment `{tok.text[:3]}` (it starts a command or declaration) at {where}")
     if tok.kind == "name" or tok.text == "`":
@@ -167,24 +206,15 @@ def _token_rule(toks: Sequence[Token], i: int, what: str, header: bool = False) 
         reason = hash_reason("#" + nxt.text)
         if reason is not None:
             return Rejection(reason, f"`#{nxt.text}` at {where}")
-    if word == "eval" and nxt is not None and nxt.text == "%" and glued(tok, nxt):
+    if _word(tok) == "eval" and nxt is not None and nxt.text == "%" and glued(tok, nxt):
         return Rejection(EVAL, f"`eval%` at {where}")
-    if word == "open":
-        j = _open_end(toks, i)
-        if j < n and toks[j].text == "in":
-            if j + 1 < n and _starts_command(toks[j + 1]):
-                return Rejection(OPEN_IN_COMMAND, f"`open ... in` followed by the command `{toks[j + 1].text}` "
-                                 f"at {where}")
-        elif not header:
-            return Rejection(COMMAND, f"`open` without `in` (a command, not a tactic) at {where}")
-        return _namespaces(toks, i, where)
-    if word == "set_option":
-        if nxt is None or nxt.kind != "ident":
-            return Rejection(SET_OPTION, f"`set_option` without an option name at {where}")
-        name = ".".join(nxt.parts)
-        if not option_allowed(name, header):
-            return Rejection(SET_OPTION, f"`set_option {name}` at {where} (not on the allow-list)")
-        return None
+    return None
+
+
+def _construct_rule(toks: Sequence[Token], i: int, word: str | None, where: str) -> Rejection | None:
+    """The `trace` tactic, leading-dot names, local instances, `decide` with the native option."""
+    tok, n = toks[i], len(toks)
+    nxt = toks[i + 1] if i + 1 < n else None
     if word == "trace" and nxt is not None and nxt.kind == "str":  # the `trace "msg"` tactic (not Matrix.trace)
         return Rejection(TRACE, f"the `trace` tactic at {where}")
     if tok.kind == "ident" and len(tok.parts) > 1 and _leading_dot(toks, i):
@@ -198,13 +228,6 @@ def _token_rule(toks: Sequence[Token], i: int, what: str, header: bool = False) 
             return Rejection(LOCAL_INSTANCE, f"`attribute [... instance]` at {where}")
     if word == "native" and ((i > 0 and toks[i - 1].text == "+") or (nxt is not None and nxt.text == ":=")):
         return Rejection(NATIVE_DECIDE, f"`decide` with the native option at {where}")
-    reason = keyword_reason(word) if word is not None else None
-    if word == "unsafe" and i > 0 and _word(toks[i - 1]) == "add":
-        return None  # Aesop's rule clause `(add unsafe 50% apply h)`, not Lean's `unsafe` term or modifier
-    if reason is None and tok.kind == "ident":
-        reason = name_reason(tok.parts)
-    if reason is not None:
-        return Rejection(reason, f"`{tok.text}` at {where}")
     return None
 
 

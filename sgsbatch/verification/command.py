@@ -151,6 +151,35 @@ def verify_file(input_path: Path, out_path: Path, cfg: Config, progress: bool, p
     """Check every row of `input_path` (`-`: standard input) not yet in `out_path`; returns counts per verdict."""
     data = _read_input(input_path, out_path)
     done, keep = done_ids(out_path)
+    jobs, bad = _rows(data, done, "standard input" if input_path == STDIN else str(input_path))
+    ticker = _Ticker(len(jobs) + len(bad), progress)
+    verifier = make_verifier(cfg, processes=processes) if jobs else None  # a missing REPL: nothing written
+    try:
+        out = _open_output(out_path, keep)
+    except BaseException:
+        if verifier is not None:
+            verifier.close()
+        raise
+    with out:
+        for rid, why in bad:
+            verdict = Verdict(ERROR, MALFORMED, [why])
+            _write(out, rid, verdict, 0.0)
+            ticker.tick(verdict)
+        if verifier is not None:
+            try:
+                for job, verdict, secs in verifier.verify_stream(jobs):
+                    _write(out, job.key, verdict, secs)
+                    ticker.tick(verdict)
+            finally:
+                verifier.close()
+    if progress and skipped_message(len(done)):
+        sys.stderr.write(skipped_message(len(done)) + "\n")
+    return ticker.counts
+
+
+def _rows(data: bytes, done: set[str], name: str) -> tuple[list[ProofJob], list[tuple[str, str]]]:
+    """The rows of `data` not in `done`: the jobs, and (id, why) of the malformed ones (a repeated id is
+    malformed, renamed `ID#line-N`); a ValueError when there is no row, or none that reads."""
     jobs: list[ProofJob] = []
     bad: list[tuple[str, str]] = []
     seen: set[str] = set()
@@ -176,7 +205,6 @@ def verify_file(input_path: Path, out_path: Path, cfg: Config, progress: bool, p
             bad.append((rid, parsed))
         else:
             jobs.append(parsed)
-    name = "standard input" if input_path == STDIN else str(input_path)
     if not rows:
         raise ValueError(f"{name}: nothing to verify: it holds no rows (empty, or blank lines only); give a JSONL "
                          "file of {id, header, theorem, proof} or {id, code} rows; nothing was written")
@@ -185,44 +213,28 @@ def verify_file(input_path: Path, out_path: Path, cfg: Config, progress: bool, p
         raise ValueError(f"{name}: no row could be read ({lines}; {first_reason}); each row must be a JSON "
                          "object {id, header, theorem, proof} (`statement` for `theorem` also reads, as "
                          "`sgsbatch proofs RUN --json` writes it) or {id, code}; nothing was written")
-    counts: dict[str, int] = {}
-    total, finished, t0 = len(jobs) + len(bad), 0, time.monotonic()
-    verifier = make_verifier(cfg, processes=processes) if jobs else None  # a missing REPL: nothing written
-    try:
-        out = _open_output(out_path, keep)
-    except BaseException:
-        if verifier is not None:
-            verifier.close()
-        raise
+    return jobs, bad
 
-    tty = sys.stderr.isatty()  # a counter redrawn in place (\r) on a terminal; plain lines, every 10%, elsewhere
 
-    def tick(verdict: Verdict) -> None:
-        nonlocal finished
-        finished += 1
-        counts[verdict.verdict] = counts.get(verdict.verdict, 0) + 1
-        if progress and (finished == total or finished % max(1, total // (100 if tty else 10)) == 0):
-            rate = finished / max(time.monotonic() - t0, 1e-9)
-            summary = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+class _Ticker:
+    """Counts per verdict, and the progress line: a counter redrawn in place (\\r) on a terminal; plain lines,
+    every 10%, elsewhere."""
+
+    def __init__(self, total: int, progress: bool) -> None:
+        self.total, self.progress, self.finished, self.t0 = total, progress, 0, time.monotonic()
+        self.counts: dict[str, int] = {}
+        self.tty = sys.stderr.isatty()
+
+    def tick(self, verdict: Verdict) -> None:
+        self.finished += 1
+        self.counts[verdict.verdict] = self.counts.get(verdict.verdict, 0) + 1
+        finished, total = self.finished, self.total
+        if self.progress and (finished == total or finished % max(1, total // (100 if self.tty else 10)) == 0):
+            rate = finished / max(time.monotonic() - self.t0, 1e-9)
+            summary = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
             line = f"verify: {finished}/{total} ({rate:.1f}/s) {summary}"
-            sys.stderr.write(f"\r{line}  " + ("\n" if finished == total else "") if tty else line + "\n")
+            sys.stderr.write(f"\r{line}  " + ("\n" if finished == total else "") if self.tty else line + "\n")
             sys.stderr.flush()
-
-    with out:
-        for rid, why in bad:
-            verdict = Verdict(ERROR, MALFORMED, [why])
-            _write(out, rid, verdict, 0.0)
-            tick(verdict)
-        if verifier is not None:
-            try:
-                for job, verdict, secs in verifier.verify_stream(jobs):
-                    _write(out, job.key, verdict, secs)
-                    tick(verdict)
-            finally:
-                verifier.close()
-    if progress and skipped_message(len(done)):
-        sys.stderr.write(skipped_message(len(done)) + "\n")
-    return counts
 
 
 def _open_output(out_path: Path, keep: int) -> IO[str]:

@@ -270,47 +270,63 @@ class _Lexer:
         """Lex code from `i`; with `until_brace`, stop before the `}` closing an interpolation."""
         depth = 0
         while i < self.n:
+            j = self.blank(i)
+            if j is None:
+                j = self.literal(i)
+            if j is not None:
+                i = j
+                continue
             c = self.s[i]
-            if c in _SPACE or (c == "\r" and self.ch(i + 1) == "\n"):
-                i += 1
-            elif c == "\t" or c == "\r" or c.isspace():
-                i = self.error(i, i + 1)
-            elif self.s.startswith("--", i):
-                end = self.s.find("\n", i)
-                i = self.n if end < 0 else end
-            elif self.s.startswith("/-", i):
-                doc = self.ch(i + 2) in ("-", "!")
-                end = self.block_comment_end(i + 3 if doc else i + 2)
-                if end < 0:
-                    i = self.error(i, self.n)
-                else:
-                    if doc:
-                        self.emit("doc", i, end)
-                    i = end
-            elif c == '"':
-                prev = self.out[-1].text if self.out else ""
-                i = self.string(i, prev in INTERPOLATORS)
-            elif c == "r" and self.raw_start(i + 1):
-                i = self.raw_string(i)
-            elif _is_digit(c):
-                i = self.number(i)
-            elif c == "`" and (is_id_first(self.ch(i + 1)) or self.ch(i + 1) == "«"):
-                i = self.ident(i + 1, "name", i)
-            elif is_id_first(c) or c == "«":
-                i = self.ident(i)
-            elif c == "'" and self.ch(i + 1) != "'":
-                i = self.char(i)
-            else:
-                tok = next((t for t in (*QUOTE_TOKENS, ":=", "@[") if self.s.startswith(t, i)), c)
-                if until_brace:
-                    depth += tok == "{"
-                    if tok == "}":
-                        if depth == 0:
-                            return i
-                        depth -= 1
-                self.emit("sym", i, i + len(tok))
-                i += len(tok)
+            tok = next((t for t in (*QUOTE_TOKENS, ":=", "@[") if self.s.startswith(t, i)), c)
+            if until_brace:
+                depth += tok == "{"
+                if tok == "}":
+                    if depth == 0:
+                        return i
+                    depth -= 1
+            self.emit("sym", i, i + len(tok))
+            i += len(tok)
         return i
+
+    def blank(self, i: int) -> int | None:
+        """Past the white space or comment at `i` (a doc comment emitted; a tab or a lone CR an error), or
+        None when none starts there."""
+        c = self.s[i]
+        if c in _SPACE or (c == "\r" and self.ch(i + 1) == "\n"):
+            return i + 1
+        if c == "\t" or c == "\r" or c.isspace():
+            return self.error(i, i + 1)
+        if self.s.startswith("--", i):
+            end = self.s.find("\n", i)
+            return self.n if end < 0 else end
+        if self.s.startswith("/-", i):
+            doc = self.ch(i + 2) in ("-", "!")
+            end = self.block_comment_end(i + 3 if doc else i + 2)
+            if end < 0:
+                return self.error(i, self.n)
+            if doc:
+                self.emit("doc", i, end)
+            return end
+        return None
+
+    def literal(self, i: int) -> int | None:
+        """Past the string, number, name, identifier or character at `i` (emitted), or None when none starts
+        there (a symbol)."""
+        c = self.s[i]
+        if c == '"':
+            prev = self.out[-1].text if self.out else ""
+            return self.string(i, prev in INTERPOLATORS)
+        if c == "r" and self.raw_start(i + 1):
+            return self.raw_string(i)
+        if _is_digit(c):
+            return self.number(i)
+        if c == "`" and (is_id_first(self.ch(i + 1)) or self.ch(i + 1) == "«"):
+            return self.ident(i + 1, "name", i)
+        if is_id_first(c) or c == "«":
+            return self.ident(i)
+        if c == "'" and self.ch(i + 1) != "'":
+            return self.char(i)
+        return None
 
 
 def lex(text: str) -> list[Token]:

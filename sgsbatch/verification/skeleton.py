@@ -258,8 +258,6 @@ class _Walker:
     def args(self, i: int, col: int, stops: _Stops, entry: Tactic | None, mode: str) -> int:
         """A tactic's arguments up to its end; `by` blocks and the shape's tactic blocks walked."""
         shape = entry.shape if entry is not None else None
-        depth, after_with, seen_then = 0, False, False
-        alt_col: int | None = None
         if shape == SEQ:
             while i < self.n and self.t[i].kind == "num" and not self.newline(i):  # `iterate 3 t`
                 i += 1
@@ -271,52 +269,75 @@ class _Walker:
             while i < self.n and self.bar_sep(i) and (not self.newline(i) or self.t[i].col >= bar_col):
                 i = self.seq(i + 1, _Stops(bar=True, comma=stops.comma, words=stops.words), mode)
             return i
+        st = _Args()
         while i < self.n:
             tok = self.t[i]
-            if depth == 0 and self.ends(i, col, depth, stops):
-                cont = (shape == ALTS and after_with and self.newline(i) and self.bar_sep(i)
-                        and tok.col >= (alt_col if alt_col is not None else 0)) or (
-                    shape == CALC and self.newline(i) and tok.col == col and tok.text == "_") or (
-                    shape == IF and seen_then and self.newline(i) and tok.col >= col and self.word(i) == "else")
-                if not cont:
-                    return i
-            if (depth == 0 and entry is not None and entry.configs_anywhere and tok.text == "(" and i + 2 < self.n
+            if st.depth == 0 and self.ends(i, col, st.depth, stops) and not self.continues(i, col, shape, st):
+                return i
+            if (st.depth == 0 and entry is not None and entry.configs_anywhere and tok.text == "(" and i + 2 < self.n
                     and self.t[i + 1].kind == "ident" and self.t[i + 2].text == ":="):
                 i = self.config(i, entry, mode)  # clauses in any order (`aesop (add ...) (simp_config := ...)`)
                 continue
             if tok.kind == "sym" and tok.text in OPENERS:
-                depth += 1
+                st.depth += 1
             elif tok.kind == "sym" and tok.text in CLOSERS:
-                depth -= 1
-                if depth < 0:
+                st.depth -= 1
+                if st.depth < 0:
                     return i
             elif self.word(i) in BLOCK_WORDS:
-                inner = _Stops(comma=depth > 0 or stops.comma, bar=depth == 0 and stops.bar,
-                               words=stops.words if depth == 0 else frozenset())
+                inner = _Stops(comma=st.depth > 0 or stops.comma, bar=st.depth == 0 and stops.bar,
+                               words=stops.words if st.depth == 0 else frozenset())
                 i = self.seq(i + 1, inner, "tactic")
                 continue
-            elif depth == 0 and shape == ALTS and self.word(i) == "with":
-                after_with = True
-            elif depth == 0 and after_with and alt_col is None and self.bar_sep(i):
-                alt_col = tok.col  # the alternatives' column: the first `|` anywhere, the others colGe
-            elif depth == 0 and shape == IF and self.word(i) in ("then", "else"):
-                if self.word(i) == "then":
-                    seen_then = True
-                words = frozenset({"else"}) if self.word(i) == "then" else stops.words
-                i = self.seq(i + 1, _Stops(bar=stops.bar, comma=stops.comma, words=words), mode)
-                continue
-            elif depth == 0 and shape == IN and self.word(i) == "in":
-                return self.seq(i + 1, stops, mode)
-            elif depth == 0 and self.arrow(i) and (shape in (ARROW, CONV) or (shape == ALTS and after_with)):
-                inner_mode = "conv" if shape == CONV or (shape == ARROW and mode == "conv" and entry is not None
-                                                         and entry.name not in CONV_TO_TACTIC) else "tactic"
-                inner = _Stops(bar=shape == ALTS or stops.bar, comma=stops.comma, words=stops.words)
-                i = self.seq(i + (2 if self.sym_run(i, "=>") else 1), inner, inner_mode)
-                if shape != ALTS:
+            elif st.depth == 0:
+                i, done = self.shape_word(i, stops, entry, mode, st)
+                if done:
                     return i
                 continue
             i += 1
         return i
+
+    def continues(self, i: int, col: int, shape: str | None, st: _Args) -> bool:
+        """A token that would end the tactic continues its shape: the next `|` alternative after `with`, a
+        `calc` step's `_`, an `if`'s `else` on its own line."""
+        tok = self.t[i]
+        return (shape == ALTS and st.after_with and self.newline(i) and self.bar_sep(i)
+                and tok.col >= (st.alt_col if st.alt_col is not None else 0)) or (
+            shape == CALC and self.newline(i) and tok.col == col and tok.text == "_") or (
+            shape == IF and st.seen_then and self.newline(i) and tok.col >= col and self.word(i) == "else")
+
+    def shape_word(self, i: int, stops: _Stops, entry: Tactic | None, mode: str, st: _Args) -> tuple[int, bool]:
+        """The token at `i`, outside brackets, as the tactic's shape reads it: (where to go on, whether the
+        tactic ends there). `with` and the alternatives' `|`, `then`/`else` blocks, `in`, and `=>` blocks."""
+        shape = entry.shape if entry is not None else None
+        word = self.word(i)
+        if shape == ALTS and word == "with":
+            st.after_with = True
+        elif st.after_with and st.alt_col is None and self.bar_sep(i):
+            st.alt_col = self.t[i].col  # the alternatives' column: the first `|` anywhere, the others colGe
+        elif shape == IF and word in ("then", "else"):
+            st.seen_then = st.seen_then or word == "then"
+            words = frozenset({"else"}) if word == "then" else stops.words
+            return self.seq(i + 1, _Stops(bar=stops.bar, comma=stops.comma, words=words), mode), False
+        elif shape == IN and word == "in":
+            return self.seq(i + 1, stops, mode), True
+        elif self.arrow(i) and (shape in (ARROW, CONV) or (shape == ALTS and st.after_with)):
+            inner_mode = "conv" if shape == CONV or (shape == ARROW and mode == "conv" and entry is not None
+                                                     and entry.name not in CONV_TO_TACTIC) else "tactic"
+            inner = _Stops(bar=shape == ALTS or stops.bar, comma=stops.comma, words=stops.words)
+            return self.seq(i + (2 if self.sym_run(i, "=>") else 1), inner, inner_mode), shape != ALTS
+        return i + 1, False
+
+
+@dataclass
+class _Args:
+    """What `_Walker.args` has seen of a tactic's arguments: bracket depth, the alternatives' `with` and
+    column, an `if`'s `then`."""
+
+    depth: int = 0
+    after_with: bool = False
+    seen_then: bool = False
+    alt_col: int | None = None
 
 
 def walk(toks: Sequence[Token]) -> tuple[list[tuple[str, str]], Finding | None]:
