@@ -798,7 +798,7 @@ class ProjectionConfig:
                                      "captured): docs/engines.md's 1.5-3 min; also each trained role's load.")
     train_tokens_per_s: float = key(3000.0, "Training tokens/s per GPU: Llama 2's 7B took 184,320 A100-hours for "
                                             "2T tokens (arXiv 2307.09288), ~3.0k tokens/s per GPU.")
-    # issue 40: the trainer's forward-only scoring passes (backends/reference.py); training a token is a forward
+    # the GRPO family's KL and recomputed old log-probs: the trainer's forward-only scoring passes (backends/reference.py); training a token is a forward
     # and a backward (~3 forwards), ~4 with gradient checkpointing (bench/README.md, bench_kl.py: +28-32% on CPU)
     scoring_pass_share: float = key(0.25, "A forward-only scoring pass (recomputed old log-probs, the KL's "
                                           "reference) as a share of training the same tokens: ~1/4 with "
@@ -824,7 +824,7 @@ class ProjectionConfig:
     lean_tactic_s: float = key(0.5, "solver.mode = \"search\": Lean seconds per tactic applied (REPL tactic mode, "
                                     "failed and timed-out tactics included); " + _ESTIMATE + "the canary's known "
                                     "proof replayed tactic by tactic measures a floor that raises it.")
-    # issue 40: bench/bench_weight_update.py (vLLM CPU build, 25.7M parameters): 0.84 s in place vs 18.8 s for a
+    # measured by bench/bench_weight_update.py (vLLM CPU build, 25.7M parameters): 0.84 s in place vs 18.8 s for a
     # fresh engine; 7B bf16 (~15 GB) over NVLink / CUDA IPC on one node: seconds (an extrapolation, bench/README.md)
     weight_update_s: float = key(5.0, "A colocated rollout job (solver.rollout_prompts > 0; projected, not built): "
                                       "seconds to push the trainer's new weights into the running engine in place "

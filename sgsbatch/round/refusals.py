@@ -1,6 +1,6 @@
 """Verifier refusals: proofs the verifier's own rules refused, counted by reason, with what set them off.
 
-The point: see at once when the verifier refuses an honest prover style by the thousand (issue 38).
+The point: see at once when the verifier refuses an honest prover style by the thousand.
 A *refusal* is a `failed` verdict that one of the verifier's own rules gave:
 
 * a static check (verification/checks.py, `lean.static_verdict`): its first message is the static

@@ -1,6 +1,6 @@
 """Local pre-flight: can the jobs this config submits find what they load, before any job runs?
 
-Seconds here instead of a failed round 0 (issue 27 item 4). For the phases the config runs:
+Seconds here instead of a failed round 0. For the phases the config runs:
 
 - `generation.backend = "vllm"`: the Python the jobs run (this sgsbatch's own interpreter,
   `sys.executable`: the Slurm jobs, the local driver and its workers all start it) finds the

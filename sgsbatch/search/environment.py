@@ -12,7 +12,7 @@ there). A proof state is named by the environment's own integer; the search neve
 What a result means: `ok` is a legal edge (Lean accepted the tactic: no error message, no
 `sorry`); `goals` are the goals left, `()` when the proof is complete; `error` says why an edge
 failed (a Lean error, `timeout`, `refused: <reason>` for a tactic the verifier's static checks
-refuse before Lean sees it, `unknown_proof_state`). Tactic mode is not the verdict (REPL issue 44):
+refuse before Lean sees it, `unknown_proof_state`). Tactic mode is not the verdict (leanprover-community/repl issue #44):
 a found proof goes through the verify phase. Not covered: the search (search/tree.py), prompts
 (search/policy.py).
 """

@@ -16,7 +16,7 @@ and tactic (the path from the root), and a call naming a state of a dead process
 path, from the statement, on the new one (a replay that no longer works is the failed edge
 `replay_failed: ...`). `lean_s` is the wall clock of the call, restarts and replays included.
 
-Not covered: the verdict (REPL issue 44: tactic mode accepts what the kernel may not, so a found
+Not covered: the verdict (leanprover-community/repl issue #44: tactic mode accepts what the kernel may not, so a found
 proof goes through the verify phase), restarting a process whose memory grows with the states it
 keeps (the REPL never forgets one; `verification.memory_limit_mb` kills it, and its searches are
 replayed), and the search itself (search/tree.py).

@@ -1,4 +1,4 @@
-"""Per-slot cgroups (issue 38, "nothing outlives its proof"): each pool slot's REPL and checker in a
+"""Per-slot cgroups ("nothing outlives its proof"): each pool slot's REPL and checker in a
 cgroup v2 group of its own, with `cpu.max` (`verification.slot_cpus` cores) and `pids.max`
 (`verification.slot_pids` tasks), where the verify task's cgroup is delegated to the verify user.
 

@@ -13,7 +13,7 @@ names from the IO and meta world by unescaped component (`IO`, `EStateM`, `unsaf
 `Lean.Elab`, ...), `eval%`, syntax quotations and name literals, `set_option` against an
 ALLOW-list compared on the unescaped name, `open ... in` before a command, local instances and
 native evaluation; every `(name := value)` of a proof must hold a literal (`_config`: Lean
-evaluates tactic configurations, issue 26 class 1) and a leading-dot name of several components
+evaluates tactic configurations) and a leading-dot name of several components
 is refused (`.FS.writeFile` resolves in the expected type's namespace, class 2); a statement may
 hold no `by` or `do` block besides its final `:= by` (class 5). Then the proof's shape: text Lean cannot tokenize or whose brackets do not
 balance is refused (Lean would fail it anyway), and a line outside brackets that starts below
@@ -142,8 +142,8 @@ def _open_end(toks: Sequence[Token], i: int) -> int:
 
 
 def _namespaces(toks: Sequence[Token], i: int, where: str) -> Rejection | None:
-    """The namespaces of the `open` at `i`: none of the IO world or of Lean's meta-programming (issue 38,
-    class 2: `open System in` then `FilePath` and field notation reach IO actions)."""
+    """The namespaces of the `open` at `i`: none of the IO world or of Lean's meta-programming
+    (`open System in` then `FilePath` and field notation reach IO actions)."""
     for k in range(i + 1, _open_end(toks, i)):
         if toks[k].kind == "ident" and _word(toks[k]) not in _OPEN_PARTS:
             reason = namespace_reason(toks[k].parts)
@@ -241,7 +241,7 @@ def _leading_dot(toks: Sequence[Token], i: int) -> bool:
 
 def _resource_options(toks: Sequence[Token], what: str, bounds: OptionBounds) -> Rejection | None:
     """Every `set_option` of a resource option (`maxHeartbeats`, `maxRecDepth`, ...) holds a number within
-    its bound (issue 38 class 5: provers write them; the wall clock bounds the time anyway)."""
+    its bound (provers write them; the wall clock bounds the time anyway)."""
     for i, tok in enumerate(toks[:-2]):
         if _word(tok) != "set_option" or toks[i + 1].kind != "ident":
             continue
@@ -374,7 +374,7 @@ def header_namespace(header: str) -> tuple[str, ...]:
 
 
 def declared_name(header: str, theorem: str) -> str | None:
-    """The full name a statement declares after `header` (issue 26, 7b): `namespace Foo` in the
+    """The full name a statement declares after `header`: `namespace Foo` in the
     header makes `theorem t` declare `Foo.t`; `_root_.t` declares `t`. None if it is no statement."""
     name = statement_name(theorem)
     if name is None:

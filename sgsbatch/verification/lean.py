@@ -190,6 +190,6 @@ class LeanVerifier:
 
     def close(self) -> None:
         if self.pool.leftover_restarts:
-            log.warning("REPLs restarted for work a proof left behind (issue 38): %s",
+            log.warning("REPLs restarted for work a proof left behind (threads or CPU past its own): %s",
                         dict(self.pool.leftover_restarts))
         self.pool.close()

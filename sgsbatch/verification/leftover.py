@@ -1,4 +1,4 @@
-"""Work a proof leaves behind in its REPL: threads that keep running, or that pile up (issue 38).
+"""Work a proof leaves behind in its REPL: threads that keep running, or that pile up.
 
 A proof's code runs inside the REPL process and may start threads (`Task.spawn (prio := .dedicated)`,
 `IO.asTask`) that outlive its reply: the process filter allows threads, RLIMIT_CPU is a lifetime

@@ -1,6 +1,6 @@
 """Resource limits per pool slot: what one REPL or checker process (and everything in its sandbox) may use.
 
-Issue 26 ("resources per slot"). Set in the child between fork and exec of bwrap (`Limits.preexec`),
+Resources per slot. Set in the child between fork and exec of bwrap (`Limits.preexec`),
 so bwrap, `lake env`, the REPL and all their threads inherit them; each counts per process:
 
 - RLIMIT_AS (`verification.memory_limit_mb`): the address space, as before;

@@ -20,7 +20,7 @@ A proof the rules call verified must then leave its REPL silent and alive (`sett
 and, with `kernel_recheck`, pass the kernel re-check (recheck.py): the REPL pickles the proof's
 env to an unpredictable path (a fresh directory named by 16 random bytes) in the slot's scratch,
 the pool reads the file whole, removes it there and writes the bytes into the slot's checker
-directory, which no REPL can write (issue 26, class 6); the slot's checker process (started with
+directory, which no REPL can write (a proof cannot swap the file checked); the slot's checker process (started with
 the REPL, killed with it) gives the final verdict; its refusals are `failed` with reason
 `recheck_<code>`. The theorem is audited and re-checked by its full name (`declared_name`: a
 header's `namespace Foo` makes `theorem t` declare `Foo.t`).
@@ -32,7 +32,7 @@ path (sandbox.py), which with `scratch_mb` is a tmpfs of that size in its place 
 sandbox (the host directory then stays empty). Killing a process group kills the sandbox with
 everything in it. Every process runs under the rlimits of limits.py (`PoolSettings.limits`).
 
-Nothing outlives its proof (issue 38, leftover.py): after each proof's last reply the pool looks
+Nothing outlives its proof (leftover.py): after each proof's last reply the pool looks
 at the REPL's process tree; when it uses CPU while waiting for a command or holds more threads
 than after its header plus `thread_slack`, the REPL is killed and the next proof runs on a fresh
 process (the proof keeps its verdict, with a note; `leftover_restarts` counts these). A proof that
@@ -451,7 +451,7 @@ class ReplPool:
 
     def _check(self, slot: _Slot, item: _Item) -> Verdict:
         job, s = item.job, self.settings
-        name = declared_name(job.header, job.theorem)  # `Foo.t` under a header's `namespace Foo` (issue 26, 7b)
+        name = declared_name(job.header, job.theorem)  # `Foo.t` under a header's `namespace Foo`
         if name is None:
             return Verdict(FAILED, "bad_statement", ["the statement must be a single named theorem or lemma"])
         bad = self._start(slot, job.header)
@@ -512,7 +512,7 @@ class ReplPool:
     def _fetch_pickle(self, repl: ReplProcess, env: int, scratch: Path, checker_dir: Path) -> Path:
         """The REPL pickles env `env` to an unpredictable path in a fresh directory of its scratch;
         the bytes are read whole, removed there and written to the checker's directory, which no
-        REPL can write (issue 26, class 6): a file swapped in later changes nothing checked. A
+        REPL can write: a file swapped in later changes nothing checked. A
         scratch that is a tmpfs inside the sandbox is reached through /proc (`Sandbox.scratch_view`);
         the pickle then counts against its cap (`verification.scratch_mb`)."""
         token = secrets.token_hex(16)

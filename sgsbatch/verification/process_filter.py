@@ -3,7 +3,7 @@
 Lean needs threads only (`Task`s run on pthreads: `clone` with `CLONE_THREAD`), so a proof's code
 that starts a process (a background writer, a process that answers on the reply channel or
 replaces the next proof's pickle, a CPU burner that outlives the proof) is what this closes
-(issue 26, classes 3 and 6). The filter, a classic BPF program built here byte by byte, returns:
+(no process created by a proof, no file written outside its scratch). The filter, a classic BPF program built here byte by byte, returns:
 
 - `EPERM` for `fork`, `vfork`, `execveat`, `clone` without `CLONE_THREAD` (what `posix_spawn`,
   `fork()` and `subprocess` use), and for every system call of another ABI (i386 through

@@ -13,7 +13,7 @@ answer, on its own stdout, with the nonce of the request echoed, is the final ve
 Covered: the client (`KernelChecker`, the REPL's JSON-and-blank-line protocol over
 `ReplProcess`, one checker per pool process, restarted with it), the request and the checks on
 the reply (its nonce, its shape), the reason codes (`REASONS`, each reported as `kernel_<code>`), the kernel's heartbeat budget
-(`kernel_heartbeats`: the budget the REPL's `addDecl` had for the declaration, issue 38 class 6).
+(`kernel_heartbeats`: the budget the REPL's `addDecl` had for the declaration, statement options included).
 Not covered: the checker's own logic (lean/SgsKernelCheck.lean; compiled by `setup.sh --lean`,
 tested against real Lean only where `lake` exists; here against a stand-in), the sandbox both
 processes run in (sandbox.py).
@@ -37,7 +37,7 @@ REASONS: frozenset[str] = frozenset({
     "header_error", "reference_error", "no_pickle", "imports_changed", "unsafe_constant", "partial_constant",
     "kernel_rejected", "theorem_missing", "not_a_theorem", "statement_changed", "axioms", "bad_request",
     "checker_exception",
-    # issue 26: code in a statement, a resolved name of the IO world, a redefined auxiliary constant
+    # code in a statement, a resolved name of the IO world, a redefined auxiliary constant
     "statement_code", "forbidden_constant", "meaning_changed",
 })
 # Refusals that say the check itself broke (the proof is then `error`, retried), not that the proof is wrong.
@@ -125,7 +125,7 @@ def kernel_heartbeats(header: str, theorem: str, proof: str = "") -> int | None:
     The theorem is declared under the statement's own `set_option maxHeartbeats N in` prefixes (the
     innermost, the last one, wins), else the header's last `set_option maxHeartbeats N` still in
     scope (one inside a `section`/`namespace` the header closes again is dropped at its `end`, as
-    Lean drops it). Issue 38, class 6: the checker used only the header's, so a kernel-heavy proof
+    Lean drops it). A checker that used only the header's would turn a kernel-heavy proof
     under `set_option maxHeartbeats 0 in theorem ...` was `kernel_rejected` though the REPL had
     accepted it. A proof's own `set_option maxHeartbeats N in <tactic>` is the budget of the
     auxiliary declarations that tactic adds (`decide (config := { kernel := true })`'s lemma); the
@@ -159,8 +159,8 @@ class KernelChecker:
         """Ask for the verdict on the pickled environment of `theorem` (whose full declared name is `name`).
 
         The statement goes without its final `by` (`reference_statement`): the checker appends
-        ` sorry` and elaborates no tactic of the statement's text (issue 26, class 5). `maxHeartbeats`
-        is the kernel's budget for the replay (`kernel_heartbeats`; null: the header's, issue 38 class 6);
+        ` sorry` and elaborates no tactic of the statement's text (code in a statement never runs). `maxHeartbeats`
+        is the kernel's budget for the replay (`kernel_heartbeats`; null: the header's);
         `proof` (the proof's text) adds its own `set_option maxHeartbeats N in` budgets to it."""
         nonce = secrets.token_hex(16)
         request = {"id": nonce, "header": header, "statement": reference_statement(theorem), "name": name,

@@ -64,8 +64,8 @@ _MEMORY_MARKERS = ("out of memory", "std::bad_alloc", "MemoryError", "Cannot all
 
 
 def unquoted(data: bytes) -> str:
-    """Output the proof's code may have written, described without quoting it (issue 26, class 6:
-    a verdict message must not carry a file's head out of the sandbox): its size and a digest."""
+    """Output the proof's code may have written, described without quoting it (a
+    verdict message must not carry a file's head out of the sandbox): its size and a digest."""
     return f"{len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}"
 
 

@@ -32,7 +32,7 @@ as `bwrap ... -- <repl_command>`, which gives it:
   (no tokens or credentials from the caller's environment).
 
 With `process_filter` (`verification.process_filter`, on by default) the program runs under the
-seccomp filter of process_filter.py: no process can be created inside (issue 26, classes 3, 6),
+seccomp filter of process_filter.py: no process can be created inside (nor a file written outside its scratch),
 and no namespace (`unshare`: else a user namespace of its own could mount a tmpfs of no cap).
 With `process_limit` (`verification.process_limit`) the same launcher sets RLIMIT_NPROC inside,
 where with a user namespace of its own the kernel counts only the sandbox's tasks (limits.py

@@ -20,7 +20,7 @@ integer `proofState` that is fresh (not below `ReplProcess.next_proof_state`: a 
 earlier cannot pass), goals that are strings, well-formed messages; anything else is a
 ReplSystemError (reply_mismatch or garbage). The numbering is checked for freshness, not for the
 exact next number, so a REPL that skips numbers still works. Not covered: the verdict (tactic mode
-is not one, REPL issue 44: a found proof goes through the verify pool), the search's bookkeeping
+is not one, leanprover-community/repl issue #44: a found proof goes through the verify pool), the search's bookkeeping
 (search/lean_env.py).
 """
 

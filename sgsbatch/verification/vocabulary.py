@@ -11,7 +11,7 @@ variable literally named `IO` is refused too); components that are also honest n
 `ProbabilityTheory.Kernel`) are refused only as the first component of a dotted name. What a
 single-component name resolves to (`ST` after `open`, `.println` against an expected `IO _`,
 `h.toIO` by generalized field notation) is judged after resolution, by the kernel re-check
-(`forbiddenRoots` in lean/SgsKernelCheck.lean, issue 26): a filter of tokens cannot see it.
+(`forbiddenRoots` in lean/SgsKernelCheck.lean): a filter of tokens cannot see it.
 """
 
 from __future__ import annotations
@@ -44,18 +44,18 @@ COMMAND = "command"
 NATIVE_DECIDE = "native_decide"
 SORRY = "sorry"
 BAD_STATEMENT = "bad_statement"
-# Added with the lexer (issue 12):
+# Added with the lexer:
 LEX_ERROR = "lex_error"  # text Lean cannot tokenize or whose brackets do not balance: Lean fails it anyway
 TOP_LEVEL = "top_level"  # a line below the proof's indentation that could start a new command
 IO = "io"  # names from the IO world (IO, EIO, BaseIO, EStateM, ST, System, ...) and tactics that reach out
 META = "meta"  # Lean.* and meta-programming names, syntax quotations and name literals
 TRACE = "trace"  # the `trace` tactic, `dbg_trace`, `dbgTrace`, `panic!`-style printing
 BAD_HEADER = "bad_header"  # a header line other than import / open / allowed set_option / namespace / section
-# Added with issue 26 (no model text reaches Lean's evaluator):
+# No model text reaches Lean's evaluator:
 CONFIG = "config"  # a `(name := value)` whose value is not a literal: tactic configs are evaluated (Meta.evalExpr')
 LEADING_DOT = "leading_dot"  # `.A.b`: resolved in the expected type's namespace (`.FS.writeFile` -> IO.FS.writeFile)
 STATEMENT_CODE = "statement_code"  # a tactic block (`by`) or `do` inside a statement: code the checker would run
-# Added with issue 38 (an allow-list of tactics, judged by syntax):
+# With the allow-list of tactics, judged by syntax:
 UNKNOWN_TACTIC = "unknown_tactic"  # a tactic (or conv tactic) that is not on tactics.py's allow-list, named in the detail
 
 KEYWORD_REASONS: dict[str, str] = {
@@ -117,12 +117,12 @@ META_PARTS = frozenset({"Elab", "MetaM", "CoreM", "TermElabM", "TacticM", "Comma
                         "compileDecl", "compileDecls", "liftMetaM", "liftTermElabM", "liftCoreM",
                         "liftCommandElabM", "throwError", "throwErrorAt", "logInfo", "logWarning", "logError",
                         "ImportM", "runTermElabM", "evalConst", "ofExcept"})
-# Components that are also honest names (issue 26, 7c: `ST` a triangle's side): refused only as the first
+# Components that are also honest names (`ST` a triangle's side): refused only as the first
 # component of a dotted name (`ST.Ref.get`, `System.FilePath.mk`): these are namespaces at Lean's root.
 IO_ROOTS = frozenset({"ST", "EST", "System"})
 # Namespaces under `Lean` (`Lean.Meta`, `Lean.Kernel`, ...): a name starting with one reaches Lean's only
 # inside `namespace Lean` or after `open Lean`, both refused, so as the first part of a dotted name they are
-# honest (`Kernel.comp` under `open ProbabilityTheory`, issue 38 class 7); refused only as a namespace to open.
+# honest (`Kernel.comp` under `open ProbabilityTheory`); refused only as a namespace to open.
 META_ROOTS = frozenset({"Meta", "Environment", "Kernel", "Compiler", "IR", "Elab", "Parser", "Syntax", "Macro"})
 NATIVE_PARTS = frozenset({"ofReduceBool", "ofReduceNat", "reduceBool", "reduceNat", "native_decide"})
 _UNSAFE_PART = re.compile(r"^unsafe(?:[A-Z]|$)|Unsafe")
@@ -133,7 +133,7 @@ _UNSAFE_PART = re.compile(r"^unsafe(?:[A-Z]|$)|Unsafe")
 # interpreter.*, trace.* (prints), diagnostics, Elab.async, ...).
 PROOF_OPTIONS: frozenset[str] = frozenset({"push_neg.use_distrib", "simprocs", "autoImplicit",
                                            "relaxedAutoImplicit", "tactic.hygienic"})
-# Resource options (issue 38 class 5): provers set them in proofs and statements; accepted with a numeric
+# Resource options: provers set them in proofs and statements; accepted with a numeric
 # value within `verification.max_heartbeats_option` / `max_rec_depth_option` (checks._resource_options).
 HEARTBEAT_OPTIONS: frozenset[str] = frozenset({"maxHeartbeats", "synthInstance.maxHeartbeats"})
 DEPTH_OPTIONS: frozenset[str] = frozenset({"maxRecDepth", "synthInstance.maxSize"})
@@ -202,7 +202,7 @@ def name_reason(parts: tuple[str, ...]) -> str | None:
 def namespace_reason(parts: tuple[str, ...]) -> str | None:
     """The reason code for a namespace to `open` (header, statement or proof): none of the IO world or of
     Lean's meta-programming, whose names would then resolve from single words (`open System in ...
-    FilePath`, issue 38 class 2); otherwise as any name."""
+    FilePath`: field notation on it reaches IO); otherwise as any name."""
     head = parts[0] if parts else ""
     if head in IO_PARTS or head in IO_ROOTS:
         return IO
