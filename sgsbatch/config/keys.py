@@ -27,6 +27,11 @@ class KeyInfo:
     default: Any  # TOML-ready: lists for tuples
     help: str
     table: str  # the dotted table it is in, e.g. slurm.solve
+    range: str = ""  # a number key's declared range (schema.Bound spec: ">= 1", "[0.0, 1.0]"), else ""
+
+    def kind(self) -> str:
+        """Its type, with its range where one is declared: "an integer, >= 1"."""
+        return f"{self.type}, {self.range}" if self.range else self.type
 
 
 def table_help(obj: Any) -> str:
@@ -65,7 +70,9 @@ def config_keys(prefix: str = "") -> list[KeyInfo]:
             if dataclasses.is_dataclass(value):
                 continue
             name = f"{table}.{f.name}" if table else f.name
-            out.append(KeyInfo(name, type_name(hints[f.name]), _plain(value), f.metadata.get("help", ""), table))
+            bound = f.metadata.get("bound")
+            out.append(KeyInfo(name, type_name(hints[f.name]), _plain(value), f.metadata.get("help", ""), table,
+                               bound.spec if bound is not None else ""))
     if prefix:
         out = [k for k in out if k.key == prefix or k.key.startswith(prefix.rstrip(".") + ".")]
         if not out:
@@ -78,7 +85,7 @@ def config_keys(prefix: str = "") -> list[KeyInfo]:
 KEYS_PAGE_HEAD = """# Every config key
 
 Generated from the schema (sgsbatch/config/schema.py) by `sgsbatch config keys --markdown > docs/keys.md`;
-a test fails when this page and the schema differ. Each key: its default, its type, what it does.
+a test fails when this page and the schema differ. Each key: its default, its type (and range, where one is declared), what it does.
 Tables, keys and the `[slurm.<phase>]` layers are explained in [configuration](configuration.md)."""
 
 
@@ -92,5 +99,5 @@ def keys_markdown(prefix: str = "") -> str:
             table = k.table
             lines += ["", f"## [{table}]", "", helps[table], ""]
         default = json.dumps(k.default)
-        lines.append(f"- `{k.key}` = `{default}` ({k.type}): {' '.join(k.help.split())}")
+        lines.append(f"- `{k.key}` = `{default}` ({k.kind()}): {' '.join(k.help.split())}")
     return "\n".join(lines) + "\n"

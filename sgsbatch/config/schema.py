@@ -4,8 +4,8 @@ Every number of the SGS paper (docs/algorithm.md) is a key here with the referen
 `key(default, help)`: its help text lives here and nowhere else (`sgsbatch config keys` and the
 configuration reference read it through config/keys.py; a test checks that no key lacks one).
 Loading TOML files, `inherit`, `--set` overrides and validation live in `config/loading.py`; the
-checks that need more than a type (ranges, choices, cross-key rules) in `config/validation.py`;
-this module is only the schema.
+ranges of single keys are declared with them (`key(..., bound=Bound(...))`); the checks across keys live in
+`config/validation.py`, which also checks the ranges; this module is only the schema.
 """
 
 from __future__ import annotations
@@ -45,9 +45,36 @@ WINDOW_SELECTIONS: tuple[str, ...] = ("less_16_proofs", "stp_improved_ei")
 T = TypeVar("T")
 
 
-def key(default: T, text: str) -> T:
-    """A config key: its default and its help text (`sgsbatch config keys`), written once, here."""
-    return field(default=default, metadata={"help": text})
+@dataclass(frozen=True)
+class Bound:
+    """A number key's range, declared with the key and checked by config/validation.py: `spec` is ">= 1",
+    "> 0", "<= 64", "< 1", or an interval "[0, 1]", "(0, 1]", "[0, 1)"; `message` is what a config outside it
+    is told (`{value}`: the value given)."""
+
+    spec: str
+    message: str
+
+    def __post_init__(self) -> None:
+        assert _BOUND.fullmatch(self.spec), f"a bound is '>= N', '> N', '<= N', '< N' or an interval: {self.spec!r}"
+
+    def holds(self, value: float) -> bool:
+        m = _BOUND.fullmatch(self.spec)
+        assert m is not None
+        if m["op"]:
+            x = float(m["x"])
+            return {">=": value >= x, ">": value > x, "<=": value <= x, "<": value < x}[m["op"]]
+        lo, hi = float(m["lo"]), float(m["hi"])
+        return (lo <= value if m["left"] == "[" else lo < value) and (value <= hi if m["right"] == "]" else value < hi)
+
+
+_NUMBER = r"-?[0-9][0-9_.e+-]*"
+_BOUND = re.compile(rf"(?P<op>>=|>|<=|<) (?P<x>{_NUMBER})|(?P<left>[\[(])(?P<lo>{_NUMBER}), (?P<hi>{_NUMBER})(?P<right>[\])])")
+
+
+def key(default: T, text: str, bound: Bound | None = None) -> T:
+    """A config key: its default, its help text (`sgsbatch config keys`) and, for a number, its range (`bound`),
+    written once, here."""
+    return field(default=default, metadata={"help": text, "bound": bound})
 
 
 @dataclass(frozen=True)
@@ -57,16 +84,20 @@ class RunConfig:
     name: str = key("sgs", "The run's name: its directory under run.runs_dir, the RUN of every command and "
                            "part of its Slurm job names.")
     rounds: int = key(200, "Rounds to run (a round: conjecture, solve, verify, guide, train); `resume --set "
-                           "run.rounds=N` extends a run.")
-    seed: int = key(0, "Seed of every sampler, shuffle and random-half fit of the run.")
+                           "run.rounds=N` extends a run.",
+                      bound=Bound(">= 1", "must be a whole number >= 1, got {value}"))
+    seed: int = key(0, "Seed of every sampler, shuffle and random-half fit of the run.",
+                    bound=Bound(">= 0", "must be >= 0, got {value}"))
     executor: Executor = key("auto", "Where the jobs run: \"slurm\", \"local\" (this machine, a driver "
                                      "process), or \"auto\" (Slurm when `sinfo` answers, else local).")
     runs_dir: str = key("runs", "Directory the run directory goes in (after --runs-dir and "
                                 "$SGSBATCH_RUNS_DIR).")
     database_url: str = key("", "The state database: \"\" = the run's own SQLite file (<run dir>/state.db), or "
                                 "an SQLAlchemy URL such as postgresql://user@host/db.")
-    max_task_retries: int = key(2, "Crashes of one shard task before the run is stalled for a person.")
-    local_workers: int = key(2, "Parallel tasks of the local executor.")
+    max_task_retries: int = key(2, "Crashes of one shard task before the run is stalled for a person.",
+                                bound=Bound(">= 0", "must be >= 0"))
+    local_workers: int = key(2, "Parallel tasks of the local executor.",
+                             bound=Bound(">= 1", "must be >= 1"))
     smoke: bool = key(False, "Set by `launch --smoke` (tiny scale on CPU); not set by hand.")
     submit_from_jobs: bool = key(True, "True: each round's train job submits the next round; false: "
                                        "`sgsbatch watch` drives the chain from outside (sites where jobs may "
@@ -74,7 +105,8 @@ class RunConfig:
     allow_env_drift: bool = key(False, "True: a task whose torch, transformers, deepspeed, vllm or sgsbatch "
                                        "differs from the launch's runs anyway (else it refuses, naming both "
                                        "versions).")
-    poll_interval_s: float = key(30.0, "`launch --wait` / `resume --wait`: seconds between status checks.")
+    poll_interval_s: float = key(30.0, "`launch --wait` / `resume --wait`: seconds between status checks.",
+                                 bound=Bound("> 0", "must be > 0 seconds, got {value}"))
     rehearsal: bool = key(False, "Set by `launch --rehearse` (SIMULATED generation, verifier and trainer); "
                                  "refused in a config file.")
 
@@ -88,7 +120,8 @@ class DataConfig:
     format: Literal["auto", "reference_json", "jsonl", "hf"] = key("auto", "How to read data.source; \"auto\" "
                                                                            "decides from the file.")
     split: str = key("train", "The split of a Hugging Face dataset (hub id or saved DatasetDict).")
-    limit: int = key(0, "Use only the first N targets; 0 = all.")
+    limit: int = key(0, "Use only the first N targets; 0 = all.",
+                     bound=Bound(">= 0", "must be >= 0 (0 = all targets)"))
     strict: bool = key(False, "Refuse data with malformed rows instead of skipping them (launch --strict).")
 
 
@@ -188,16 +221,20 @@ class GenerationConfig:
     top_p: float = key(1.0, "Nucleus sampling threshold of every role.")
     tensor_parallel_size: int = key(1, "vLLM: GPUs one engine spans.")
     gpu_memory_utilization: float = key(0.9, "vLLM: the fraction of GPU memory its engine takes (vLLM's CPU "
-                                             "build: of the machine's RAM).")
+                                             "build: of the machine's RAM).",
+                                        bound=Bound("(0, 1]", "must be within (0, 1], got {value}"))
     kv_cache_memory_bytes: int = key(0, "vLLM: > 0 sizes the KV cache itself instead of "
-                                        "gpu_memory_utilization; 0 = vLLM decides.")
+                                        "gpu_memory_utilization; 0 = vLLM decides.",
+                                     bound=Bound(">= 0", "must be >= 0 (0 = vLLM sizes the KV cache from gpu_memory_utilization), got {value}"))
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = key(
         "auto", "vLLM's weights/activations dtype; \"auto\" = vLLM's choice (bf16 for an fp32 checkpoint).")
     enforce_eager: bool = key(False, "vLLM: no torch.compile or CUDA graphs (faster start, slower decode; CPU "
                                      "test configs).")
     threads: int = key(0, "torch CPU threads of the transformers backend; 0 = the task's cpus.")
-    max_in_flight: int = key(512, "Prompts a generating task keeps in the engine at once (continuous batching).")
-    max_model_len: int = key(8192, "Prompt + completion tokens per request (the reference serves with 8192).")
+    max_in_flight: int = key(512, "Prompts a generating task keeps in the engine at once (continuous batching).",
+                             bound=Bound(">= 1", "must be >= 1, got {value}"))
+    max_model_len: int = key(8192, "Prompt + completion tokens per request (the reference serves with 8192).",
+                             bound=Bound(">= 2", "must be >= 2, got {value}"))
     logprobs: Literal["raw", "processed"] = key(
         "raw", "The sampled tokens' logprobs CISPO compares with the trainer's: \"raw\" (the reference: plain "
                "log-softmax on both sides) or \"processed\" (both under temperature and top-p).")
@@ -229,13 +266,16 @@ class SolverConfig:
     """The Solver: sampling, rewards and training."""
 
     samples: int = key(8, "Proofs sampled per target and per conjecture each round (solver.mode = \"search\": "
-                          "independent searches per problem).")
+                          "independent searches per problem).",
+                       bound=Bound(">= 1", "must be >= 1, got {value}"))
     # "search": the solve phase runs tactic-level proof search (sgsbatch/search/, docs/search.md)
     mode: Literal["whole_proof", "search"] = key(
         "whole_proof", "\"whole_proof\": the Solver writes whole proofs (the reference); \"search\": tactic-level "
                        "proof search, the [search] keys (docs/search.md).")
-    temperature: float = key(1.0, "Sampling temperature.")
-    max_tokens: int = key(8192, "Completion tokens per proof.")
+    temperature: float = key(1.0, "Sampling temperature.",
+                             bound=Bound(">= 0", "must be >= 0"))
+    max_tokens: int = key(8192, "Completion tokens per proof.",
+                          bound=Bound(">= 1", "must be >= 1"))
     # reinforce (REINFORCE-1/2), cispo, ei (Expert Iteration), or the GRPO family: grpo, dr_grpo, dapo,
     # gspo (backends/objectives.py; README "Objectives")
     objective: Literal["reinforce", "cispo", "ei", "grpo", "dr_grpo", "dapo", "gspo"] = key(
@@ -243,26 +283,33 @@ class SolverConfig:
                      "(Expert Iteration on stored proofs), or the GRPO family: \"grpo\", \"dr_grpo\", \"dapo\", "
                      "\"gspo\".")
     band_low: float = key(0.0, "The hard band's lower solve rate (exclusive): problems solved more rarely are "
-                               "not trained on.")
-    band_high: float = key(0.5, "The hard band's upper solve rate.")
+                               "not trained on.",
+                          bound=Bound("[0.0, 1.0]", "must be within [0, 1], got {value}"))
+    band_high: float = key(0.5, "The hard band's upper solve rate.",
+                           bound=Bound("[0.0, 1.0]", "must be within [0, 1], got {value}"))
     band_include_high: bool = key(True, "Whether band_high itself is in the band (0 < s <= 0.5; CISPO: "
                                         "0 < s < 1).")
-    store_cap: int = key(16, "Verified proofs kept per problem in the solved store.")
+    store_cap: int = key(16, "Verified proofs kept per problem in the solved store.",
+                         bound=Bound(">= 1", "must be >= 1"))
     length_penalty_start: float = key(0.8, "A proof longer than this share of max_tokens gets the length "
-                                           "penalty.")
+                                           "penalty.",
+                                      bound=Bound("[0.0, 1.0]", "must be within [0, 1], got {value}"))
     zero_try: bool = key(True, "Proofs using the `try` tactic get weight 0.")
     try_comments: Literal["reference", "lean"] = key(
         "reference", "Comments skipped when looking for `try`: \"reference\" (a non-greedy /- -/ regex, then "
                      "`--` to the line's end) or \"lean\" (as Lean reads them: nested).")
     lr: float = key(3e-6, "Learning rate (constant; a fresh AdamW every round unless train.optimizer "
-                                "is \"carry\").")
+                                "is \"carry\").",
+                    bound=Bound("> 0", "must be > 0"))
     # DAPO (arXiv 2503.14476 §4.1): "a linear warm-up over 20 rollout steps", 16 gradient updates a rollout
     lr_warmup_steps: int = key(0, "The LR rises linearly from lr / this to lr over the Solver's first this many "
                                   "optimizer steps of the run, counted across rounds (0 = constant LR, the "
                                   "reference's).")
-    batch_size: int = key(32, "Sequences per optimizer step.")
+    batch_size: int = key(32, "Sequences per optimizer step.",
+                          bound=Bound(">= 1", "must be >= 1"))
     train: bool = key(True, "Train the Solver (false: a frozen Solver).")
-    ei_rounds: int = key(3, "Expert Iteration trains on the stored proofs of the last this many rounds.")
+    ei_rounds: int = key(3, "Expert Iteration trains on the stored proofs of the last this many rounds.",
+                         bound=Bound(">= 1", "must be >= 1"))
     # the reference's statement_selection_mode (sgs/pipeline/config.py:18-24; step1_data_gen.py:539-546 and
     # 1040-1126, step2_train.py:436-478); "stp_improved_ei" is declared there but never implemented
     # (step1_data_gen.py:1057 raises): here it is STP's Expert Iteration, per its comment "at most 16/64 proofs
@@ -278,35 +325,43 @@ class SolverConfig:
     # STP keeps at most 16 distinct proofs per statement (kfdong/STP RL/RL_step3_final_model.py:176-187, its
     # Expert Iteration and final re-training); the reference's comment: "at most 16/64 proofs per problem"
     proof_cap: int = key(16, "selection = \"stp_improved_ei\": distinct verified proofs per problem trained on "
-                             "(STP: kfdong/STP RL/RL_step3_final_model.py:176-187).")
+                             "(STP: kfdong/STP RL/RL_step3_final_model.py:176-187).",
+                         bound=Bound(">= 1", "must be >= 1, got {value}"))
     cispo_clip_max: float = key(4.0, "CISPO: importance weights are clamped to [0, this].")
     cispo_eps: float = key(1e-6, "CISPO: added to the group's reward std before dividing.")
     # The GRPO family (grpo, dr_grpo, dapo, gspo). The importance ratio is clipped to
     # [1 - clip_low, 1 + clip_high]; 0 = the objective's published value (PUBLISHED_CLIP above)
     clip_low: float = key(0.0, "GRPO family: the ratio's lower clip 1 - clip_low (0 = the objective's published "
-                               "value: 0.2; GSPO 3e-4).")
+                               "value: 0.2; GSPO 3e-4).",
+                          bound=Bound("[0.0, 1.0)", "must be within [0, 1) (0 = the published value), got {value}"))
     clip_high: float = key(0.0, "GRPO family: the ratio's upper clip 1 + clip_high (0 = the published value: 0.2; "
-                                "DAPO 0.28; GSPO 4e-4).")
+                                "DAPO 0.28; GSPO 4e-4).",
+                           bound=Bound(">= 0.0", "must be >= 0 (0 = the published value), got {value}"))
     # KL to a reference policy frozen at the run's initial Solver weights (backends/reference.py), added per
     # token inside the objective's token average (DeepSeekMath arXiv 2402.03300 eq. (3); TRL GRPOTrainer
     # `per_token_loss + beta * per_token_kl`). 0 = off: TRL GRPOConfig.beta's default; DAPO §2.3, Dr. GRPO
     # and GSPO drop it; DeepSeekMath uses 0.04 (jobs/grpo.toml)
     kl_beta: float = key(0.0, "GRPO family: weight of the per-token KL to the reference policy (the run's "
-                              "initial Solver weights); 0 = off (TRL's default); DeepSeekMath 0.04.")
+                              "initial Solver weights); 0 = off (TRL's default); DeepSeekMath 0.04.",
+                         bound=Bound(">= 0.0", "must be >= 0 (0 = no KL term), got {value}"))
     kl_estimator: Literal["k3", "k1"] = key(
         "k3", "kl_beta > 0: the per-token KL estimate: \"k3\" = exp(ref - logp) - (ref - logp) - 1 "
               "(DeepSeekMath eq. 4; TRL; verl low_var_kl), \"k1\" = logp - ref (verl kl).")
     # verl's kl_penalty clamps low_var_kl (k3) to [-10, 10] per token; DeepSeekMath and TRL do not (0, the default)
     kl_clamp: float = key(0.0, "kl_beta > 0: each token's KL estimate is clamped to [-kl_clamp, kl_clamp] (no "
-                               "gradient outside; verl's low_var_kl: 10); 0 = no clamp (DeepSeekMath, TRL).")
+                               "gradient outside; verl's low_var_kl: 10); 0 = no clamp (DeepSeekMath, TRL).",
+                          bound=Bound(">= 0", "must be >= 0 (0 = no clamp), got {value}"))
     # A = (r - mean) / (std + eps), unbiased std (verl compute_grpo_outcome_advantage's epsilon; TRL: 1e-4)
-    grpo_eps: float = key(1e-6, "GRPO, DAPO, GSPO: added to the group's reward std before dividing.")
+    grpo_eps: float = key(1e-6, "GRPO, DAPO, GSPO: added to the group's reward std before dividing.",
+                          bound=Bound("> 0", "must be > 0, got {value}"))
     # DAPO's overlong reward shaping (arXiv 2503.14476 §3.4; verl reward_manager/dapo.py overlong_buffer):
     # past (1 - overlong_buffer) * max_tokens the reward drops linearly to -overlong_penalty at max_tokens.
     # 0.2 = the paper's experiments: a 4,096-token cache of 20,480 (verl overlong_buffer.len = 4096); 0 = off
     overlong_buffer: float = key(0.2, "DAPO: share of max_tokens at the end over which the reward drops "
-                                      "linearly (0 = no overlong shaping).")
-    overlong_penalty: float = key(1.0, "DAPO: the reward's drop at max_tokens (verl's penalty_factor).")
+                                      "linearly (0 = no overlong shaping).",
+                                 bound=Bound("[0.0, 1.0)", "must be within [0, 1) (a fraction of solver.max_tokens; 0 = off), got {value}"))
+    overlong_penalty: float = key(1.0, "DAPO: the reward's drop at max_tokens (verl's penalty_factor).",
+                                  bound=Bound(">= 0", "must be >= 0, got {value}"))
     # DAPO §3.4's Overlong Filtering (the masking it compares with the shaping above; its final recipe uses the
     # shaping): a truncated sample's tokens leave the loss; its reward still counts in its group's advantages
     overlong_filter: bool = key(False, "DAPO: mask the loss of truncated samples (finish_reason \"length\"; DAPO "
@@ -318,19 +373,22 @@ class SolverConfig:
     # drop_last). 0 = every target every round (the SGS reference: its rounds are not rollout steps)
     rollout_prompts: int = key(0, "Targets a round samples: 0 = every target (the reference); N = a rollout batch "
                                   "of the next N of a seeded shuffle of the targets, reshuffled each pass (verl's "
-                                  "train_batch_size; DAPO 512, DeepSeekMath 1,024 samples / group).")
+                                  "train_batch_size; DAPO 512, DeepSeekMath 1,024 samples / group).",
+                               bound=Bound(">= 0", "must be >= 0 (0 = every target), got {value}"))
     # DAPO's dynamic sampling (arXiv 2503.14476 §3.2; verl recipe/dapo: gen_prompt_bsz = 3 x train_prompt_bsz):
     # draw ceil(rollout_prompts x this) targets, drop uniform groups, train the first rollout_prompts groups kept
     rollout_oversample: float = key(1.0, "DAPO with rollout_prompts > 0: a round samples rollout_prompts x this "
                                          "targets and trains the first rollout_prompts groups its dynamic "
-                                         "sampling keeps, in draw order (verl's DAPO recipe: 3).")
+                                         "sampling keeps, in draw order (verl's DAPO recipe: 3).",
+                                    bound=Bound(">= 1.0", "must be >= 1, got {value}"))
     # DAPO §3.2 "we over-sample and filter out ... until the batch is fully filled" (verl recipe/dapo
     # max_num_gen_batches = 10): a round whose kept groups (with those carried) fall short trains nothing and the
     # next round, same weights, draws the next batch; at the cap the step trains what it has (counted short)
     rollout_max_gen_batches: int = key(1, "DAPO with rollout_prompts > 0: generation batches (rounds) that may "
                                           "fill one rollout step; a round short of rollout_prompts kept groups "
                                           "trains nothing and carries them to the next (verl: 10); 1 = train what "
-                                          "one round keeps.")
+                                          "one round keeps.",
+                                       bound=Bound(">= 1", "must be >= 1 (1 = no re-sampling), got {value}"))
 
     def clip_range(self) -> tuple[float, float]:
         """(clip_low, clip_high) of a GRPO-family objective, the published values where a key is 0."""
@@ -419,16 +477,23 @@ class ConjecturerConfig:
         "target, solved ones too; \"seed_statement\" = STP's: samples_per_target per solved target, each showing "
         "the target and one of its stored proofs, cycling through them.")
     samples_per_target: int = key(1, "Conjectures sampled per target each round (the reference's "
-                                     "conjectures_per_statement; per solved target with setup = \"seed_statement\").")
-    temperature: float = key(1.0, "Sampling temperature.")
-    max_tokens: int = key(8192, "Completion tokens per conjecture.")
+                                     "conjectures_per_statement; per solved target with setup = \"seed_statement\").",
+                                  bound=Bound(">= 1", "must be >= 1"))
+    temperature: float = key(1.0, "Sampling temperature.",
+                             bound=Bound(">= 0", "must be >= 0"))
+    max_tokens: int = key(8192, "Completion tokens per conjecture.",
+                          bound=Bound(">= 1", "must be >= 1"))
     band_percentile: float = key(0.7, "The Guide reviews conjectures solved 0 < s <= t, t this percentile of "
-                                      "the round's solve rates (ties kept).")
+                                      "the round's solve rates (ties kept).",
+                                 bound=Bound("[0.0, 1.0]", "must be within [0, 1], got {value}"))
     length_penalty_start: float = key(0.8, "A conjecture longer than this share of max_tokens gets the length "
-                                           "penalty.")
+                                           "penalty.",
+                                      bound=Bound("[0.0, 1.0]", "must be within [0, 1]"))
     lr: float = key(3e-6, "Learning rate (constant; a fresh AdamW every round unless train.optimizer "
-                                "is \"carry\").")
-    batch_size: int = key(32, "Sequences per optimizer step.")
+                                "is \"carry\").",
+                    bound=Bound("> 0", "must be > 0"))
+    batch_size: int = key(32, "Sequences per optimizer step.",
+                          bound=Bound(">= 1", "must be >= 1"))
     reward: Literal["sgs", "stp"] = key(
         "sgs", "The Conjecturer's reward: \"sgs\" = R_guide x (1 - s), min-max normalised, over the "
                "band_percentile band; \"stp\" = STP's: weight 1 for each conjecture with 0 < s < stp_threshold "
@@ -436,12 +501,14 @@ class ConjecturerConfig:
     # STP trains its conjecturer on conjectures with pass rate < CONJECTURE_THRESHOLD = 0.25 (kfdong/STP
     # RL/utils/RL_utils.py:28, get_conjecture_examples line 481: `get_succ_rate(test_info) < CONJECTURE_THRESHOLD`)
     stp_threshold: float = key(0.25, "reward = \"stp\": conjectures with 0 < s < this are trained on (kfdong/STP "
-                                     "RL/utils/RL_utils.py:28, CONJECTURE_THRESHOLD).")
+                                     "RL/utils/RL_utils.py:28, CONJECTURE_THRESHOLD).",
+                               bound=Bound("(0.0, 1.0]", "must be within (0, 1], got {value}"))
     # STP's elegance filter: filter_by_ratio(..., threshold=0.2) (RL_utils.py:79-101, called at 373) drops the
     # conjectures whose shortest proof / statement length ratio is below the 20% quantile of their group
     stp_elegance_quantile: float = key(0.2, "reward = \"stp\": a conjecture whose shortest verified proof per "
                                             "statement character is below this quantile of the candidates' is "
-                                            "dropped (kfdong/STP RL/utils/RL_utils.py:79-101, 373); 0 = no filter.")
+                                            "dropped (kfdong/STP RL/utils/RL_utils.py:79-101, 373); 0 = no filter.",
+                                       bound=Bound("[0.0, 1.0)", "must be within [0, 1), got {value}"))
     dedup: Literal["exact", "whitespace"] = key(
         "exact", "Conjectures are de-duplicated against the targets and each other by \"exact\" string "
                  "equality (the reference) or with runs of whitespace collapsed first (\"whitespace\").")
@@ -468,8 +535,10 @@ class GuideConfig:
     """The Guide: it reviews the Conjecturer's in-band conjectures; its score weights their reward."""
 
     enabled: bool = key(True, "False: the \"no guide\" ablation, R_guide = 1.")
-    temperature: float = key(1.0, "Sampling temperature.")
-    max_tokens: int = key(8192, "Completion tokens per review.")
+    temperature: float = key(1.0, "Sampling temperature.",
+                             bound=Bound(">= 0", "must be >= 0"))
+    max_tokens: int = key(8192, "Completion tokens per review.",
+                          bound=Bound(">= 1", "must be >= 1"))
 
 
 @dataclass(frozen=True)
@@ -483,7 +552,8 @@ class TrainConfig:
                                                     "(2 bytes per parameter, bf16).")
     betas: tuple[float, float] = key((0.9, 0.95), "AdamW betas.")
     weight_decay: float = key(0.0, "AdamW weight decay.")
-    grad_clip: float = key(1.0, "Gradient norm clip.")
+    grad_clip: float = key(1.0, "Gradient norm clip.",
+                           bound=Bound(">= 0", "must be >= 0"))
     micro_batch_size: int = key(1, "Sequences per forward/backward pass (gradients accumulate to the role's "
                                    "batch_size).")
     zero_stage: int = key(2, "DeepSpeed ZeRO stage: 0, 1 or 2 (3 is refused: exporting does not gather "
@@ -500,7 +570,8 @@ class TrainConfig:
                  "reference's) or \"carry\" (the moments and step counts its last trained round ended with, "
                  "saved under checkpoints/optimizer/<role>/: one optimizer through the run, as the GRPO "
                  "family's papers and TRL/verl).")
-    cpu_ranks: int = key(1, "Training processes per node when slurm.train.gpus = 0 (gloo; CPU rehearsals).")
+    cpu_ranks: int = key(1, "Training processes per node when slurm.train.gpus = 0 (gloo; CPU rehearsals).",
+                         bound=Bound(">= 1", "must be >= 1, got {value}"))
     # pi_old of the ratio (CISPO, the GRPO family): the sampler's logprobs (the SGS reference's CISPO), or the
     # trainer's own under the weights it starts the round from, computed before the first update (verl's
     # old_log_prob; DeepSeekMath's pi_theta_old); backends/reference.py
@@ -512,7 +583,8 @@ class TrainConfig:
     # rank fails its rank, so the job fails and is retried like a crash; it must exceed the longest wait
     # of the other ranks at a collective (rank 0's weight export, a checkpoint save, a slow model load)
     collective_timeout_s: float = key(600.0, "Seconds a collective (NCCL or gloo) waits for a dead or hung rank "
-                                             "before the job fails and is retried like a crash.")
+                                             "before the job fails and is retried like a crash.",
+                                      bound=Bound("> 0", "must be > 0 seconds (a collective waits this long for a dead or hung rank), got {value}"))
 
 
 @dataclass(frozen=True)
@@ -523,7 +595,8 @@ class VerificationConfig:
                                                         "not Lean; said in status and TensorBoard).")
     timeout_s: float = key(500.0, "Seconds per proof file (header + theorem + proof), as the reference's "
                                   "verifier_timeout; with timeout_includes_header the header's share of it is "
-                                  "the seconds its REPL process took to start and import it.")
+                                  "the seconds its REPL process took to start and import it.",
+                           bound=Bound("> 0", "must be > 0"))
     timeout_includes_header: bool = key(True, "The proof's elaboration gets timeout_s less the seconds its REPL "
                                               "process took to start and elaborate the header (the reference times "
                                               "each file in a fresh process, import included); false: timeout_s "
@@ -533,10 +606,14 @@ class VerificationConfig:
                                         "on its path.")
     project_dir: str = key("lean", "The Lean project the REPL runs in; a relative path is resolved against "
                                    "the repository root.")
-    memory_limit_mb: int = key(16384, "RLIMIT_AS per REPL process; 0 = no limit.")
-    max_proofs_per_process: int = key(200, "Proofs a REPL process checks before it is replaced.")
-    system_error_retries: int = key(1, "Retries of a proof on a fresh process after a REPL system error.")
-    header_timeout_s: float = key(600.0, "Seconds to elaborate a header (`import Mathlib`), once per process.")
+    memory_limit_mb: int = key(16384, "RLIMIT_AS per REPL process; 0 = no limit.",
+                               bound=Bound(">= 0", "must be >= 0 (0 = no limit)"))
+    max_proofs_per_process: int = key(200, "Proofs a REPL process checks before it is replaced.",
+                                      bound=Bound(">= 1", "must be >= 1"))
+    system_error_retries: int = key(1, "Retries of a proof on a fresh process after a REPL system error.",
+                                    bound=Bound(">= 0", "must be >= 0"))
+    header_timeout_s: float = key(600.0, "Seconds to elaborate a header (`import Mathlib`), once per process.",
+                                  bound=Bound("> 0", "must be > 0"))
     failed_warning_fails: bool = key(True, "A warning containing \"failed\" fails the proof (the reference's "
                                            "rule; rejects some honest aesop proofs).")
     kernel_recheck: bool = key(True, "Replay every proof the REPL calls verified through the kernel in a "
@@ -545,56 +622,73 @@ class VerificationConfig:
                                            "The kernel checker (lean/SgsKernelCheck.lean).")
     sandbox: Literal["bwrap", "none"] = key("bwrap", "Run REPL and checker in bubblewrap (read-only filesystem, "
                                                      "no network, own namespaces); \"none\" = as they are.")
-    sandbox_tmpfs_mb: int = key(512, "Cap on the sandbox's private /tmp, /run, /dev/shm (bwrap 0.7+); 0 = none.")
+    sandbox_tmpfs_mb: int = key(512, "Cap on the sandbox's private /tmp, /run, /dev/shm (bwrap 0.7+); 0 = none.",
+                                bound=Bound(">= 0", "must be >= 0 (0 = no cap)"))
     scratch_dir: str = key("", "Where the per-process scratch directories go; \"\" = the system's temp dir.")
     scratch_mb: int = key(512, "The REPL's scratch tmpfs and the largest file a REPL or checker process may "
-                               "write (RLIMIT_FSIZE); 0 = no limit.")
+                               "write (RLIMIT_FSIZE); 0 = no limit.",
+                          bound=Bound(">= 0", "must be >= 0 (0 = no cap)"))
     cpu_time_factor: float = key(2.0, "RLIMIT_CPU of each process = this x (header_timeout_s + "
-                                      "max_proofs_per_process x timeout_s); 0 = no limit.")
-    process_limit: int = key(1024, "RLIMIT_NPROC inside a sandbox with its own user namespace; 0 = no limit.")
+                                      "max_proofs_per_process x timeout_s); 0 = no limit.",
+                                 bound=Bound(">= 0", "must be >= 0 (0 = no CPU limit)"))
+    process_limit: int = key(1024, "RLIMIT_NPROC inside a sandbox with its own user namespace; 0 = no limit.",
+                             bound=Bound(">= 0", "must be >= 0 (0 = no limit)"))
     idle_check_ms: float = key(20.0, "After each proof the pool samples the REPL's threads' run and run-queue time "
                                      "this many ms apart and restarts the REPL if it wants CPU while idle (work a "
-                                     "proof left; two windows in a row); 0 = no check.")
+                                     "proof left; two windows in a row); 0 = no check.",
+                               bound=Bound(">= 0", "must be >= 0 (0 turns the check off), got {value}"))
     idle_cpu_fraction: float = key(0.25, "idle_check_ms: the share of one core an idle REPL may want (run or wait "
                                          "in the run queue, so a starved spinner on a loaded node counts whole) "
-                                         "before it is restarted.")
+                                         "before it is restarted.",
+                                   bound=Bound(">= 0", "must be >= 0 (0 turns the check off), got {value}"))
     thread_slack: int = key(32, "Restart a REPL that holds more than this many threads beyond its count right after "
                                 "its header (Lean's own task pool grows with a proof's parallel tasks: keep it "
-                                "generous).")
+                                "generous).",
+                            bound=Bound(">= 0", "must be >= 0 (0 turns the check off), got {value}"))
     timeout_cpu_factor: float = key(1.5, "A proof that times out on a REPL that had checked proofs before, while the "
                                          "REPL used or wanted more than this many cores (or held more "
                                          "than thread_slack extra threads), is checked once more on a fresh REPL; "
-                                         "0 = never.")
+                                         "0 = never.",
+                                    bound=Bound(">= 0", "must be >= 0 (0 turns the check off), got {value}"))
     slot_cpus: float = key(1.0, "Per pool slot (REPL and checker) a cgroup v2 group with cpu.max of this many "
                                 "cores, where the verify task's cgroup is delegated to the user (the canary says "
-                                "whether it is); elsewhere nothing. 0 = no cpu.max.")
+                                "whether it is); elsewhere nothing. 0 = no cpu.max.",
+                           bound=Bound(">= 0", "must be >= 0 cores (0 = no cpu.max), got {value}"))
     slot_pids: int = key(2048, "The same per-slot group's pids.max (processes and threads of the slot's REPL and "
-                               "checker together); 0 = no pids.max.")
+                               "checker together); 0 = no pids.max.",
+                         bound=Bound(">= 0", "must be >= 0 tasks (0 = no pids.max), got {value}"))
     process_filter: bool = key(True, "A seccomp filter denies REPL and checker process creation (threads "
                                      "allowed; x86_64 and aarch64).")
     max_heartbeats_option: int = key(0, "Largest `maxHeartbeats` / `synthInstance.maxHeartbeats` a proof or "
                                         "statement may set (`set_option ... in`); 0 = any value, Lean's 0 (no "
-                                        "limit) included: timeout_s bounds every proof.")
+                                        "limit) included: timeout_s bounds every proof.",
+                                     bound=Bound(">= 0", "must be >= 0 (0 = any value), got {value}"))
     max_rec_depth_option: int = key(100000, "Largest `maxRecDepth` / `synthInstance.maxSize` a proof or statement "
-                                            "may set; 0 = any value.")
+                                            "may set; 0 = any value.",
+                                    bound=Bound(">= 0", "must be >= 0 (0 = any value), got {value}"))
     streaming: bool = key(True, "Verify tasks start with their solve tasks and check each problem as its line "
                                 "lands in the solve task's item log, as the reference checks proofs while they are "
                                 "generated; false = each starts when its solve task has ended.")
     stream_poll_s: float = key(2.0, "streaming: seconds between a verify task's looks at its solve task's item "
-                                    "log while it has nothing to check.")
+                                    "log while it has nothing to check.",
+                               bound=Bound("> 0", "must be > 0 seconds, got {value}"))
     stream_yield_s: float = key(120.0, "streaming on Slurm: a verify task with nothing to check whose solve task "
                                        "has not run for this long (requeued, preempted) requeues itself, so that "
-                                       "its CPUs cannot keep the solve task waiting; 0 = never.")
+                                       "its CPUs cannot keep the solve task waiting; 0 = never.",
+                                bound=Bound(">= 0", "must be >= 0 seconds (0 = never), got {value}"))
 
 
 @dataclass(frozen=True)
 class CheckpointConfig:
     """Which rounds' weights are kept (round/checkpoints.py)."""
 
-    keep_last: int = key(2, "Weights of the last this many rounds are kept.")
-    keep_every: int = key(10, "And of every this-many-th round; 0 = none.")
+    keep_last: int = key(2, "Weights of the last this many rounds are kept.",
+                         bound=Bound(">= 1", "must be >= 1 (the next round needs the last weights)"))
+    keep_every: int = key(10, "And of every this-many-th round; 0 = none.",
+                          bound=Bound(">= 0", "must be >= 0"))
     estimate_gb_per_role: float = key(14.8, "One role's saved weights in GB, for the disk projection (a 7B "
-                                            "model in bf16).")
+                                            "model in bf16).",
+                                      bound=Bound(">= 0", "must be >= 0"))
 
 
 @dataclass(frozen=True)
@@ -615,27 +709,39 @@ class AlertsConfig:
     and how often long work logs its progress."""
 
     progress_every_s: float = key(60.0, "A progress line (rate, done/total, ETA) in a worker's log at most "
-                                        "this often.")
+                                        "this often.",
+                                  bound=Bound("> 0", "must be > 0"))
     stuck_after_s: float = key(0.0, "A shard without item progress this long is stuck; 0 = auto "
-                                    "(stuck_factor x the phase's per-item time, at least stuck_floor_s).")
-    stuck_factor: float = key(10.0, "Auto stuck threshold: this many times the phase's recent per-item time.")
-    stuck_floor_s: float = key(1800.0, "Auto stuck threshold: never less than this.")
+                                    "(stuck_factor x the phase's per-item time, at least stuck_floor_s).",
+                               bound=Bound(">= 0", "must be >= 0"))
+    stuck_factor: float = key(10.0, "Auto stuck threshold: this many times the phase's recent per-item time.",
+                              bound=Bound(">= 0", "must be >= 0"))
+    stuck_floor_s: float = key(1800.0, "Auto stuck threshold: never less than this.",
+                               bound=Bound(">= 0", "must be >= 0"))
     # a train job without a new optimizer step for max(train_stuck_floor_s, train_stuck_factor x its
     # slowest step so far) is stuck (the floor covers ingesting, loading the weights, exporting them)
     train_stuck_factor: float = key(10.0, "A train job without a new optimizer step for this many times its "
-                                          "slowest step so far is stuck (at least train_stuck_floor_s).")
+                                          "slowest step so far is stuck (at least train_stuck_floor_s).",
+                                    bound=Bound(">= 0", "must be >= 0"))
     train_stuck_floor_s: float = key(1800.0, "The train stuck threshold's floor (ingesting, loading and exporting "
-                                             "weights take time without steps).")
-    max_error_rate: float = key(0.2, "Verify: alarm when timeouts + errors exceed this share of checked proofs.")
+                                             "weights take time without steps).",
+                                     bound=Bound(">= 0", "must be >= 0"))
+    max_error_rate: float = key(0.2, "Verify: alarm when timeouts + errors exceed this share of checked proofs.",
+                                bound=Bound("[0, 1]", "must be in [0, 1]"))
     max_refused_rate: float = key(0.02, "Verify: alarm when the verifier's own rules (static checks, kernel "
                                         "re-check; not Lean's failures) refuse more than this share of checked "
-                                        "proofs; 1 = never.")
+                                        "proofs; 1 = never.",
+                                  bound=Bound("[0, 1]", "must be in [0, 1] (1 = never)"))
     refused_items: int = key(3, "Verify refusals: per reason, this many of the most frequent items that set them off "
-                                "(tactic, option, name) are kept as metrics and shown by status and the report.")
-    slow_phase_factor: float = key(3.0, "Alarm when a phase runs this many times its recent average wall time.")
-    slow_phase_rounds: int = key(3, "The recent average is over this many previous rounds.")
+                                "(tactic, option, name) are kept as metrics and shown by status and the report.",
+                             bound=Bound(">= 0", "must be >= 0, got {value}"))
+    slow_phase_factor: float = key(3.0, "Alarm when a phase runs this many times its recent average wall time.",
+                                   bound=Bound(">= 0", "must be >= 0"))
+    slow_phase_rounds: int = key(3, "The recent average is over this many previous rounds.",
+                                 bound=Bound(">= 1", "must be >= 1"))
     disk_budget_gb: float = key(0.0, "Alarm when disk projected to the planned rounds exceeds this; 0 = no "
-                                     "budget.")
+                                     "budget.",
+                                bound=Bound(">= 0", "must be >= 0"))
     min_free_mb: float = key(64.0, "`status`, `watch` and `--wait` blame a stalled run on the disk (with the free "
                                     "space and the path) when the file system holding the run directory has less "
                                     "free than this.")
@@ -652,11 +758,15 @@ class ShardsConfig:
     generated (`verification.streaming`), or when that solve task is done (streaming off).
     """
 
-    conjecture: int = key(8, "Conjecture tasks per round.")
-    solve: int = key(64, "Solve tasks per round.")
-    guide: int = key(8, "Guide tasks per round.")
+    conjecture: int = key(8, "Conjecture tasks per round.",
+                          bound=Bound(f"[1, {MAX_TASKS}]", f"must be >= 1 and <= {MAX_TASKS}, got {{value}}"))
+    solve: int = key(64, "Solve tasks per round.",
+                     bound=Bound(f"[1, {MAX_TASKS}]", f"must be >= 1 and <= {MAX_TASKS}, got {{value}}"))
+    guide: int = key(8, "Guide tasks per round.",
+                     bound=Bound(f"[1, {MAX_TASKS}]", f"must be >= 1 and <= {MAX_TASKS}, got {{value}}"))
     verify: int = key(0, "Verify tasks per round: 0 = one per solve task, or a multiple of shards.solve (each "
-                         "checks a share of one solve task's problems).")
+                         "checks a share of one solve task's problems).",
+                      bound=Bound(f"<= {MAX_TASKS}", f"must be <= {MAX_TASKS}, got {{value}}"))
 
 
 @dataclass(frozen=True)
@@ -685,23 +795,34 @@ class SlurmPhaseConfig:
 class ScalingConfig:
     """`sgsbatch fit`: the scaling law of the cumulative solve rate (the SGS paper; docs/algorithm.md) and the paper's fit."""
 
-    min_generations: int = key(100_000, "Points below this many generations so far are dropped before fitting.")
-    halves: int = key(20, "Random-half refits for the spread of A; 0 = none.")
-    paper_asymptote: float = key(0.671, "The paper's SGS fit: A, printed for comparison.")
-    paper_c_mid: float = key(1_252_336.0, "The paper's SGS fit: C_mid.")
-    paper_b: float = key(0.585, "The paper's SGS fit: B.")
-    paper_halves_asymptote: float = key(0.676, "The paper's random-half fits: mean A (67.6%).")
-    paper_halves_std: float = key(0.011, "The paper's random-half fits: std of A (1.1%).")
+    min_generations: int = key(100_000, "Points below this many generations so far are dropped before fitting.",
+                               bound=Bound(">= 0", "must be >= 0, got {value}"))
+    halves: int = key(20, "Random-half refits for the spread of A; 0 = none.",
+                      bound=Bound(">= 0", "must be >= 0 (0 = no random-half refits), got {value}"))
+    paper_asymptote: float = key(0.671, "The paper's SGS fit: A, printed for comparison.",
+                                 bound=Bound("[0.0, 1.0]", "must be within [0, 1] (a solve rate), got {value}"))
+    paper_c_mid: float = key(1_252_336.0, "The paper's SGS fit: C_mid.",
+                             bound=Bound("> 0", "must be > 0 (generations), got {value}"))
+    paper_b: float = key(0.585, "The paper's SGS fit: B.",
+                         bound=Bound("> 0", "must be > 0, got {value}"))
+    paper_halves_asymptote: float = key(0.676, "The paper's random-half fits: mean A (67.6%).",
+                                        bound=Bound("[0.0, 1.0]", "must be within [0, 1] (a solve rate), got {value}"))
+    paper_halves_std: float = key(0.011, "The paper's random-half fits: std of A (1.1%).",
+                                  bound=Bound(">= 0", "must be >= 0, got {value}"))
 
 
 @dataclass(frozen=True)
 class ReportConfig:
     """`sgsbatch report`: what the shared HTML page shows (ops/report.py)."""
 
-    recent_rounds: int = key(3, "Example conjectures come from this many last rounds that have any.")
-    examples: int = key(5, "Example conjectures per such round (highest guide score first).")
-    score_bins: int = key(20, "Histogram bins of the guide score distributions.")
-    max_statement_chars: int = key(600, "An example statement longer than this is cut (with a mark).")
+    recent_rounds: int = key(3, "Example conjectures come from this many last rounds that have any.",
+                             bound=Bound(">= 0", "must be >= 0, got {value}"))
+    examples: int = key(5, "Example conjectures per such round (highest guide score first).",
+                        bound=Bound(">= 0", "must be >= 0, got {value}"))
+    score_bins: int = key(20, "Histogram bins of the guide score distributions.",
+                          bound=Bound(">= 1", "must be >= 1, got {value}"))
+    max_statement_chars: int = key(600, "An example statement longer than this is cut (with a mark).",
+                                   bound=Bound(">= 20", "must be >= 20, got {value}"))
 
 
 def _gpu(gpus: int, cpus: int, mem: str, time_min: int) -> SlurmPhaseConfig:
@@ -744,18 +865,25 @@ class SlurmConfig:
 class CanaryConfig:
     """`sgsbatch canary`: one short Slurm job per job shape running each real component (canary/)."""
 
-    targets: int = key(4, "Run targets whose real prompts each generation check renders and samples.")
+    targets: int = key(4, "Run targets whose real prompts each generation check renders and samples.",
+                       bound=Bound("[1, 64]", "must be >= 1 and <= 64, got {value}"))
     max_tokens: int = key(256, "Tokens per canary sample (the Guide check uses guide.max_tokens: a reply must "
-                               "be whole).")
+                               "be whole).",
+                          bound=Bound(">= 1", "must be >= 1, got {value}"))
     min_guide_parse_rate: float = key(0.9, "Share of Guide replies that must parse (the published Guide "
-                                           "parses >99%, the base model ~55%).")
-    loop_timeout_s: float = key(20.0, "The per-proof timeout the looping canary proof must run into.")
+                                           "parses >99%, the base model ~55%).",
+                                      bound=Bound("[0.0, 1.0]", "must be within [0, 1], got {value}"))
+    loop_timeout_s: float = key(20.0, "The per-proof timeout the looping canary proof must run into.",
+                                bound=Bound("> 0", "must be > 0 seconds, got {value}"))
     checkpoint_share: float = key(0.5, "A stop checkpoint may take at most this share of "
-                                       "slurm.train.signal_delay_s.")
+                                       "slurm.train.signal_delay_s.",
+                                  bound=Bound("(0.0, 1.0]", "must be within (0, 1], got {value}"))
     time_min: int = key(30, "Each canary job's time limit in minutes (never more than its phase's "
-                            "slurm.<phase>.time_min).")
+                            "slurm.<phase>.time_min).",
+                        bound=Bound(">= 1", "must be >= 1 minute, got {value}"))
     max_age_days: float = key(14.0, "Launch accepts a passed canary this recent (same config fingerprint and "
-                                    "environment).")
+                                    "environment).",
+                              bound=Bound("> 0", "must be > 0 days, got {value}"))
 
 
 _ESTIMATE = "an estimate, no published figure: "
@@ -770,34 +898,46 @@ class ProjectionConfig:
     """
 
     hub_targets: int = key(3323, "Targets assumed when data.source is a Hugging Face id (a plan downloads "
-                                 "nothing): D_3k's 3,323 (the SGS paper, arXiv 2604.20209).")
+                                 "nothing): D_3k's 3,323 (the SGS paper, arXiv 2604.20209).",
+                           bound=Bound(">= 0", "must be >= 0, got {value}"))
     unsolved_share: float = key(0.5, "Mean share of the targets unsolved in a round (each gets "
                                      "conjecturer.samples_per_target conjectures): ~1.7k conjectures a round of "
-                                     "D_3k's 3,323 targets, as a full-shape round is sized (the SGS paper: ~1.5k).")
+                                     "D_3k's 3,323 targets, as a full-shape round is sized (the SGS paper: ~1.5k).",
+                                bound=Bound("[0.0, 1.0]", "must be within [0, 1], got {value}"))
     reviewed_share: float = key(0.3, "Share of the conjectures the Guide reviews (those in the band); "
-                                     + _ESTIMATE + "compare guide/reviews with conjectures/generated.")
+                                     + _ESTIMATE + "compare guide/reviews with conjectures/generated.",
+                                bound=Bound("[0.0, 1.0]", "must be within [0, 1], got {value}"))
     trained_share: float = key(0.1, "Share of the Solver's samples it trains on (verified, in the hard band); "
-                                    + _ESTIMATE + "compare train/solver_sequences with generations/round.")
+                                    + _ESTIMATE + "compare train/solver_sequences with generations/round.",
+                               bound=Bound("[0.0, 1.0]", "must be within [0, 1], got {value}"))
     mean_tokens: float = key(750.0, "Mean generated tokens per sample, every role: ~30M tokens over a D_3k round's ~40k "
-                                    "samples, an estimate (the reference caps a reply at 8,192).")
+                                    "samples, an estimate (the reference caps a reply at 8,192).",
+                             bound=Bound("> 0", "must be > 0, got {value}"))
     prompt_tokens: float = key(400.0, "Mean prompt tokens (chat template, header, statement); " + _ESTIMATE
-                                      + "the canary prints the longest real prompt.")
+                                      + "the canary prints the longest real prompt.",
+                               bound=Bound(">= 0", "must be >= 0, got {value}"))
     decode_short_tokens_per_s: float = key(8000.0, "Decode tokens/s per GPU at short context: 1-8k "
                                                    "tokens/s per H100 by context (an estimate) for DeepSeek-Prover-V2-7B (full "
                                                    "multi-head attention: 30 layers x 32 heads x 128 x K,V x bf16 = "
-                                                   "480 KiB of KV cache per token).")
+                                                   "480 KiB of KV cache per token).",
+                                           bound=Bound("> 0", "must be > 0, got {value}"))
     decode_long_tokens_per_s: float = key(1000.0, "Decode tokens/s per GPU at generation.max_model_len of context "
                                                   "(the same source); in between, the KV cache bounds the batch: "
-                                                  "tokens/s falls as 1 / context, capped by the short figure.")
+                                                  "tokens/s falls as 1 / context, capped by the short figure.",
+                                          bound=Bound("> 0", "must be > 0, got {value}"))
     lean_proofs_per_s: float = key(0.08, "Lean proofs/s per verify core: the Kimina Lean Server report's "
-                                         "~0.07-0.1 (arXiv 2504.21230).")
+                                         "~0.07-0.1 (arXiv 2504.21230).",
+                                   bound=Bound("> 0", "must be > 0, got {value}"))
     repl_start_s: float = key(15.0, "Seconds a REPL process takes to elaborate `import Mathlib` (once per "
                                     "verification.max_proofs_per_process proofs); " + _ESTIMATE
-                                    + "the canary measures it.")
+                                    + "the canary measures it.",
+                              bound=Bound(">= 0", "must be >= 0, got {value}"))
     model_load_s: float = key(150.0, "Engine start per generating task (a 7B model: ~15 GB loaded, CUDA graphs "
-                                     "captured): docs/engines.md's 1.5-3 min; also each trained role's load.")
+                                     "captured): docs/engines.md's 1.5-3 min; also each trained role's load.",
+                              bound=Bound(">= 0", "must be >= 0, got {value}"))
     train_tokens_per_s: float = key(3000.0, "Training tokens/s per GPU: Llama 2's 7B took 184,320 A100-hours for "
-                                            "2T tokens (arXiv 2307.09288), ~3.0k tokens/s per GPU.")
+                                            "2T tokens (arXiv 2307.09288), ~3.0k tokens/s per GPU.",
+                                    bound=Bound("> 0", "must be > 0, got {value}"))
     # the GRPO family's KL and recomputed old log-probs: the trainer's forward-only scoring passes (backends/reference.py); training a token is a forward
     # and a backward (~3 forwards), ~4 with gradient checkpointing (bench/README.md, bench_kl.py: +28-32% on CPU)
     scoring_pass_share: float = key(0.25, "A forward-only scoring pass (recomputed old log-probs, the KL's "
@@ -805,25 +945,32 @@ class ProjectionConfig:
                                           "gradient checkpointing, ~1/3 without.")
     checkpoint_write_s: float = key(60.0, "Seconds to write one trained role's weights at a round's end (bf16, "
                                           "checkpoints.estimate_gb_per_role at ~0.25 GB/s); " + _ESTIMATE
-                                          + "the canary's checkpoint write speed replaces it.")
+                                          + "the canary's checkpoint write speed replaces it.",
+                                    bound=Bound(">= 0", "must be >= 0, got {value}"))
     search_expansion_share: float = key(0.5, "solver.mode = \"search\": mean expansions of a search as a share of "
                                              "its budget (search.max_expansions; mcts: also mcts_simulations): a "
                                              "search that finds a proof stops early; " + _ESTIMATE
-                                             + "compare search/expansions with the searches x the budget.")
+                                             + "compare search/expansions with the searches x the budget.",
+                                        bound=Bound("[0.0, 1.0]", "must be within [0, 1], got {value}"))
     search_prompt_tokens: float = key(600.0, "solver.mode = \"search\": prompt tokens per expansion (instruction, "
                                              "theorem, tactics so far, goals: search/policy.py); " + _ESTIMATE
-                                             + "longer than a whole-proof prompt by the goals printed.")
+                                             + "longer than a whole-proof prompt by the goals printed.",
+                                      bound=Bound(">= 0", "must be >= 0, got {value}"))
     search_tactic_tokens: float = key(24.0, "solver.mode = \"search\": mean generated tokens per sampled tactic "
                                             "(an expansion generates search.width of them); " + _ESTIMATE
-                                            + "one Lean tactic line of ~60-100 characters at ~3-4 characters a token.")
+                                            + "one Lean tactic line of ~60-100 characters at ~3-4 characters a token.",
+                                      bound=Bound(">= 0", "must be >= 0, got {value}"))
     search_distinct_share: float = key(0.6, "solver.mode = \"search\": share of an expansion's search.width tactics "
                                             "that are distinct and well formed (each one Lean call); " + _ESTIMATE
-                                            + "compare the search task's lean_calls with requests x width.")
+                                            + "compare the search task's lean_calls with requests x width.",
+                                       bound=Bound("[0.0, 1.0]", "must be within [0, 1], got {value}"))
     search_solved_share: float = key(0.3, "solver.mode = \"search\": share of searches that find a proof (only "
-                                          "those go to verify); " + _ESTIMATE + "compare search/solved.")
+                                          "those go to verify); " + _ESTIMATE + "compare search/solved.",
+                                     bound=Bound("[0.0, 1.0]", "must be within [0, 1], got {value}"))
     lean_tactic_s: float = key(0.5, "solver.mode = \"search\": Lean seconds per tactic applied (REPL tactic mode, "
                                     "failed and timed-out tactics included); " + _ESTIMATE + "the canary's known "
-                                    "proof replayed tactic by tactic measures a floor that raises it.")
+                                    "proof replayed tactic by tactic measures a floor that raises it.",
+                               bound=Bound(">= 0", "must be >= 0, got {value}"))
     # measured by bench/bench_weight_update.py (vLLM CPU build, 25.7M parameters): 0.84 s in place vs 18.8 s for a
     # fresh engine; 7B bf16 (~15 GB) over NVLink / CUDA IPC on one node: seconds (an extrapolation, bench/README.md)
     weight_update_s: float = key(5.0, "A colocated rollout job (solver.rollout_prompts > 0; projected, not built): "
@@ -831,18 +978,23 @@ class ProjectionConfig:
                                       "(bench/bench_weight_update.py: 0.84 s on CPU for 25.7M parameters; 7B on one "
                                       "node: seconds, an extrapolation, not measured on GPUs).")
     queue_wait_s: float = key(60.0, "Queue wait per hand-over from one phase's jobs to the next's; " + _ESTIMATE
-                                    + "site-dependent (sacct's Start - Submit).")
+                                    + "site-dependent (sacct's Start - Submit).",
+                              bound=Bound(">= 0", "must be >= 0, got {value}"))
     gpu_budget: int = key(0, "GPUs one phase may hold at once, for the shard advice; 0 = the train job's GPUs "
-                             "(slurm.train.gpus x nodes: the reference's one 8-GPU node).")
+                             "(slurm.train.gpus x nodes: the reference's one 8-GPU node).",
+                          bound=Bound(">= 0", "must be >= 0, got {value}"))
     cpu_budget: int = key(4224, "CPUs the verify phase may hold at once, for the shard advice: 128 tasks x 33 "
-                                "CPUs, the SGS reference's verify jobs.")
+                                "CPUs, the SGS reference's verify jobs.",
+                          bound=Bound(">= 0", "must be >= 0, got {value}"))
     simulated_time_scale: float = key(0.0, "Rehearsals: > 0 makes the SIMULATED engine, verifier and trainer sleep "
                                            "the time these figures give (decode by context, model load, Lean per "
                                            "proof and REPL start, training, checkpoint write; "
                                            "config/simulated_time.py) times this: 1 = real time, 0.01 = 100x "
-                                           "faster; 0 = no sleep.")
+                                           "faster; 0 = no sleep.",
+                                      bound=Bound(">= 0", "must be >= 0, got {value}"))
     advice_margin: float = key(0.05, "The advice names the fewest shards whose phase is within this share of the "
-                                     "shortest the budget allows (more shards cost more start-ups).")
+                                     "shortest the budget allows (more shards cost more start-ups).",
+                               bound=Bound("[0.0, 1.0]", "must be within [0, 1], got {value}"))
 
 
 @dataclass(frozen=True)

@@ -115,5 +115,5 @@ def keys(prefix: str, as_json: bool, markdown: bool) -> None:
         if k.table != table:
             table = k.table
             click.echo(click.style(f"[{table}]", bold=True) + f"  {helps[table]}")
-        click.echo(f"  {k.key} = {json.dumps(k.default)}  ({k.type})")
+        click.echo(f"  {k.key} = {json.dumps(k.default)}  ({k.kind()})")
         click.echo(textwrap.fill(k.help, width=100, initial_indent="      ", subsequent_indent="      "))

@@ -193,3 +193,25 @@ def _queued_names() -> list[str]:
     except (OSError, subprocess.TimeoutExpired):
         return []
     return sorted(x for x in out.stdout.split() if "badrun" in x)
+
+
+def test_a_keys_range_is_declared_with_it_and_checked_with_its_message() -> None:
+    """Ranges live in the schema (`key(..., bound=Bound(spec, message))`); `semantic_errors` reports each with
+    its own message, the value in it; intervals are open or closed as written."""
+    from sgsbatch.config.schema import Bound, Config, SolverConfig
+    from sgsbatch.config.validation import bound_errors, semantic_errors
+
+    closed_open = Bound("[0, 1)", "must be within [0, 1), got {value}")
+    assert closed_open.holds(0) and closed_open.holds(0.5) and not closed_open.holds(1) and not closed_open.holds(-0.1)
+    open_closed = Bound("(0, 1]", "m")
+    assert not open_closed.holds(0) and open_closed.holds(1)
+    assert Bound("> 0", "m").holds(1e-9) and not Bound("> 0", "m").holds(0)
+    assert Bound("<= 10000", "m").holds(10000) and not Bound("<= 10000", "m").holds(10001)
+    with pytest.raises(AssertionError):
+        Bound("at least 1", "m")
+    declared = {f.name: f.metadata["bound"] for f in dataclasses.fields(SolverConfig) if f.metadata.get("bound")}
+    assert declared["samples"].spec == ">= 1" and declared["band_low"].spec == "[0.0, 1.0]"
+    cfg = dataclasses.replace(Config(), solver=dataclasses.replace(Config().solver, samples=0, band_high=1.5))
+    assert bound_errors(cfg) == [("solver.samples", "must be >= 1, got 0"),
+                                 ("solver.band_high", "must be within [0, 1], got 1.5")]
+    assert semantic_errors(cfg)[:2] == bound_errors(cfg)

@@ -38,7 +38,11 @@ def test_config_keys_lists_them_filtered_and_as_json() -> None:
     rows = [json.loads(x) for x in res.stdout.splitlines()]
     assert [r["key"] for r in rows][:2] == ["slurm.train.partition", "slurm.train.account"] and len(rows) == 13
     assert rows[3] == {"key": "slurm.train.gpus", "type": "an integer", "default": 8, "table": "slurm.train",
-                       "help": "GPUs per task (per node)."}
+                       "help": "GPUs per task (per node).", "range": ""}
+    res = CliRunner().invoke(main, ["config", "keys", "run.rounds", "--json"])
+    assert json.loads(res.stdout)["range"] == ">= 1"  # declared with the key (config/schema.py Bound)
+    res = CliRunner().invoke(main, ["config", "keys", "solver.band_low"])
+    assert "(a number, [0.0, 1.0])" in res.stdout
     res = CliRunner().invoke(main, ["config", "keys", "solver.lr"])
     assert res.exit_code == 0 and res.stdout.count(" = ") == 1
 
