@@ -149,7 +149,6 @@ def _verification_errors(cfg: Config, check: Callable[[bool, str, str], None]) -
     """The verifier, shard counts, and the projection's choices."""
     v = cfg.verification
     check(len(v.repl_command) >= 1, "verification.repl_command", "must name a program")
-    check(v.sandbox in ("bwrap", "none"), "verification.sandbox", f"must be one of 'bwrap', 'none', got {v.sandbox!r}")
     check(not v.kernel_recheck or len(v.checker_command) >= 1, "verification.checker_command",
           "must name a program when verification.kernel_recheck = true")
     sh = cfg.shards
