@@ -17,7 +17,7 @@ Run by hand (not a test):
     completed, next round's rows). run.rounds is --rounds + 1, so the run is still `running`
     with --rounds completed rounds (status then takes its non-terminal path). Timed:
     `sgsbatch status bench --json --runs-dir DIR` as a subprocess (median of 5, includes Python
-    start-up), `python -c 'import sgsbatch.cli, sgsbatch.ops.status'` (the start-up floor), and
+    start-up), `python -c 'import sgsbatch.cli, sgsbatch.views.status'` (the start-up floor), and
     `status.run_status(h, live=False)` in-process. Also reports the database file size.
 
 Results go to bench/out/bench_db-<timestamp>.json. Temporary run directories are removed
@@ -49,14 +49,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sgsbatch.config.loading import load_config  # noqa: E402
-from sgsbatch.data import Target  # noqa: E402
-from sgsbatch.ops.status import run_status  # noqa: E402
+from sgsbatch.logic.data import Target  # noqa: E402
 from sgsbatch.round.lifecycle import _record  # noqa: E402
 from sgsbatch.round.metrics import STORE_NEW_PROOFS  # noqa: E402
 from sgsbatch.run.handle import RunHandle, create_run, open_run  # noqa: E402
 from sgsbatch.state import ingest as ingest_mod  # noqa: E402
 from sgsbatch.state.ingest import RoundRows, ingest_rows  # noqa: E402
 from sgsbatch.state.schema import Attempt, RunState  # noqa: E402
+from sgsbatch.views.status import run_status  # noqa: E402
 
 HEADER = ("import Mathlib\nimport Aesop\n\nset_option maxHeartbeats 400000\n\n"
           "open BigOperators Real Nat Topology Rat\n\n")
@@ -297,7 +297,7 @@ def bench_status(h: RunHandle, rounds: int) -> dict:
     cli, out = timed_cmd([exe, "status", "bench", "--json", "--runs-dir", runs_dir], 5)
     st = json.loads(out)
     assert st["rounds_completed"] == rounds, st
-    floor, _ = timed_cmd([sys.executable, "-c", "import sgsbatch.cli, sgsbatch.ops.status"], 5)
+    floor, _ = timed_cmd([sys.executable, "-c", "import sgsbatch.cli, sgsbatch.views.status"], 5)
     opened, inproc = [], []
     for _ in range(5):
         t0 = time.perf_counter()

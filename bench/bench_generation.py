@@ -100,10 +100,10 @@ def phase_path(model_dir: Path, rows: list[tuple[str, str, str]], samples: int, 
                threads: int, run_root: Path) -> dict[str, float]:
     from sgsbatch.backends.generation import Generation, Request, TransformersGenerator
     from sgsbatch.config.loading import load_config
-    from sgsbatch.extraction import extract_proof
+    from sgsbatch.logic.extraction import extract_proof
+    from sgsbatch.logic.prompts import solver_messages
     from sgsbatch.phases.sampling import extracted_samples, request_for, stream_items
     from sgsbatch.phases.task import Task
-    from sgsbatch.prompts import solver_messages
     from sgsbatch.run.paths import RunPaths
     from sgsbatch.run.shards import Shard
 
@@ -155,7 +155,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.hidden, args.layers = 128, 2
-    from sgsbatch.prompts import solver_messages
+    from sgsbatch.logic.prompts import solver_messages
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

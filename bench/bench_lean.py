@@ -72,7 +72,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sgsbatch.config.schema import Config, VerificationConfig  # noqa: E402
-from sgsbatch.extraction import solver_file  # noqa: E402
+from sgsbatch.logic.extraction import solver_file  # noqa: E402
 from sgsbatch.verification.command import parse_row  # noqa: E402
 from sgsbatch.verification.lean import LeanVerifier, resolve_project_dir  # noqa: E402
 from sgsbatch.verification.repl import ReplProcess, ReplSystemError, ReplTimeout  # noqa: E402

@@ -5,11 +5,11 @@
 
 Builds the run with bench/history.py, then times, as subprocesses (median of --repeats):
 `sgsbatch status bench --json` (database, shard files, item-log counting, disk walk, alarms),
-and two floors measured in the same run: `python -c 'import sgsbatch.cli, sgsbatch.ops.status'`
+and two floors measured in the same run: `python -c 'import sgsbatch.cli, sgsbatch.views.status'`
 (start-up and imports) and a bare sqlite3 open + one query of the state database. Also times
 `ops.progress.phase_progress` and `round.disk.disk_usage` in-process. `--report` also times `sgsbatch report bench
 --out <tmp>/report.html` on the same run (issue 14's goal: < 10 s) against the same import floor
-and the report's own (`import sgsbatch.cli, sgsbatch.ops.report, matplotlib.pyplot`).
+and the report's own (`import sgsbatch.cli, sgsbatch.views.report, matplotlib.pyplot`).
 Output: bench/out/bench_status-<time>.json.
 """
 
@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_db import timed_cmd  # noqa: E402
 from history import REPO, build_history, describe  # noqa: E402
 
-from sgsbatch.ops.progress import phase_progress  # noqa: E402
 from sgsbatch.round.disk import disk_usage  # noqa: E402
+from sgsbatch.views.progress import phase_progress  # noqa: E402
 
 
 def timed(cmd: list[str], n: int) -> tuple[float, str]:
@@ -55,7 +55,7 @@ def main() -> int:
         cli_s, out = timed([exe, "status", "bench", "--json", "--runs-dir", runs], args.repeats)
         st = json.loads(out)
         assert st["progress"]["phase"] == "verify" and st["progress"]["shards"] == 64, st["progress"]
-        import_s, _ = timed([sys.executable, "-c", "import sgsbatch.cli, sgsbatch.ops.status"], args.repeats)
+        import_s, _ = timed([sys.executable, "-c", "import sgsbatch.cli, sgsbatch.views.status"], args.repeats)
         db_s, _ = timed([sys.executable, "-c", f"import sqlite3; sqlite3.connect({str(h.paths.db)!r})"
                          ".execute('select count(*) from rounds').fetchall()"], args.repeats)
         t1 = time.perf_counter()
@@ -74,7 +74,7 @@ def main() -> int:
                                                      max(1, args.repeats // 2))
             result["report_bytes"] = html.stat().st_size
             result["floor_report_import_median_s"], _ = timed(
-                [sys.executable, "-c", "import sgsbatch.cli, sgsbatch.ops.report, matplotlib.pyplot"], args.repeats)
+                [sys.executable, "-c", "import sgsbatch.cli, sgsbatch.views.report, matplotlib.pyplot"], args.repeats)
         print(json.dumps(result, indent=2))
         outdir = REPO / "bench" / "out"
         outdir.mkdir(exist_ok=True)

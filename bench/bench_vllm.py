@@ -46,8 +46,8 @@ def _task(root: Path, window: int, max_model_len: int) -> Any:
 
 
 def _requests(task: Any, rows: list[tuple[str, str, str]], samples: int, max_tokens: int) -> list[Any]:
+    from sgsbatch.logic.prompts import solver_messages
     from sgsbatch.phases.sampling import request_for
-    from sgsbatch.prompts import solver_messages
 
     return [request_for(task, r[0], solver_messages(r[1], r[2]), samples, max_tokens=max_tokens, temperature=1.0)
             for r in rows]
@@ -77,7 +77,7 @@ def floor_llm_generate(gen: Any, requests: list[Any]) -> dict[str, float]:
 
 def stream_path(gen: Any, task: Any, rows: list[tuple[str, str, str]], requests: list[Any]) -> dict[str, float]:
     from sgsbatch.backends.generation import Lent
-    from sgsbatch.extraction import extract_proof
+    from sgsbatch.logic.extraction import extract_proof
     from sgsbatch.phases.sampling import extracted_samples, stream_items
 
     by_key = {r.key: r for r in requests}

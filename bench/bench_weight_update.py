@@ -137,7 +137,7 @@ def main() -> int:
     if args.quick:
         args.hidden, args.layers, args.repeats = 128, 2, 1
     from sgsbatch.backends.generation import chat_prompt_ids
-    from sgsbatch.prompts import solver_messages
+    from sgsbatch.logic.prompts import solver_messages
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -83,7 +83,7 @@ def recorded_run(runs_dir: Path, name: str, executor: str = "local", tiny_target
     targets instead of three trivial ones, for a test that runs the init phase (its tiny models are
     then the ones every tiny run builds: one warm-up, cached, instead of one more). `sets`: more `--set`s."""
     from sgsbatch.config.loading import load_config
-    from sgsbatch.data import Target, load_targets
+    from sgsbatch.logic.data import Target, load_targets
     from sgsbatch.round.lifecycle import prepare_round
     from sgsbatch.run.handle import create_run
     from sgsbatch.state.schema import RunState

@@ -54,7 +54,7 @@ from sgsbatch.backends.generation import (
     completion_budget,
 )
 from sgsbatch.config.simulated_time import SimulatedTime, simulated_time, sleep
-from sgsbatch.prompts import GuideTags
+from sgsbatch.logic.prompts import GuideTags
 from sgsbatch.search.policy import SEPARATOR
 from sgsbatch.verification.simulated import normalise, stable_unit
 

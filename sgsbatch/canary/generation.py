@@ -6,7 +6,7 @@ rendered through the model's chat template (the longest prompt against `generati
 the configured engine started (tensor parallelism included) and timed, then one sample per prompt
 (`canary.max_tokens` tokens; the Guide's whole `guide.max_tokens`, since only a whole reply
 parses), with tokens/s and the memory in use. The Guide's replies then go through the real
-parser (review.py); a parse rate under `canary.min_guide_parse_rate` fails. Not covered:
+parser (logic/review.py); a parse rate under `canary.min_guide_parse_rate` fails. Not covered:
 throughput at a full batch (bench/bench_vllm.py), sampling quality.
 """
 
@@ -21,8 +21,8 @@ from sgsbatch.backends.generation import Generation, Generator, Request, chat_pr
 from sgsbatch.canary.cases import HONEST
 from sgsbatch.canary.rows import Row, failed
 from sgsbatch.config.schema import TINY_RANDOM, Config
-from sgsbatch.data import Target
-from sgsbatch.prompts import (
+from sgsbatch.logic.data import Target
+from sgsbatch.logic.prompts import (
     conjecturer_messages,
     guide_messages,
     load_prompts,
@@ -146,7 +146,7 @@ def check_guide(cfg: Config, targets: Sequence[Target], threads: int) -> list[Ro
     rows, texts = check_role(cfg, "guide", targets, threads)
     if not texts:
         return rows
-    from sgsbatch.review import parse_review
+    from sgsbatch.logic.review import parse_review
 
     tags = load_prompts(cfg.prompts).guide_tags
     parsed = sum(parse_review(t, tags).ok for t in texts)

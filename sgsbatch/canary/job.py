@@ -30,7 +30,7 @@ FIXES = {
 
 
 def _targets(cfg: Config) -> list[Any]:
-    from sgsbatch.data import load_targets
+    from sgsbatch.logic.data import load_targets
 
     loaded = load_targets(cfg.data.source, fmt=cfg.data.format, split=cfg.data.split, limit=cfg.canary.targets)
     if not loaded.targets:

@@ -7,7 +7,7 @@ run/environment.MATTERS and Python), the site (Slurm's ClusterName), the time an
 `<fingerprint>.json` holds the latest result, `history.jsonl` every one. A result also holds the
 `throughput_key` (the sections that decide how fast the jobs run: models, engine, verifier,
 trainer, resources, a search Solver's search) and its rows their measured numbers (`Row.measures`): `measured(runs_dir, cfg)`
-finds the latest passed canary a projection of `cfg` may read (ops/plan.py), also one of another
+finds the latest passed canary a projection of `cfg` may read (views/plan.py), also one of another
 shard count or algorithm setting. `clearance(cfg)` says
 whether a launch of `cfg` may go ahead: a passed canary of the same fingerprint, run in the same
 environment, less than `canary.max_age_days` ago. `needs_canary(cfg)` says which configs must

@@ -17,7 +17,7 @@ class Row:
     figure: str = ""  # the measured figure, in words with units
     fix: str = ""
     shape: str = ""  # the job shape it ran on (shapes.JobShape.label)
-    # the figure's numbers a projection reads (ops/plan.py: canary_figures), e.g. {"model_load_s": 95.2}
+    # the figure's numbers a projection reads (views/plan.py: canary_figures), e.g. {"model_load_s": 95.2}
     measures: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ the statement of cases.SEARCH_PROOF is started (ending in `sorry`), each of its 
 the proof state the one before left, and the last must leave no goal. Figure: the start's seconds
 (the header elaborated) and the median and largest seconds per tactic (the wall clock of each
 `apply_many` call: the environment's own overhead included, as a search pays it); with the real
-Lean environment the median is the `lean_tactic_s` measure `plan` reads (ops/plan.py: a floor,
+Lean environment the median is the `lean_tactic_s` measure `plan` reads (views/plan.py: a floor,
 these tactics being easy ones). A SIMULATED environment has no Lean to check; a replay environment
 answers only recorded transcripts (tests pass their own case) and measures nothing.
 

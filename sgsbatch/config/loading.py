@@ -35,7 +35,7 @@ import tomli_w
 from sgsbatch.config.schema import SLURM_TABLES, TINY_RANDOM, Config, SlurmPhaseConfig
 from sgsbatch.config.validation import semantic_errors
 from sgsbatch.errors import ConfigError
-from sgsbatch.prompts import PromptError, read_guide_tags, read_template
+from sgsbatch.logic.prompts import PromptError, read_guide_tags, read_template
 
 PROMPT_KEYS = ("prompts.solver", "prompts.conjecturer", "prompts.conjecturer_unconditioned",
                "prompts.conjecturer_seeded", "prompts.guide", "prompts.guide_tags")
@@ -415,7 +415,7 @@ def check_eval_sets(cfg: Config, origins: Origins, default: str, load_remote: bo
     """Each evaluation set of `eval.sets` loads like data.source (a path always; a hub id with `load_remote`):
     a ConfigError on `eval.sets.<name>` naming who set it: launch (before the run exists) and `resume --set`
     (ops/amend.py) check them; ops/evaluate.py reads them again when it evaluates."""
-    from sgsbatch.data import load_data_source
+    from sgsbatch.logic.data import load_data_source
 
     e = cfg.eval
     for name, source in sorted(e.sets.items()):

@@ -190,7 +190,7 @@ _TEMPLATE = ("; a template set shipped with the package (\"reference\": the SGS 
 
 @dataclass(frozen=True)
 class PromptsConfig:
-    """Prompt templates per role and the Guide's score tags (sgsbatch/prompts.py).
+    """Prompt templates per role and the Guide's score tags (sgsbatch/logic/prompts.py).
 
     Each value is the name of a template set shipped with the package (sgsbatch/prompt_templates/
     <name>.json: "reference" = the SGS reference's exact strings, "legacy" = sgsbatch's earlier
@@ -705,7 +705,7 @@ class RecordsConfig:
 
 @dataclass(frozen=True)
 class AlertsConfig:
-    """What `status`, `watch` and each round's end report as alarms (round/alarms.py, ops/progress.py),
+    """What `status`, `watch` and each round's end report as alarms (round/alarms.py, views/progress.py),
     and how often long work logs its progress."""
 
     progress_every_s: float = key(60.0, "A progress line (rate, done/total, ETA) in a worker's log at most "
@@ -813,7 +813,7 @@ class ScalingConfig:
 
 @dataclass(frozen=True)
 class ReportConfig:
-    """`sgsbatch report`: what the shared HTML page shows (ops/report.py)."""
+    """`sgsbatch report`: what the shared HTML page shows (views/report.py)."""
 
     recent_rounds: int = key(3, "Example conjectures come from this many last rounds that have any.",
                              bound=Bound(">= 0", "must be >= 0, got {value}"))
@@ -891,10 +891,10 @@ _ESTIMATE = "an estimate, no published figure: "
 
 @dataclass(frozen=True)
 class ProjectionConfig:
-    """`launch --dry-run` and `sgsbatch plan`: the run projected before launch (round/projection.py).
+    """`launch --dry-run` and `sgsbatch plan`: the run projected before launch (views/projection.py).
 
     Throughput figures are published ones; a passed canary's measurements replace some of them
-    (ops/plan.py says which); work per round comes from the config and the shares below.
+    (views/plan.py says which); work per round comes from the config and the shares below.
     """
 
     hub_targets: int = key(3323, "Targets assumed when data.source is a Hugging Face id (a plan downloads "

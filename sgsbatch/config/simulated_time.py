@@ -1,6 +1,6 @@
 """Simulated time: how long the SIMULATED components of a rehearsal sleep, from the `[projection]` figures.
 
-One place for the throughput model that `sgsbatch plan` projects (round/projection.py) and that a
+One place for the throughput model that `sgsbatch plan` projects (views/projection.py) and that a
 rehearsal with `projection.simulated_time_scale > 0` sleeps through (`launch --rehearse`):
 
 * decode: one GPU's tokens/s at a context of L tokens is `decode_rate` = min(short figure, long

@@ -1,8 +1,8 @@
 """Supervised warm-up of a `tiny-random` model so its replies are well-formed.
 
 Covered: project-made (prompt, reply) pairs for each role, built from the real prompts
-(`sgsbatch.prompts`) and checked against the real parsers (`sgsbatch.extraction`,
-`sgsbatch.review`): Solver replies are one ```lean4 block `theorem NAME := by` plus 1-3 tactic
+(`sgsbatch.logic.prompts`) and checked against the real parsers (`sgsbatch.logic.extraction`,
+`sgsbatch.logic.review`): Solver replies are one ```lean4 block `theorem NAME := by` plus 1-3 tactic
 lines; Conjecturer replies are one ```lean4 block `theorem NAME (binders) (hyps) : goal := by
 sorry` from a small grammar with random names and constants (duplicates are rare); Guide replies
 are a short sentence and the three scores between the configured Guide tags. `corpus_for_tokenizer` gives the text the tiny
@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sgsbatch.backends.trainer import Example, TrainResult, TrainSettings, train
-from sgsbatch.extraction import extract_conjecture, extract_proof
-from sgsbatch.prompts import (
+from sgsbatch.logic.extraction import extract_conjecture, extract_proof
+from sgsbatch.logic.prompts import (
     GuideTags,
     PromptSet,
     conjecturer_messages,
@@ -30,7 +30,7 @@ from sgsbatch.prompts import (
     reference_prompts,
     solver_messages,
 )
-from sgsbatch.review import parse_review
+from sgsbatch.logic.review import parse_review
 
 ROLES = ("solver", "conjecturer", "guide")
 Target = tuple[str, str, str]  # (id, header, theorem)

@@ -32,7 +32,6 @@ from sgsbatch.config.loading import (
 from sgsbatch.config.schema import PUBLISHED_CLIP, Config
 from sgsbatch.errors import ConfigError, RunError, SchedulerError
 from sgsbatch.ops.notify import Event, events
-from sgsbatch.ops.status import RunStatus, run_status
 from sgsbatch.round.alarms import alert_values
 from sgsbatch.round.lifecycle import first_unfinished_round, prepare_round
 from sgsbatch.round.metrics import ALERT_KINDS, alert, write_live_alerts
@@ -44,6 +43,7 @@ from sgsbatch.run.shards import CorruptShard, Shard, unfinished
 from sgsbatch.scheduling.eval_jobs import cancel_pending
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.state.schema import RunState
+from sgsbatch.views.status import RunStatus, run_status
 
 ENDED = ("completed", "failed", "cancelled")
 
@@ -115,7 +115,7 @@ def resolve_executor(cfg: Config) -> str:
 
 def _load_targets(cfg: Config, where: str) -> tuple[list[Any], list[str]]:
     """The run's targets and the rejected rows; any loading failure is a data.source error naming `where`."""
-    from sgsbatch.data import load_data_source
+    from sgsbatch.logic.data import load_data_source
 
     loaded = load_data_source(cfg.data, where)
     return list(loaded.targets), [f"{x.id_or_line}: {x.reason}" for x in loaded.rejected]

@@ -20,8 +20,8 @@ from typing import Any
 
 from sqlmodel import select
 
-from sgsbatch.data import load_data_source
 from sgsbatch.errors import InputError
+from sgsbatch.logic.data import load_data_source
 from sgsbatch.phases.evaluate import evaluate_set, is_evaluated, read_summary
 from sgsbatch.round import metrics as M
 from sgsbatch.run.handle import RunHandle

@@ -3,14 +3,14 @@
 Two configs, in the layout of a Hub dataset repository (what `Dataset.push_to_hub(repo,
 config_name=...)` writes), so that `datasets.load_dataset(DIR, "proofs")` loads a local copy and
 the Hub loads the pushed one; each config has one split, `train`, in one Parquet file:
-- `proofs/train-00000-of-00001.parquet`: the solved store (ops/proofs.py `found_proofs`: id,
+- `proofs/train-00000-of-00001.parquet`: the solved store (views/proofs.py `found_proofs`: id,
   problem id, whether it is a conjecture, round, sample, slot, header, statement, proof, simulated).
   Its rows are `sgsbatch verify` input rows as they are (`statement` reads as `theorem`).
 - `conjectures/train-00000-of-00001.parquet`: every unique conjecture with its lineage (target,
   round, statement, the Guide review: whether it was reviewed, whether the reply parsed and the
   parse failure's reason code, the sub-scores (NaN where not reviewed or not parsed: a failed
   review's are stand-ins) and the combined score the reward used (a failed review's is the round's
-  stand-in, review.py `fill_failed`; NaN where not reviewed), verified/attempts, first proof or "",
+  stand-in, logic/review.py `fill_failed`; NaN where not reviewed), verified/attempts, first proof or "",
   training weight or NaN, simulated).
 Both configs' `simulated` column names the run's SIMULATED parts ("generation, verifier, trainer";
 "" for a run with none): a row taken out of the dataset still says so.
@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from sgsbatch.errors import HubError, InputError, RunError, SgsError, is_disk_full
-from sgsbatch.ops.proofs import conjecture_lineage, found_proofs
-from sgsbatch.ops.status import run_status
 from sgsbatch.run.handle import RunHandle
+from sgsbatch.views.proofs import conjecture_lineage, found_proofs
+from sgsbatch.views.status import run_status
 
 GUIDE_KEYS = ("relevance", "redundant", "complexity")
 SPLIT = "train"

@@ -16,8 +16,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from sgsbatch.ops.status import RunStatus
 from sgsbatch.run.attempts import error_line
+from sgsbatch.views.status import RunStatus
 
 STALL, NEEDS_PERSON, ALARM = "stall", "needs-person", "alarm"
 NOTIFY_TIMEOUT_S = 120.0

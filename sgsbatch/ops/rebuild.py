@@ -46,8 +46,8 @@ from sqlmodel import select
 
 from sgsbatch.config.loading import from_toml_text
 from sgsbatch.config.schema import Config
-from sgsbatch.data import Target
 from sgsbatch.errors import InputError, RunError
+from sgsbatch.logic.data import Target
 from sgsbatch.round.results import run_targets
 from sgsbatch.run import amendments, environment
 from sgsbatch.run.handle import RunHandle, database_url, insert_run

@@ -99,7 +99,7 @@ class WatcherJob:
         last: list[str] = []
 
         def report(st: Any, action: str | None) -> None:
-            from sgsbatch.ops.console import rounds_text
+            from sgsbatch.views.wording import rounds_text
 
             line = (f"{st.state} {rounds_text(st.round, st.rounds_completed, st.rounds, st.state == 'completed')}"
                     + (f": {st.message}" if st.message else ""))

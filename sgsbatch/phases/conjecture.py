@@ -17,10 +17,10 @@ from typing import Any
 
 from sgsbatch.backends.generation import Generation, Request
 from sgsbatch.config.schema import ExtractionConfig
-from sgsbatch.extraction import Extraction, extract_conjecture
+from sgsbatch.logic.extraction import Extraction, extract_conjecture
+from sgsbatch.logic.prompts import conjecturer_messages, load_prompts, seeded_conjecturer_messages
 from sgsbatch.phases.sampling import extracted_samples, generator_for, request_for, stream_items
 from sgsbatch.phases.task import Task
-from sgsbatch.prompts import conjecturer_messages, load_prompts, seeded_conjecturer_messages
 from sgsbatch.round.results import Problem, round_inputs, run_targets
 
 

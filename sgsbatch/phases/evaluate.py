@@ -26,12 +26,12 @@ from typing import Any
 
 from sgsbatch.backends.generation import Generation, Request
 from sgsbatch.config.schema import Config
-from sgsbatch.data import Target
-from sgsbatch.evaluation import correct_counts, set_pass_at_k
-from sgsbatch.extraction import extract_proof
+from sgsbatch.logic.data import Target
+from sgsbatch.logic.evaluation import correct_counts, set_pass_at_k
+from sgsbatch.logic.extraction import extract_proof
+from sgsbatch.logic.prompts import load_prompts, solver_messages
 from sgsbatch.phases.sampling import in_window, role_generator
 from sgsbatch.phases.task import phase_seed, phase_threads
-from sgsbatch.prompts import load_prompts, solver_messages
 from sgsbatch.round.checkpoints import weights_for
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import atomic_write_json, atomic_write_text

@@ -2,7 +2,7 @@
 
 The band needs every solve rate of the round, so each task derives it from the verify shards
 (round/results.verify_rates: no solve sample is read) and takes its slice. Prompt and tags come from `[prompts]`; parsing
-(review.py, as the reference) reads each score between the last begin tag and the last end tag;
+(logic/review.py, as the reference) reads each score between the last begin tag and the last end tag;
 failed parses are filled with the round's mean when the train phase reads them.
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from sgsbatch.backends.generation import Generation, Request
+from sgsbatch.logic.prompts import guide_messages, load_prompts
+from sgsbatch.logic.review import parse_review
 from sgsbatch.phases.sampling import generator_for, request_for, sample_record, stream_items
 from sgsbatch.phases.task import Task
-from sgsbatch.prompts import guide_messages, load_prompts
-from sgsbatch.review import parse_review
 from sgsbatch.round.examples import band_of_rates
 from sgsbatch.round.results import Problem, run_targets, solve_problems, verify_rates
 

@@ -22,16 +22,16 @@ from pathlib import Path
 
 from sgsbatch.backends.trainer import TrainingInterrupted
 from sgsbatch.config.schema import TINY_RANDOM, Config
+from sgsbatch.logic.prompts import load_prompts
 from sgsbatch.phases.task import Interrupted, Task
-from sgsbatch.prompts import load_prompts
 from sgsbatch.round.checkpoints import ROLES
 from sgsbatch.round.results import run_targets
 
 # The modules whose code decides the built weights, named as modules (not paths), so the key
 # follows them wherever they live.
 _BUILD_CODE = ("sgsbatch.models.tiny", "sgsbatch.models.warmup", "sgsbatch.backends.trainer",
-               "sgsbatch.backends.batches", "sgsbatch.backends.weights", "sgsbatch.prompts",
-               "sgsbatch.extraction", "sgsbatch.review", "sgsbatch.run.checkpoint", __name__)
+               "sgsbatch.backends.batches", "sgsbatch.backends.weights", "sgsbatch.logic.prompts",
+               "sgsbatch.logic.extraction", "sgsbatch.logic.review", "sgsbatch.run.checkpoint", __name__)
 
 
 def cache_key(cfg: Config, targets: list[tuple[str, str, str]]) -> str:

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from sgsbatch.backends.generation import BACKENDS, Generation, Generator, Request, Sample, derive_seed
 from sgsbatch.config.schema import Config
-from sgsbatch.extraction import Extraction
+from sgsbatch.logic.extraction import Extraction
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import weights_for
 from sgsbatch.run.checkpoint import MARKER, is_complete, publish_dir, staging_dir
@@ -64,7 +64,7 @@ def role_generator(cfg: Config, role: str, r: int, phase: str, weights: Callable
     `weights()` (called only then). Heavy imports happen here."""
     if cfg.generation.backend == "simulated":
         from sgsbatch.backends.simulated_generation import SimulatedGenerator, settings_from
-        from sgsbatch.prompts import load_prompts
+        from sgsbatch.logic.prompts import load_prompts
 
         return SimulatedGenerator(settings_from(cfg, role, r, cfg.phase_resources(phase).gpus),
                                   load_prompts(cfg.prompts).guide_tags, rehearsal=cfg.run.rehearsal)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from sgsbatch.backends.generation import Generation, Request
-from sgsbatch.extraction import Extraction, extract_proof
+from sgsbatch.logic.extraction import Extraction, extract_proof
+from sgsbatch.logic.prompts import load_prompts, solver_messages
 from sgsbatch.phases.sampling import extracted_samples, generator_for, request_for, stream_items
 from sgsbatch.phases.task import Task
-from sgsbatch.prompts import load_prompts, solver_messages
 from sgsbatch.round.results import Problem, solve_problems
 
 

@@ -10,7 +10,7 @@ rounds), `disk_over_budget` (disk projected to the planned rounds, round/disk.py
 `alerts.disk_budget_gb`; 0 = no budget, never judged). `alert_values` turns alarms into TensorBoard
 scalars: per kind, the number of alarms raised (0 = none; stuck_shards: the stuck shards, slow_phase:
 the slow phases). `round_end_values` is what a finished round writes (round/lifecycle.finish_round).
-Not covered: stuck shards (a running phase's item logs: ops/progress.py), acting on alarms (`resume`).
+Not covered: stuck shards (a running phase's item logs: views/progress.py), acting on alarms (`resume`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Used: the bytes of `checkpoints/` (carried optimizer states included, projected as they are now), `rounds/` and the database (with its `-wal` file), walked by
 run/paths.tree_bytes (symlinks not followed). Projected to `run.rounds`: checkpoints by the retention rule
 of round/checkpoints.py (rounds kept at the end x the largest round's checkpoints), the database
-linearly per completed round, round directories by a compacted round's size (`disk_usage`). Read by `status` (ops/progress.py) and judged
+linearly per completed round, round directories by a compacted round's size (`disk_usage`). Read by `status` (views/progress.py) and judged
 against `alerts.disk_budget_gb` (round/alarms.py). `free_space` is what is left on the file system holding the run directory, and `full_disk` the
 one line `status` (and so `watch`, `--wait` and the notifications) gives a stalled run when that
 is below `alerts.min_free_mb`. Not covered: `launch --dry-run`'s projection

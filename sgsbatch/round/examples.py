@@ -1,7 +1,7 @@
 """What each role trains on after a round: selection bands, rewards, and trainer examples.
 
 Solver: REINFORCE-1/2 on verified samples of the problems `solver.selection` picks (by default
-the hard band; weights from rewards.py), CISPO on whole groups of the 0 < s < 1 band with
+the hard band; weights from logic/rewards.py), CISPO on whole groups of the 0 < s < 1 band with
 advantages, the GRPO family on the groups of every problem the round sampled (targets and
 conjectures; `solver.band_*` do not apply: a group whose rewards are all equal has advantage 0 and
 still counts in the loss's normaliser; DAPO's dynamic sampling drops the groups whose samples are
@@ -28,7 +28,7 @@ from sqlmodel import select
 
 from sgsbatch.backends.batches import GRPO_FAMILY, Example
 from sgsbatch.config.schema import WINDOW_SELECTIONS, Config
-from sgsbatch.rewards import (
+from sgsbatch.logic.rewards import (
     conjecturer_rewards,
     correct_samples,
     dapo_keeps,
@@ -39,6 +39,7 @@ from sgsbatch.rewards import (
     policy_rewards,
     solver_weight,
 )
+from sgsbatch.logic.selection import capped_proofs, conjecturer_band, selected_problems, stp_conjecture_band
 from sgsbatch.round import metrics as M
 from sgsbatch.round.compaction import token_count
 from sgsbatch.round.results import ProblemResult, conjecture_id, guide_reviews
@@ -47,7 +48,6 @@ from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import read_phase_arrays
 from sgsbatch.run.token_arrays import Ids, RecordArrays
-from sgsbatch.selection import capped_proofs, conjecturer_band, selected_problems, stp_conjecture_band
 from sgsbatch.state.schema import Attempt, StoredProof
 from sgsbatch.verification.verdict import VERIFIED
 

@@ -26,7 +26,8 @@ from sqlmodel import col, select
 from sgsbatch.backends.batches import GRPO_FAMILY, RATIO_OBJECTIVES
 from sgsbatch.config.loading import flat_config
 from sgsbatch.config.schema import Config
-from sgsbatch.rewards import length_penalty, uses_try
+from sgsbatch.logic.rewards import length_penalty, uses_try
+from sgsbatch.logic.selection import conjecture_seeds, ei_targets, rollout_draw, unsolved
 from sgsbatch.round import metrics as M
 from sgsbatch.round.alarms import round_end_values
 from sgsbatch.round.checkpoints import prune, prune_optimizer_states
@@ -41,7 +42,6 @@ from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard, atomic_write_json, phase_wall_s, shards, unfinished
-from sgsbatch.selection import conjecture_seeds, ei_targets, rollout_draw, unsolved
 from sgsbatch.state.ingest import RoundRows, ingest_rows, is_ingested
 from sgsbatch.state.round_end import RoundEnd, record_round_end
 from sgsbatch.state.schema import (

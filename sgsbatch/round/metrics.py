@@ -281,7 +281,7 @@ EVAL_TB = "eval"  # the `tb/` subdirectory held-out evaluation writes to
 
 
 def eval_pass_at(name: str, k: int) -> str:
-    """`eval/<set>/pass@<k>`: the unbiased pass@k (evaluation.py) of the Solver's weights after the round on set `name`."""
+    """`eval/<set>/pass@<k>`: the unbiased pass@k (logic/evaluation.py) of the Solver's weights after the round on set `name`."""
     assert "/" not in name and k >= 1, (name, k)
     return f"{EVAL_PREFIX}{name}/pass@{k}"
 
@@ -304,7 +304,7 @@ LIVE_ALERTS = "live_alerts"  # the `tb/` subdirectory `watch` writes live alarms
 
 
 def alert(kind: str) -> str:
-    """`alerts/<kind>`: an alarm (round/alarms.py, ops/progress.py); in TensorBoard, the number raised."""
+    """`alerts/<kind>`: an alarm (round/alarms.py, views/progress.py); in TensorBoard, the number raised."""
     assert kind in ALERT_KINDS, kind
     return f"alerts/{kind}"
 
@@ -318,7 +318,7 @@ def write_live_alerts(tb_dir: Path, r: int, values: Mapping[str, float]) -> None
             w.add_scalar(name, value, r)
 
 
-# `status RUN` shows the last completed round's metrics in these groups, in this order (ops/console.py): a
+# `status RUN` shows the last completed round's metrics in these groups, in this order (cli/console.py): a
 # name is in the first group that lists it exactly or a prefix of it (ending in "/"); what no group claims
 # (a metric added without a group here) is shown last, under OTHER_GROUP, never dropped. Within a group the
 # exact names come first, in the order listed, then the rest by name.

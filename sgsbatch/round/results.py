@@ -3,7 +3,7 @@
 Later phases (solve needs the conjectures, guide and train need solve rates, train the reviews)
 and ingestion all derive what they need from the finished shard files with these functions, so
 the derivation (deduplication, ids, solve rates, filled reviews) is written once and is
-deterministic. Not covered: selection thresholds and rewards (selection.py, rewards.py).
+deterministic. Not covered: selection thresholds and rewards (logic/selection.py, logic/rewards.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sgsbatch.config.schema import Config
-from sgsbatch.review import Review, fill_failed
+from sgsbatch.logic.review import Review, fill_failed
+from sgsbatch.logic.selection import solve_rate
 from sgsbatch.round.compaction import token_count
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.jsonl import read_jsonl
@@ -28,7 +29,6 @@ from sgsbatch.run.shards import (
     read_phase_arrays,
 )
 from sgsbatch.run.token_arrays import RecordArrays
-from sgsbatch.selection import solve_rate
 from sgsbatch.verification.verdict import VERIFIED
 
 

@@ -21,8 +21,8 @@ from sqlmodel import select
 
 from sgsbatch.config.loading import config_changes, from_toml_text, to_dict, to_toml
 from sgsbatch.config.schema import Config
-from sgsbatch.data import Target
 from sgsbatch.errors import ConfigError, InputError, RunError
+from sgsbatch.logic.data import Target
 from sgsbatch.run import environment
 from sgsbatch.run.amendments import config_at, shards_at
 from sgsbatch.run.paths import RunPaths, command, run_paths

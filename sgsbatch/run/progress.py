@@ -6,7 +6,7 @@ and `sgsbatch logs --follow` show as they are (no carriage returns). Written to 
 supervisor sends to the shard's attempt log. Training logs a line per optimizer step itself
 (backends/trainer.py) and its rank 0 appends each step to `rounds/rNNNN/train/steps.jsonl`
 (`record_train_step`): role, the fields of backends/train_steps.TrainStep (step, steps, loss, tokens,
-step_s and the step's statistics), time; what `status` and the stuck alarm read (ops/progress.py,
+step_s and the step's statistics), time; what `status` and the stuck alarm read (views/progress.py,
 which also counts the item logs of the other phases) and the round's end writes to TensorBoard as
 `train_step/*` points (round/step_metrics.py).
 """

@@ -188,7 +188,7 @@ class Shard:
         return float(read_json(self.started_file)["time"]) if self.started_file.exists() else None
 
     def mark_ready(self) -> None:
-        """Record when the task's start-up (engine load, verifier start) first ended (round/timeline.py)."""
+        """Record when the task's start-up (engine load, verifier start) first ended (views/critical_path.py)."""
         if not self.ready_file.exists():
             atomic_write_json(self.ready_file, {"time": time.time()})
 

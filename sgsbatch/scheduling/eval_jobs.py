@@ -14,7 +14,7 @@ has ended and the next round is handed on: it submits only for rounds with (r + 
 and never raises (a failed submission is printed; the chain goes on). `cancel_pending` is what
 `sgsbatch cancel` calls: every evaluation job of the run whose sets are not all done is cancelled
 (scancel; a local one's process group is killed, if its command line is still this run's evaluation).
-Not covered: its cost in `plan` (round/eval_projection.py has it).
+Not covered: its cost in `plan` (views/eval_projection.py has it).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ class StallReason(enum.StrEnum):
     dependency_never_satisfied = "dependency_never_satisfied"  # a job waits on a failed/cancelled one
     no_live_job = "no_live_job"  # Slurm: nothing queued or running
     local_driver_dead = "local_driver_dead"  # local: the driver process is gone
-    # the run directory's file system has less free than alerts.min_free_mb (ops/status.py blames it
+    # the run directory's file system has less free than alerts.min_free_mb (views/status.py blames it
     # whatever the executor saw: a dead driver, a crashed shard)
     disk_full = "disk_full"
 

@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterator, Sequence
 
 from sgsbatch.config.simulated_time import SimulatedTime, sleep
-from sgsbatch.extraction import strip_lean_comments
+from sgsbatch.logic.extraction import strip_lean_comments
 from sgsbatch.verification.verdict import (
     FAILED,
     TIMEOUT,

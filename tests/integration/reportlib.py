@@ -32,7 +32,7 @@ def curve_run(runs_dir: Path, name: str, rounds: int, *, simulated: bool = True,
     from sqlmodel import select
 
     from sgsbatch.config.loading import load_config
-    from sgsbatch.data import Target
+    from sgsbatch.logic.data import Target
     from sgsbatch.run.handle import create_run
     from sgsbatch.state.schema import Attempt, Conjecture, Metric, ReviewRow, Round, Run, RunState
 

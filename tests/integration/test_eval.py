@@ -23,7 +23,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from runlib import REPO, launch_args, run_env, sgsbatch, status  # noqa: E402
 
-from sgsbatch.evaluation import pass_at_k  # noqa: E402
+from sgsbatch.logic.evaluation import pass_at_k  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reportlib import HOSTILE, curve_run, round_seconds, round_start  # noqa: E402
 from runlib import sgsbatch  # noqa: E402
 
-from sgsbatch.ops.plot import write_fit_plot  # noqa: E402
-from sgsbatch.ops.report import diff_table, render_report, write_report  # noqa: E402
+from sgsbatch.views.plot import write_fit_plot  # noqa: E402
+from sgsbatch.views.report import diff_table, render_report, write_report  # noqa: E402
 
 
 def _db_points(run_dir: Path) -> dict[int, tuple[float, float]]:
@@ -302,7 +302,7 @@ def test_report_opens_in_headless_chromium_and_shows_its_plots(tmp_path: Path) -
 
 
 def test_report_draws_the_solvers_curves_per_optimizer_step(tmp_path: Path) -> None:
-    """The Solver's section per optimizer step (ops/train_step_report.py): the points of the rounds that
+    """The Solver's section per optimizer step (views/train_step_report.py): the points of the rounds that
     ended, at the global step, the last record of a step done twice; a round still training is left out."""
     from sgsbatch.run.progress import record_train_step, train_steps_file
     from sgsbatch.state.schema import Metric

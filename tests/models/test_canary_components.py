@@ -10,7 +10,7 @@ from sgsbatch.canary.generation import check_guide, check_role
 from sgsbatch.canary.training import check_training
 from sgsbatch.config.loading import load_config
 from sgsbatch.config.schema import Config
-from sgsbatch.data import Target
+from sgsbatch.logic.data import Target
 
 REPO = Path(__file__).resolve().parents[2]
 

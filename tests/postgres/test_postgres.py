@@ -53,7 +53,7 @@ def test_two_processes_write_at_once(pg_url: str, tmp_path: Path) -> None:
     from runlib import TINY
 
     from sgsbatch.config.loading import load_config
-    from sgsbatch.data import Target
+    from sgsbatch.logic.data import Target
     from sgsbatch.run.handle import create_run
 
     cfg = load_config(TINY, [f"run.runs_dir={tmp_path}", "run.name=w", f"run.database_url={pg_url}"])

@@ -19,11 +19,12 @@ from sqlmodel import select
 
 from sgsbatch.cli import main
 from sgsbatch.errors import ConfigError
-from sgsbatch.ops.amend import amend, first_unstarted_round, history
+from sgsbatch.ops.amend import amend, first_unstarted_round
 from sgsbatch.run import amendments
 from sgsbatch.run.handle import RunHandle, open_run
 from sgsbatch.scheduling import slurm
 from sgsbatch.state.schema import Phase, SlurmJob
+from sgsbatch.views.amendments import history
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from runlib import recorded_run as make_run  # noqa: E402
@@ -133,7 +134,7 @@ def test_timeout_may_change_in_the_current_round_until_its_verify_phase_starts(t
 
 
 def test_prompt_templates_change_by_path_from_a_round(tmp_path: Path) -> None:
-    from sgsbatch.prompts import read_template
+    from sgsbatch.logic.prompts import read_template
 
     h = make_run(tmp_path, "pr")
     template = tmp_path / "solver.json"
@@ -145,7 +146,7 @@ def test_prompt_templates_change_by_path_from_a_round(tmp_path: Path) -> None:
         amend(h, [f"prompts.solver={bad}"], method_change=True, from_round=0)
     try:
         h2, _ = amend(h, [f"prompts.solver={template}"], method_change=True, from_round=1)
-    except ConfigError as e:  # the template file format is prompts.py's; the refusal must name the key
+    except ConfigError as e:  # the template file format is logic/prompts.py's; the refusal must name the key
         pytest.skip(f"template file shape: {e}")
     assert h2.at(0).prompts.solver == "reference" and h2.at(1).prompts.solver == str(template)
 
@@ -186,7 +187,7 @@ def test_later_amendments_override_earlier_ones_from_their_round(tmp_path: Path)
 
 def test_history_is_restored_by_rebuild_and_shown_by_status_and_report(tmp_path: Path) -> None:
     from sgsbatch.ops.rebuild import rebuild
-    from sgsbatch.ops.report import run_section
+    from sgsbatch.views.report import run_section
 
     h = make_run(tmp_path, "hist")
     h, _ = amend(h, ["slurm.solve.time_min=45"])

@@ -124,8 +124,8 @@ def test_the_conjecturer_canary_sends_the_prompts_the_setup_sends() -> None:
     canary proof), not the unseeded ones a seed_statement run never sends; sgs.toml's are unseeded."""
     from sgsbatch.canary.cases import HONEST
     from sgsbatch.canary.generation import role_messages
-    from sgsbatch.data import Target
-    from sgsbatch.prompts import conjecturer_messages, load_prompts, seeded_conjecturer_messages
+    from sgsbatch.logic.data import Target
+    from sgsbatch.logic.prompts import conjecturer_messages, load_prompts, seeded_conjecturer_messages
 
     targets = [Target(f"t{i}", "import Mathlib\n", f"theorem t{i} : {i} + 0 = {i} := by") for i in range(4)]
     stp = load_config(REPO / "jobs" / "stp.toml")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sgsbatch.data import DataError, Rejected, Target, load_targets
+from sgsbatch.logic.data import DataError, Rejected, Target, load_targets
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 D3K = SHARED / "data" / "d3k" / "D_3k_prover_dataset.json"
@@ -190,8 +190,8 @@ def test_provers_layout_and_its_split_column(tmp_path: Path) -> None:
 
 
 def test_a_split_the_file_does_not_hold_names_the_ones_it_does(tmp_path: Path) -> None:
-    from sgsbatch.data import load_data_source
     from sgsbatch.errors import ConfigError
+    from sgsbatch.logic.data import load_data_source
 
     path = tmp_path / "minif2f.jsonl"
     path.write_text("".join(json.dumps(_prover_row(f"x{i}", f"theorem x{i} : True := by", s)) + "\n"

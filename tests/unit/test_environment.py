@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from sgsbatch.config.loading import load_config
-from sgsbatch.data import Target
+from sgsbatch.logic.data import Target
 from sgsbatch.ops.rebuild import rebuild
-from sgsbatch.ops.status import run_status
 from sgsbatch.run import environment
 from sgsbatch.run.handle import RunHandle, create_run
 from sgsbatch.run.shards import Shard, read_json
 from sgsbatch.scheduling import supervisor as S
+from sgsbatch.views.status import run_status
 
 REPO = Path(__file__).resolve().parents[2]
 

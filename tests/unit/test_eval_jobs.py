@@ -12,12 +12,12 @@ import sys
 import time
 from pathlib import Path
 
+from sgsbatch.cli.console import evaluations_text, status_text
 from sgsbatch.config.loading import load_config
-from sgsbatch.data import Target
-from sgsbatch.ops.console import evaluations_text, status_text
-from sgsbatch.ops.status import run_status
+from sgsbatch.logic.data import Target
 from sgsbatch.run.handle import create_run
 from sgsbatch.scheduling.eval_jobs import cancel_pending, evaluations
+from sgsbatch.views.status import run_status
 
 REPO = Path(__file__).resolve().parents[2]
 

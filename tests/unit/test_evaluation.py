@@ -1,4 +1,4 @@
-"""Held-out evaluation's pure parts and its config: the unbiased pass@k estimator (evaluation.py) against
+"""Held-out evaluation's pure parts and its config: the unbiased pass@k estimator (logic/evaluation.py) against
 worked values, and `[eval]` (config/schema.EvalConfig, config/validation._eval_errors, the paths of
 eval.sets). Not covered here: sampling and verifying a stored round (tests/integration/test_eval.py)."""
 
@@ -13,7 +13,7 @@ import pytest
 from sgsbatch.config.loading import load_config
 from sgsbatch.config.schema import Config
 from sgsbatch.errors import ConfigError
-from sgsbatch.evaluation import correct_counts, pass_at_k, set_pass_at_k
+from sgsbatch.logic.evaluation import correct_counts, pass_at_k, set_pass_at_k
 
 TINY = Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml"
 
@@ -105,8 +105,8 @@ def test_bad_eval_keys_are_refused_naming_the_key(sets: list[str], key: str, say
 def test_plan_counts_the_evaluation_jobs_beside_the_chain(tmp_path: Path) -> None:
     """`plan`: run.rounds // every_rounds jobs of slurm.solve's resources, each model load + generation at the
     decode rate + one REPL start + Lean on the job's CPUs; the run's days unchanged; a hub set not counted."""
-    from sgsbatch.ops.plan import make_plan, plan_text
-    from sgsbatch.round.projection import decode_tokens_per_s
+    from sgsbatch.views.plan import make_plan, plan_text
+    from sgsbatch.views.projection import decode_tokens_per_s
 
     held = tmp_path / "held.jsonl"
     held.write_text((Path(__file__).resolve().parents[2] / "sgsbatch" / "embedded" / "tiny_targets.jsonl")

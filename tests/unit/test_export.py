@@ -34,7 +34,7 @@ def _lineage(cid: str, guide: dict[str, Any] | None, weight: float | None = None
 
 
 GOOD = {"parsed": True, "reason": None, "relevance": 4.0, "redundant": 0.0, "complexity": 1.0, "score": 6.0}
-# a failed parse: its sub-scores and score are the round's stand-ins (review.py fill_failed)
+# a failed parse: its sub-scores and score are the round's stand-ins (logic/review.py fill_failed)
 FAILED = {"parsed": False, "reason": "missing_relevance", "relevance": 4.0, "redundant": 0.0, "complexity": 1.0,
           "score": 6.0}
 CONJ = [export.conjecture_row(_lineage("c1", GOOD, 0.5)), export.conjecture_row(_lineage("c2", FAILED)),
@@ -182,7 +182,7 @@ def test_is_export_knows_only_exports(tmp_path: Path) -> None:
 
 PUSH = """import sys
 from pathlib import Path
-from sgsbatch.ops.command_line import clean_errors
+from sgsbatch.cli.command_line import clean_errors
 from sgsbatch.ops import export
 clean_errors(export.push_to_hub)(Path(sys.argv[1]), sys.argv[2])
 """
@@ -266,7 +266,7 @@ def test_the_card_of_a_real_run_publishes_no_absolute_path_of_this_machine(tmp_p
     import re
 
     from sgsbatch.config.loading import load_config
-    from sgsbatch.data import Target
+    from sgsbatch.logic.data import Target
     from sgsbatch.run.handle import create_run
 
     repo = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sgsbatch.extraction import (
+from sgsbatch.logic.extraction import (
     REASONS,
     Extraction,
     count_declarations,

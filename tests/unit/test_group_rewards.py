@@ -1,4 +1,4 @@
-"""The GRPO family's rewards, advantages and group selection (rewards.py), the step plan's zero-advantage
+"""The GRPO family's rewards, advantages and group selection (logic/rewards.py), the step plan's zero-advantage
 rule (backends/batches.py) and its config keys, against worked cases written out from the papers."""
 
 from __future__ import annotations
@@ -11,8 +11,14 @@ import pytest
 from sgsbatch.backends.batches import Example, TrainSettings, loss_scales, plan_steps, rank_shares
 from sgsbatch.config.loading import load_config
 from sgsbatch.errors import ConfigError
+from sgsbatch.logic.rewards import (
+    correct_samples,
+    dapo_keeps,
+    grpo_advantages,
+    overlong_shaping,
+    policy_rewards,
+)
 from sgsbatch.phases.train import train_settings
-from sgsbatch.rewards import correct_samples, dapo_keeps, grpo_advantages, overlong_shaping, policy_rewards
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 

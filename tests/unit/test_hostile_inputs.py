@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from sgsbatch.cli import main
-from sgsbatch.ops.command_line import OutPath
+from sgsbatch.cli.command_line import OutPath
 from tests.runlib import TINY, recorded_run
 
 HUGE = "99999999999999999999"  # beyond int64

@@ -14,8 +14,7 @@ PKG = Path(__file__).resolve().parents[2] / "sgsbatch"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "checkout"),  # foundations
-    ("config", "prompts", "preamble", "extraction", "review", "selection", "rewards", "data",
-     "evaluation"),  # config + pure SGS logic
+    ("config", "logic"),  # config + the pure SGS logic (sgsbatch/logic/)
     ("state",),  # the state store: a leaf
     ("run",),  # run directory, shard files, the run handle, checkpoint protocol
     ("backends", "models", "verification", "search"),  # generation/training engines, tiny models, Lean, tactic search
@@ -23,10 +22,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("phases",),  # one module per phase
     ("scheduling",),  # worker, supervisor, executors, the chain
     ("canary",),  # the site canary: every real component, in jobs of the run's own shapes
-    ("ops",),  # operator commands
-    ("cli",),
+    ("views",),  # the read side: status, plan, report, logs ... (reads a run, changes nothing)
+    ("ops",),  # operator commands that change a run
+    ("cli",),  # every click command, and only there
 )
-PURE = ("prompts", "preamble", "extraction", "review", "selection", "rewards", "data", "evaluation")
+PURE = ("logic",)
 # a phase neither writes the database nor submits jobs
 PHASE_FORBIDDEN = ("sgsbatch.state.db", "sgsbatch.state.ingest", "sgsbatch.round.lifecycle")
 
@@ -140,9 +140,9 @@ def test_the_checker_finds_cycles_and_upward_imports(tmp_path: Path) -> None:
         "round/lifecycle.py": "def f():\n    from sgsbatch.round.results import x\n",
         "round/results.py": "import sgsbatch.round.lifecycle\nx = 1\n",  # cycle with lifecycle (lazy import)
         "phases/__init__.py": "",
-        "phases/solve.py": "from sgsbatch.ops import status\n",  # upward
+        "phases/solve.py": "from sgsbatch.views import status\n",  # upward
         "ops/__init__.py": "",
-        "ops/status.py": "",
+        "views/status.py": "",
     }.items():
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         (pkg / rel).write_text(body)
@@ -151,4 +151,15 @@ def test_the_checker_finds_cycles_and_upward_imports(tmp_path: Path) -> None:
     bad = violations(graph)
     assert "sgsbatch.state.db imports sgsbatch.round.lifecycle (a higher layer)" in bad
     assert any(b.startswith("sgsbatch.state.db imports sgsbatch.round.lifecycle (the state store") for b in bad)
-    assert "sgsbatch.phases.solve imports sgsbatch.ops.status (a higher layer)" in bad
+    assert "sgsbatch.phases.solve imports sgsbatch.views.status (a higher layer)" in bad
+
+
+def test_click_is_imported_only_by_the_command_line_package() -> None:
+    """The CLI is one package (sgsbatch/cli/): the read side and the operator commands take callbacks and
+    return text or data; they never import click."""
+    users = sorted(str(p.relative_to(PKG.parent)) for p in PKG.rglob("*.py")
+                   if any(isinstance(n, ast.Import | ast.ImportFrom)
+                          and "click" in ([a.name.split(".")[0] for a in n.names] if isinstance(n, ast.Import)
+                                          else [(n.module or "").split(".")[0]])
+                          for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))))
+    assert users and all(u.startswith("sgsbatch/cli/") for u in users), users

@@ -13,7 +13,7 @@ import pytest
 
 from sgsbatch.config.loading import load_config
 from sgsbatch.config.schema import Config
-from sgsbatch.data import Target
+from sgsbatch.logic.data import Target
 from sgsbatch.run.handle import create_run
 from sgsbatch.run.shards import Shard
 from sgsbatch.scheduling import local, slurm

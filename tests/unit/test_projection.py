@@ -1,4 +1,4 @@
-"""The run projected before launch (round/projection.py, ops/plan.py): worked cases by hand, the
+"""The run projected before launch (views/projection.py, views/plan.py): worked cases by hand, the
 canary's figures, the critical path and the shard advice, `plan` and `launch --dry-run`, and the
 projection against a run's completed rounds in `status` and the report."""
 
@@ -18,10 +18,10 @@ from sgsbatch.cli import main
 from sgsbatch.config.loading import load_config
 from sgsbatch.config.schema import Config
 from sgsbatch.config.validation import semantic_errors
-from sgsbatch.ops.plan import canary_figures, make_plan, plan_text
 from sgsbatch.round import metrics as M
-from sgsbatch.round.projection import FIGURES, advise, project, published, with_sets
 from sgsbatch.state.schema import Metric, Round
+from sgsbatch.views.plan import canary_figures, make_plan, plan_text
+from sgsbatch.views.projection import FIGURES, advise, project, published, with_sets
 from tests.runlib import TINY, recorded_run
 
 # a round of known numbers: 100 targets, 50 conjectures, (100 + 50) x 4 = 600 samples of 1,000 tokens
@@ -72,7 +72,7 @@ def test_the_kl_reference_and_recomputed_old_logprobs_add_scoring_passes_to_trai
     Solver's samples, not trained_share's 60), and two forward-only passes over them at scoring_pass_share
     0.25 (300k tokens at 4,000 tokens/s) and one more model load (the reference's) on the known round
     above; either alone is one pass, neither none."""
-    from sgsbatch.round.projection import scoring_passes
+    from sgsbatch.views.projection import scoring_passes
 
     base = ["solver.objective=grpo", "projection.scoring_pass_share=0.25"]
     both = known(tmp_path, *base, "solver.kl_beta=0.04", "train.old_logprobs=recompute")
@@ -271,8 +271,8 @@ def test_launch_dry_run_prints_the_projection(tmp_path: Path) -> None:
 
 
 def test_status_and_the_report_show_projected_against_actual(tmp_path: Path) -> None:
-    from sgsbatch.ops.report import run_section
     from sgsbatch.run.handle import open_run
+    from sgsbatch.views.report import run_section
 
     h = recorded_run(tmp_path, "t")
     with h.db.write() as s:
@@ -323,7 +323,7 @@ def test_launch_dry_run_of_sgs_toml_prints_its_run(tmp_path: Path, ready_machine
 
 
 def test_the_comparison_line_gives_a_ratio_only_for_a_whole_projection() -> None:
-    from sgsbatch.ops.plan import comparison_text
+    from sgsbatch.views.plan import comparison_text
 
     c = {"round_s": 1000.0, "critical_phase": "solve", "run_days": 2.3, "run_gpu_hours": 620.0, "not_projected": [],
          "rounds": {0: {}, 1: {}}, "actual_mean_s": 1200.0,
@@ -338,8 +338,8 @@ def test_the_comparison_line_gives_a_ratio_only_for_a_whole_projection() -> None
 
 def test_each_completed_round_is_projected_with_the_shard_counts_it_ran_with(tmp_path: Path) -> None:
     from sgsbatch.ops.amend import amend
-    from sgsbatch.ops.plan import run_projection
     from sgsbatch.run.amendments import config_at
+    from sgsbatch.views.plan import run_projection
 
     h = recorded_run(tmp_path, "t")
     h, _ = amend(h, ["run.rounds=3"])
@@ -387,7 +387,7 @@ def test_a_carried_optimizer_state_is_written_every_round(tmp_path: Path) -> Non
     """train.optimizer = "carry": each trained role also writes its AdamW state (ZeRO-2, bf16: Adam's two
     fp32 moments and the fp32 master, 12 bytes a parameter, and DeepSpeed's bf16 module copy, 2: 7x the
     bf16 weights' 2), so the known round's train job adds 2 roles x 7 x checkpoint_write_s (20 s)."""
-    from sgsbatch.round.projection import optimizer_write_factor
+    from sgsbatch.views.projection import optimizer_write_factor
 
     carry = known(tmp_path, "train.optimizer=carry", "train.zero_stage=2", "train.bf16=true")
     fresh = known(tmp_path, "train.zero_stage=2", "train.bf16=true")

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sgsbatch.prompts import (
+from sgsbatch.logic.prompts import (
     GuideTags,
     PromptError,
     builtin_names,

@@ -20,7 +20,7 @@ from sgsbatch.backends.batches import (
     save_examples,
 )
 from sgsbatch.config.loading import load_config
-from sgsbatch.data import Target
+from sgsbatch.logic.data import Target
 from sgsbatch.run.handle import create_run
 from sgsbatch.scheduling import ranks, slurm
 

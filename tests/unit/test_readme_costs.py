@@ -1,4 +1,4 @@
-"""README's "What a run costs" quotes `sgsbatch plan jobs/sgs.toml` (round/projection.py, round/
+"""README's "What a run costs" quotes `sgsbatch plan jobs/sgs.toml` (views/projection.py, round/
 reference_projection.py): each figure it prints is recomputed here, so the README cannot drift from plan."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 from sgsbatch.config.loading import load_config
-from sgsbatch.ops.plan import _hours, make_plan
 from sgsbatch.run.progress import duration
+from sgsbatch.views.plan import _hours, make_plan
 
 REPO = Path(__file__).resolve().parents[2]
 LONGER = ["projection.mean_tokens=1650", "projection.decode_short_tokens_per_s=3000"]

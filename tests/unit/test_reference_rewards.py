@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from sgsbatch.extraction import count_declarations, extract_proof
-from sgsbatch.review import Review, fill_failed
-from sgsbatch.rewards import (
+from sgsbatch.logic.extraction import count_declarations, extract_proof
+from sgsbatch.logic.review import Review, fill_failed
+from sgsbatch.logic.rewards import (
     conjecturer_rewards,
     group_rewards,
     keep_group,
@@ -22,8 +22,8 @@ from sgsbatch.rewards import (
     solver_weight,
     uses_try,
 )
+from sgsbatch.logic.selection import conjecturer_band, solver_band
 from sgsbatch.round.results import dedup_key
-from sgsbatch.selection import conjecturer_band, solver_band
 
 # ----------------------------------------------------------------------------- the length penalty
 
@@ -227,7 +227,7 @@ def test_conjecturer_band(name: str, rates: dict[str, float], expected: set[str]
 
 STATEMENT = "theorem t (a : ℕ) : a + 0 = a := by"
 EXTRACTION_CASES = [
-    # prompts.py:151-156 "num_theorem = generation.strip().count("theorem ") ... if num_theorem + num_lemma +
+    # logic/prompts.py:151-156 "num_theorem = generation.strip().count("theorem ") ... if num_theorem + num_lemma +
     # num_def != 1: return NO_CODE_FOUND_TAG": a keyword in a comment counts ...
     ("keyword_in_comment", f"```lean4\n{STATEMENT}\n  -- by the theorem above\n  simp\n```", False, True),
     ("lemma_in_block_comment", f"```lean4\n{STATEMENT}\n  /- a lemma would help -/\n  simp\n```", False, True),

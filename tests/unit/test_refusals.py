@@ -110,15 +110,15 @@ def test_refusals_reach_marker_status_alarm_metrics_tensorboard_and_report(tmp_p
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from sgsbatch.ops.console import status_text
-    from sgsbatch.ops.report import render_report
-    from sgsbatch.ops.status import run_status
+    from sgsbatch.cli.console import status_text
     from sgsbatch.phases import verify
     from sgsbatch.phases.task import Task
     from sgsbatch.round.alarms import round_end_values
     from sgsbatch.round.lifecycle import ingest_round, round_rows
     from sgsbatch.round.results import round_results
     from sgsbatch.run.shards import Shard
+    from sgsbatch.views.report import render_report
+    from sgsbatch.views.status import run_status
     from tests.lean.leanlib import FAKE_CHECKER_COMMAND, FAKE_COMMAND
     from tests.runlib import recorded_run
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sgsbatch.prompts import GuideTags
-from sgsbatch.review import FilledReview, Review, fill_failed, guide_score, parse_review
+from sgsbatch.logic.prompts import GuideTags
+from sgsbatch.logic.review import FilledReview, Review, fill_failed, guide_score, parse_review
 
 REL = ("<begin_relevance_score>", "<end_relevance_score>")
 RED = ("<begin_redundancy_score>", "<end_redundancy_score>")

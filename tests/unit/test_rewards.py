@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from sgsbatch.rewards import (
+from sgsbatch.logic.rewards import (
     advantages,
     conjecturer_rewards,
     group_advantages,

@@ -1,6 +1,6 @@
 """The GRPO family's rollout regime (solver.rollout_prompts): the draw of a round's rollout batch
 (selection.rollout_draw), DAPO's dynamic sampling over an over-sampled draw (round/examples.py), the
-config's rules, and the two ways of running rollout steps projected by hand (round/rollout_projection.py)."""
+config's rules, and the two ways of running rollout steps projected by hand (views/rollout_projection.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pytest
 from sgsbatch.config.loading import load_config
 from sgsbatch.config.validation import semantic_errors
 from sgsbatch.errors import ConfigError
-from sgsbatch.ops.plan import make_plan, plan_text
+from sgsbatch.logic.selection import rollout_draw
 from sgsbatch.round.examples import Carry, family_groups, solver_examples, solver_group_metrics
 from sgsbatch.round.lifecycle import prepare_round
-from sgsbatch.round.projection import project, published
 from sgsbatch.round.results import round_inputs, round_results
-from sgsbatch.selection import rollout_draw
+from sgsbatch.views.plan import make_plan, plan_text
+from sgsbatch.views.projection import project, published
 from tests.unit.test_projection import KNOWN
 from tests.unit.test_round import TARGETS, A, C, D, _cfg, _round0, _run
 

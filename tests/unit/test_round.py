@@ -23,7 +23,7 @@ from sqlmodel import select
 
 from sgsbatch.config.loading import load_config
 from sgsbatch.config.schema import Config
-from sgsbatch.data import Target
+from sgsbatch.logic.data import Target
 from sgsbatch.round.checkpoints import awaiting_evaluation, prune, retained, weights_for
 from sgsbatch.round.compaction import token_count
 from sgsbatch.round.examples import (

@@ -13,15 +13,14 @@ import click
 from click.testing import CliRunner
 from sqlmodel import select
 
-from sgsbatch.cli import main
+from sgsbatch.cli import console, main
 from sgsbatch.config.loading import load_config
-from sgsbatch.data import Target
-from sgsbatch.ops import console
-from sgsbatch.ops.status import run_status
+from sgsbatch.logic.data import Target
 from sgsbatch.round.lifecycle import prepare_round
 from sgsbatch.run.handle import create_run
 from sgsbatch.run.shards import Shard
 from sgsbatch.state.schema import Round, RunState
+from sgsbatch.views.status import run_status
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,11 +12,11 @@ import pytest
 
 from sgsbatch.config.loading import load_config
 from sgsbatch.config.schema import Config
-from sgsbatch.data import Target
 from sgsbatch.errors import ConfigError, SgsError
-from sgsbatch.ops.fit import NotEnoughPoints, fit_scaling_law, random_halves, read_points
+from sgsbatch.logic.data import Target
 from sgsbatch.run.handle import create_run, open_run
 from sgsbatch.state.schema import Metric
+from sgsbatch.views.fit import NotEnoughPoints, fit_scaling_law, random_halves, read_points
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from runlib import TINY, sgsbatch  # noqa: E402

@@ -1,4 +1,4 @@
-"""A search round projected (round/search_projection.py through round/projection.py and ops/plan.py):
+"""A search round projected (views/search_projection.py through views/projection.py and views/plan.py):
 the solve phase's GPU side and Lean side from per-expansion figures, verify on found proofs only,
 a canary's tactic time as a floor, and what `plan` prints. Expected values are derived here from
 the keys set below, never copied from an output."""
@@ -18,9 +18,9 @@ from sgsbatch.cli import main
 from sgsbatch.config.schema import Config
 from sgsbatch.config.simulated_time import decode_rate
 from sgsbatch.config.validation import semantic_errors
-from sgsbatch.ops.plan import canary_figures, make_plan, plan_text
-from sgsbatch.round.projection import project, published
-from sgsbatch.round.search_projection import expansion_budget
+from sgsbatch.views.plan import canary_figures, make_plan, plan_text
+from sgsbatch.views.projection import project, published
+from sgsbatch.views.search_projection import expansion_budget
 from tests.unit.test_projection import KNOWN, known
 
 SEARCH = ["solver.mode=search", "search.environment=simulated", "search.width=4", "search.max_expansions=100",
@@ -36,7 +36,7 @@ def searching(tmp_path: Path, *more: str) -> Config:
 
 
 def by_hand(cfg: Config, targets: int) -> dict[str, float]:
-    """The search phase's figures worked from the keys (the model of round/search_projection.py)."""
+    """The search phase's figures worked from the keys (the model of views/search_projection.py)."""
     pj, s, res = cfg.projection, cfg.search, cfg.slurm.solve
     searches = (targets + targets * pj.unsolved_share * cfg.conjecturer.samples_per_target) * cfg.solver.samples
     expansions = searches * pj.search_expansion_share * s.max_expansions

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
+from sgsbatch.logic.prompts import conjecturer_messages, seeded_conjecturer_messages
+from sgsbatch.logic.selection import conjecture_seeds, seed_cycle
 from sgsbatch.phases.conjecture import round_prompts
 from sgsbatch.phases.task import Task
-from sgsbatch.prompts import conjecturer_messages, seeded_conjecturer_messages
 from sgsbatch.round.lifecycle import ingest_round, prepare_round, round_seeds
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.shards import Shard, read_json
-from sgsbatch.selection import conjecture_seeds, seed_cycle
 from tests.unit.test_round import TARGETS, _round0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sgsbatch.selection import conjecturer_band, ei_targets, solve_rate, solver_band, unsolved
+from sgsbatch.logic.selection import conjecturer_band, ei_targets, solve_rate, solver_band, unsolved
 
 
 def test_solve_rate() -> None:

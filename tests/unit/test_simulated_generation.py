@@ -29,9 +29,9 @@ from sgsbatch.backends.simulated_trainer import simulated_train
 from sgsbatch.backends.train_steps import TrainStep
 from sgsbatch.backends.weights import stored_result
 from sgsbatch.config.schema import Config
-from sgsbatch.extraction import extract_conjecture, extract_proof
-from sgsbatch.prompts import conjecturer_messages, guide_messages, reference_prompts, solver_messages
-from sgsbatch.review import parse_review
+from sgsbatch.logic.extraction import extract_conjecture, extract_proof
+from sgsbatch.logic.prompts import conjecturer_messages, guide_messages, reference_prompts, solver_messages
+from sgsbatch.logic.review import parse_review
 from sgsbatch.run.checkpoint import is_complete, read_marker
 from sgsbatch.verification.simulated import simulated_verify
 

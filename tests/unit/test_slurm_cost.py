@@ -14,7 +14,7 @@ import pytest
 from sqlmodel import select
 
 from sgsbatch.config.loading import load_config
-from sgsbatch.data import Target
+from sgsbatch.logic.data import Target
 from sgsbatch.run.handle import create_run
 from sgsbatch.scheduling import slurm
 from sgsbatch.state.schema import Metric, SlurmJob

@@ -12,7 +12,7 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from sgsbatch.config.loading import load_config
-from sgsbatch.data import Target
+from sgsbatch.logic.data import Target
 from sgsbatch.run.handle import RunHandle, create_run, open_run
 from sgsbatch.state.db import SCHEMA_VERSION, open_db
 from sgsbatch.state.ingest import RoundRows, ingest_rows

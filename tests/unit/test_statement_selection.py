@@ -15,6 +15,7 @@ import pytest
 from sgsbatch.config.loading import load_config
 from sgsbatch.config.schema import Config, SolverConfig
 from sgsbatch.errors import ConfigError
+from sgsbatch.logic.selection import capped_proofs, selected_problems, stp_conjecture_band
 from sgsbatch.round.compaction import rounds_to_compact
 from sgsbatch.round.examples import (
     conjecturer_examples,
@@ -26,7 +27,6 @@ from sgsbatch.round.examples import (
 from sgsbatch.round.lifecycle import ingest_round, prepare_round
 from sgsbatch.round.results import round_results
 from sgsbatch.run.shards import read_json
-from sgsbatch.selection import capped_proofs, selected_problems, stp_conjecture_band
 from tests.unit.test_round import CA, CB, LONG_WEIGHT, A, B, C, D, _cfg, _ids, _round0, _run
 
 REPO = Path(__file__).resolve().parents[2]

@@ -23,9 +23,8 @@ from sqlmodel import select
 
 from sgsbatch.cli import main
 from sgsbatch.config.loading import load_config
-from sgsbatch.data import Target
+from sgsbatch.logic.data import Target
 from sgsbatch.ops import control
-from sgsbatch.ops.status import run_status
 from sgsbatch.round.lifecycle import prepare_round
 from sgsbatch.run.handle import RunHandle, create_run
 from sgsbatch.run.shards import Shard
@@ -33,6 +32,7 @@ from sgsbatch.scheduling import local, slurm
 from sgsbatch.scheduling.liveness import StallReason
 from sgsbatch.scheduling.slurm import TaskState
 from sgsbatch.state.schema import Round, RunState, SlurmJob
+from sgsbatch.views.status import run_status
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -153,7 +153,7 @@ def _stalled_by(reason: StallReason, tmp_path: Path, monkeypatch: pytest.MonkeyP
     if reason is StallReason.local_driver_dead:
         return _run(tmp_path, "local", reason.value)
     if reason is StallReason.disk_full:  # a dead driver on a full disk (a real full tmpfs: test_failures_truth.py)
-        from sgsbatch.ops import status as status_mod
+        from sgsbatch.views import status as status_mod
 
         h = _run(tmp_path, "local", reason.value)
         monkeypatch.setattr(status_mod, "free_space", lambda paths: {"path": str(paths.root), "free_bytes": 4096,
@@ -301,7 +301,7 @@ def test_wait_polls_at_the_configured_interval(tmp_path: Path, monkeypatch: pyte
 
 def _fake_status(state: str, detail: bool) -> object:
     assert detail is False  # polling never asks for accounting detail
-    from sgsbatch.ops.status import RunStatus
+    from sgsbatch.views.status import RunStatus
 
     return RunStatus(name="st", state=state, message="", executor="slurm", rounds=2, rounds_completed=0, round=0,
                      phase="init", simulated=True, smoke=False, targets=3, run_dir="x")

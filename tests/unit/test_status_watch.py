@@ -1,4 +1,4 @@
-"""`status` live progress, solve-rate sparkline, disk use/projection and alarms (ops/progress.py);
+"""`status` live progress, solve-rate sparkline, disk use/projection and alarms (views/progress.py);
 `watch` writing live alarms to TensorBoard."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 from click.testing import CliRunner
 
 from sgsbatch.cli import main
-from sgsbatch.ops.progress import checkpoint_projection, sparkline
 from sgsbatch.round.disk import disk_usage
 from sgsbatch.run.journal import journal_job
 from sgsbatch.run.shards import Shard
+from sgsbatch.views.progress import checkpoint_projection, sparkline
 from tests.runlib import recorded_run
 
 
@@ -127,7 +127,7 @@ def test_launch_dry_run_prints_checkpoint_projection(tmp_path: Path) -> None:
     assert "checkpoints: 21 rounds kept at the end of 200 rounds" in out and "keep_every=10" in out
     assert "x 2 roles x 0.79 MB (tiny-random models, fp32) = 33.1 MB" in out
     from sgsbatch.config.loading import load_config
-    from sgsbatch.ops.progress import projection_text
+    from sgsbatch.views.progress import projection_text
 
     def text(*sets: str) -> str:  # models of the hub: the estimate (a dry run of them would look them up)
         return projection_text(load_config(TINY, [f"run.runs_dir={tmp_path}", "run.rounds=200", "models.solver=a/b",
@@ -143,7 +143,7 @@ def test_launch_dry_run_prints_checkpoint_projection(tmp_path: Path) -> None:
 
 def test_train_stuck_bound_is_a_factor_of_its_slowest_step_with_a_floor(tmp_path: Path) -> None:
     from sgsbatch.config.loading import load_config
-    from sgsbatch.ops.progress import train_stuck_after_s
+    from sgsbatch.views.progress import train_stuck_after_s
     from tests.runlib import TINY
 
     cfg = load_config(TINY, ["alerts.train_stuck_floor_s=600", "alerts.train_stuck_factor=5"])
@@ -177,7 +177,7 @@ def test_train_job_without_a_step_beyond_its_bound_is_stuck(tmp_path: Path) -> N
     """Bound = max(alerts.train_stuck_floor_s, alerts.train_stuck_factor x the slowest step): a train
     job with steps of up to 300 s is stuck 10 x 300 s after its last step, not before; `status`
     shows its steps and raises the alarm that `resume` acts on."""
-    from sgsbatch.ops.progress import alarms, phase_progress
+    from sgsbatch.views.progress import alarms, phase_progress
 
     h = recorded_run(tmp_path, "t", executor="slurm")
     shard = _at_train(h)
@@ -204,7 +204,7 @@ def test_train_job_without_a_step_beyond_its_bound_is_stuck(tmp_path: Path) -> N
 def test_train_job_before_its_first_step_is_judged_by_the_floor(tmp_path: Path) -> None:
     """No step yet: stuck once the floor has passed since the job started, or since its latest
     attempt started (its pid file): a retried job loading its weights again is not stuck."""
-    from sgsbatch.ops.progress import phase_progress
+    from sgsbatch.views.progress import phase_progress
 
     h = recorded_run(tmp_path, "t")
     shard = _at_train(h)
@@ -227,7 +227,7 @@ def test_watch_writes_live_alarms_to_tensorboard_when_they_change(tmp_path: Path
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from sgsbatch.ops import control
-    from sgsbatch.ops.status import run_status
+    from sgsbatch.views.status import run_status
 
     h = recorded_run(tmp_path, "t")
     monkeypatch.setattr(control, "watch_step", lambda h: (run_status(h, live=False), None))

@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from sgsbatch.cli import main
-from sgsbatch.ops import console, control
+from sgsbatch.cli import console, control, main
 from sgsbatch.run.shards import Shard
 from sgsbatch.state.schema import RunState
 from tests.runlib import TINY, recorded_run
@@ -47,7 +46,7 @@ def test_ctrl_c_on_watch_and_status_watch_exits_130(tmp_path: Path, monkeypatch:
     for args in (["status", "t", "--watch"], ["status", "--watch"]):
         res = CliRunner().invoke(main, [*args, "--runs-dir", str(tmp_path)])
         assert res.exit_code == 130 and "interrupted: stopped watching" in res.stderr, res.output
-    from sgsbatch.ops import proofs
+    from sgsbatch.views import proofs
 
     monkeypatch.setattr(proofs, "found_proofs", _interrupt)  # any other command: 130, no "Aborted!"
     res = CliRunner().invoke(main, ["proofs", "t", "--runs-dir", str(tmp_path)])

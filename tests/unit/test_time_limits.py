@@ -125,7 +125,7 @@ def test_a_resume_after_a_broken_chain_keeps_the_count(tmp_path: Path) -> None:
 
 def test_a_stop_counts_only_near_the_jobs_end(tmp_path: Path) -> None:
     from sgsbatch.config.loading import load_config
-    from sgsbatch.data import Target
+    from sgsbatch.logic.data import Target
     from sgsbatch.run.handle import create_run
 
     cfg = load_config(Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml",

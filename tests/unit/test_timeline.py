@@ -1,6 +1,6 @@
 """Realistic time in rehearsals and the critical-path report: the SIMULATED components sleep what
 the projection's figures give (config/simulated_time.py; time.sleep patched, no wall clock), and
-round/timeline.py's waiting / start-up / work and idle GPU and CPU time, worked by hand."""
+views/critical_path.py's waiting / start-up / work and idle GPU and CPU time, worked by hand."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from sgsbatch.config.loading import load_config
 from sgsbatch.config.schema import Config
 from sgsbatch.config.simulated_time import decode_rate, simulated_time
 from sgsbatch.errors import ConfigError
-from sgsbatch.ops.timeline import timeline_text
-from sgsbatch.round.projection import decode_tokens_per_s, published
-from sgsbatch.round.timeline import TaskTimes, chain, round_timeline
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard, atomic_write_json
 from sgsbatch.verification.simulated import SimulatedVerifier
 from sgsbatch.verification.verdict import ProofJob
+from sgsbatch.views.critical_path import TaskTimes, chain, round_timeline
+from sgsbatch.views.projection import decode_tokens_per_s, published
+from sgsbatch.views.timeline import timeline_text
 from tests.runlib import TINY, recorded_run
 
 FIGURES = ["projection.decode_short_tokens_per_s=5000", "projection.decode_long_tokens_per_s=500",

@@ -11,8 +11,7 @@ from typing import Any
 from click.testing import CliRunner
 from sqlmodel import select
 
-from sgsbatch.cli import main
-from sgsbatch.ops import console
+from sgsbatch.cli import console, main
 from sgsbatch.round.timing import run_timing
 from sgsbatch.run.shards import Shard, atomic_write_json
 from sgsbatch.state.schema import Metric, Round, Run, RunState
@@ -67,7 +66,7 @@ def test_status_shows_the_times_and_an_ended_run_has_no_projection(tmp_path: Pat
     assert "  time: launched 1970-01-01 00:15 UTC, elapsed" in res.stdout
     # its driver is not alive, so status calls it stalled: a stalled run finishes only once resumed
     assert "stalled: no projected finish" in res.stdout and "projected finish in" not in res.stdout
-    from sgsbatch.ops.console import timing_text
+    from sgsbatch.cli.console import timing_text
 
     assert "projected finish in" in timing_text(t, "running")  # a going run: its finish from the mean
     h.set_state(RunState.cancelled)

@@ -19,17 +19,17 @@ import pytest
 from click.testing import CliRunner
 
 from sgsbatch.cli import main
+from sgsbatch.cli.console import METRICS_WIDTH, job_line, metrics_text, state_counts, status_text, task_count
 from sgsbatch.config.loading import load_config
 from sgsbatch.errors import ConfigError
 from sgsbatch.ops.amend import amend
-from sgsbatch.ops.console import METRICS_WIDTH, job_line, metrics_text, state_counts, status_text, task_count
 from sgsbatch.ops.export import export_run
-from sgsbatch.ops.proofs import found_proofs
-from sgsbatch.ops.status import run_status
 from sgsbatch.round import metrics as M
 from sgsbatch.scheduling import slurm
 from sgsbatch.scheduling.slurm import TaskState, _parameters_for, is_run_job, job_name, run_tag
 from sgsbatch.state.schema import ProblemRow, SlurmJob, StoredProof
+from sgsbatch.views.proofs import found_proofs
+from sgsbatch.views.status import run_status
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from runlib import recorded_run  # noqa: E402

@@ -1,6 +1,6 @@
 """`sgsbatch plan` and `launch --dry-run`'s run projection; projected against actual for `status` and the report.
 
-The arithmetic is round/projection.py's. Here: the target count (the data file's, or
+The arithmetic is views/projection.py's. Here: the target count (the data file's, or
 `projection.hub_targets` for a hub id: a plan downloads nothing), the figures (the `[projection]`
 keys, where a passed canary measured the same models, engine, verifier, trainer and resources:
 canary/record.measured), the text and JSON `plan` prints, and the comparison with the rounds a
@@ -28,8 +28,9 @@ from sgsbatch.canary.record import canary_dir, measured
 from sgsbatch.config.loading import is_path_like
 from sgsbatch.config.schema import Config
 from sgsbatch.round import metrics as M
-from sgsbatch.round.eval_projection import EvalPlan, eval_plan
-from sgsbatch.round.projection import (
+from sgsbatch.run.progress import duration
+from sgsbatch.views.eval_projection import EvalPlan, eval_plan
+from sgsbatch.views.projection import (
     ROLLOUT_FIGURES,
     SEARCH_FIGURES,
     Advice,
@@ -41,10 +42,9 @@ from sgsbatch.round.projection import (
     project,
     published,
 )
-from sgsbatch.round.reference_projection import ReferencePlan
-from sgsbatch.round.rollout_projection import RolloutPlan
-from sgsbatch.round.search_projection import search_text
-from sgsbatch.run.progress import duration
+from sgsbatch.views.reference_projection import ReferencePlan
+from sgsbatch.views.rollout_projection import RolloutPlan
+from sgsbatch.views.search_projection import search_text
 
 if TYPE_CHECKING:
     from sgsbatch.run.handle import RunHandle
@@ -55,7 +55,7 @@ def target_count(cfg: Config, where: str = "config") -> tuple[int, str]:
     if not is_path_like(cfg.data.source):
         n = min(cfg.projection.hub_targets, cfg.data.limit or cfg.projection.hub_targets)
         return n, f"projection.hub_targets: data.source {cfg.data.source} is a hub id, not downloaded"
-    from sgsbatch.data import load_data_source
+    from sgsbatch.logic.data import load_data_source
 
     loaded = load_data_source(cfg.data, where)
     return len(loaded.targets), f"from {cfg.data.source}"
@@ -134,7 +134,7 @@ def make_plan(cfg: Config, targets: int | None = None, where: str = "config") ->
 def eval_problem_count(cfg: Config, where: str = "config") -> tuple[int, tuple[str, ...]]:
     """(problems of one evaluation, the sets not counted): each set's usable rows (a file, read like data.source),
     a hub set's `eval.limit` when set (hub sets are not downloaded here), else it is not counted."""
-    from sgsbatch.data import load_data_source
+    from sgsbatch.logic.data import load_data_source
 
     e, total, uncounted = cfg.eval, 0, []
     for name, source in sorted(e.sets.items()):
@@ -248,7 +248,7 @@ def plan_text(p: RunPlan) -> str:
 
 
 def eval_text(ev: EvalPlan) -> str:
-    """Held-out evaluation's jobs (round/eval_projection.py): beside the chain, their own GPU- and CPU-hours."""
+    """Held-out evaluation's jobs (views/eval_projection.py): beside the chain, their own GPU- and CPU-hours."""
     job = "not projected (no GPU in slurm.solve)" if ev.job_s is None else duration(ev.job_s)
     left = f"; not counted (hub ids without eval.limit): {', '.join(ev.uncounted)}" if ev.uncounted else ""
     return (f"  held-out evaluation (eval.every_rounds = {ev.every_rounds}): {ev.evaluations} jobs beside the chain "
@@ -258,7 +258,7 @@ def eval_text(ev: EvalPlan) -> str:
 
 
 def reference_text(ref: ReferencePlan, gpu_hours: float) -> str:
-    """The same run on the SGS reference's layout (round/reference_projection.py) and the GPU-hours' ratio."""
+    """The same run on the SGS reference's layout (views/reference_projection.py) and the GPU-hours' ratio."""
     longest = max(ref.phase_s, key=lambda k: ref.phase_s[k])
     return (f"  the reference's layout (one node of {ref.gpus} GPUs and {ref.cpus} CPUs holding every phase, Lean on "
             f"its CPUs, GPUs held throughout): {duration(ref.round_s)} a round (longest {longest} "
@@ -267,7 +267,7 @@ def reference_text(ref: ReferencePlan, gpu_hours: float) -> str:
 
 
 def rollout_text(ro: RolloutPlan) -> list[str]:
-    """The rollout steps both ways (round/rollout_projection.py): the chain as built, a colocated job not built."""
+    """The rollout steps both ways (views/rollout_projection.py): the chain as built, a colocated job not built."""
     over = f" ({ro.drawn:,} drawn: DAPO's over-sampling)" if ro.drawn > ro.prompts else ""
     return [
         f"  rollout steps: {ro.steps} (one a round) of {ro.prompts:,} prompts{over}, {_n(ro.samples)} samples, "

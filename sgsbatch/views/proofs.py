@@ -4,7 +4,7 @@
 with the problem's header and statement, each row also a `sgsbatch verify` input row (id, header,
 statement, proof). `conjecture_lineage`: every well-formed, unique conjecture with its target,
 round, statement, Guide review (whether its reply parsed, the failure's reason code, the
-sub-scores and combined score: a failed review's are the stand-ins review.py's `fill_failed` gave
+sub-scores and combined score: a failed review's are the stand-ins logic/review.py's `fill_failed` gave
 it), the Solver's verified/attempted count and solve rate,
 its first verified proof, and its Conjecturer training weight that round (the reward the train job
 gave it, read from the `conjecturer_rewards.json` its `prepare` wrote; for runs prepared before

@@ -1,6 +1,6 @@
 """The GRPO family's rollout regime projected two ways (`solver.rollout_prompts` > 0): the chain, as built,
-and a colocated job, not built. Pure arithmetic over a round's projection (round/projection.py), which
-calls it; `plan` prints both (ops/plan.py).
+and a colocated job, not built. Pure arithmetic over a round's projection (views/projection.py), which
+calls it; `plan` prints both (views/plan.py).
 
 A rollout step is `rollout_prompts` prompts (DAPO: ceil(rollout_prompts x `rollout_oversample`) drawn) x
 `solver.samples`, then ceil(trained sequences / `solver.batch_size`) optimizer updates; every step samples

@@ -1,13 +1,13 @@
 """Drawing a run's curves with matplotlib (Agg backend, imported lazily): `sgsbatch fit --plot`, `report`.
 
 Covered: the scaling-law figure (cumulative solve rate against generations so far for one or
-several runs, each run's fitted curve and asymptote A from ops/fit.py, and the paper's SGS curve
+several runs, each run's fitted curve and asymptote A from views/fit.py, and the paper's SGS curve
 from `scaling.paper_*` drawn from the first run's R0, since the paper gives no R0), and small
 generic figures (lines per round, histograms, stacked bars) rendered to PNG bytes. Every drawing
 function returns the data it plotted, so tests compare it with the database.
 
 Not covered: interactive output (no GUI backend is ever selected), styling options, reading the
-database beyond ops/fit.py's `read_points` (ops/report.py reads the rest).
+database beyond views/fit.py's `read_points` (views/report.py reads the rest).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sgsbatch.ops.fit import NotEnoughPoints, ScalingFit, fit_scaling_law, read_points
+from sgsbatch.views.fit import NotEnoughPoints, ScalingFit, fit_scaling_law, read_points
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -1,5 +1,5 @@
 """The same run projected on the SGS reference implementation's layout, for `plan`'s comparison. Pure
-arithmetic over a round's projection (round/projection.py calls it; ops/plan.py prints it).
+arithmetic over a round's projection (views/projection.py calls it; views/plan.py prints it).
 
 The layout (LukeBailey181/sgs: every phase of a round on one node, one after another): one node of
 `slurm.train.gpus` GPUs and `slurm.train.cpus` CPUs (the train job's node, x `slurm.train.nodes`

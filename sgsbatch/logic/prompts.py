@@ -21,8 +21,8 @@ alone or under a ``guide_tags`` key.
 
 Each builder returns the chat messages for one request: a single user turn, no system prompt, as a
 list of ``{"role": "user", "content": ...}`` dicts ready for a chat template. Not covered: chat
-templating, tokenisation, sampling parameters, and parsing the replies (`extraction.py`,
-`review.py`).
+templating, tokenisation, sampling parameters, and parsing the replies (`logic/extraction.py`,
+`logic/review.py`).
 """
 
 from __future__ import annotations

@@ -2,16 +2,16 @@
 
 Covered: the runs' times (launched, elapsed, rounds timed, mean and last round duration, projected
 finish: round/timing.py), the projection made before launch against the rounds' actual durations
-(ops/plan.py), the scaling-law figure of all runs (ops/plot.py), each curve overlaid
+(views/plan.py), the scaling-law figure of all runs (views/plot.py), each curve overlaid
 across the runs, one chart per metric and one line per run (cumulative solve rate against rounds
 and against generations, pass@8, pass@1, round duration: `OVERLAYS`), the config keys in which the
-runs differ (ops/comparison.py), and per run: the conjecture funnel per round, the Guide's score
-distributions of the recent rounds, the scaling-law fit with its random-half spread (ops/fit.py),
+runs differ (views/comparison.py), and per run: the conjecture funnel per round, the Guide's score
+distributions of the recent rounds, the scaling-law fit with its random-half spread (views/fit.py),
 the Solver's clipped tokens per side and drift from the sampler where the trainer recorded them
 (CISPO, the GRPO family), the proofs the verifier's own rules refused per round by reason, with
 the items that set them off (a tactic, an option, a name: round/refusals.py), a search Solver's `search/*` per
-round (ops/search_report.py), the Solver's loss, clipped tokens, KL and gradient norm per optimizer step
-(ops/train_step_report.py), GPU/CPU-hours per round (the `cost/*` metrics, recorded on Slurm; "not recorded" otherwise), the
+round (views/search_report.py), the Solver's loss, clipped tokens, KL and gradient norm per optimizer step
+(views/train_step_report.py), GPU/CPU-hours per round (the `cost/*` metrics, recorded on Slurm; "not recorded" otherwise), the
 config changes made after launch (`resume --set`: every amendment, its kind and first round), and
 example conjectures of the recent rounds with their guide scores and whether the Solver proved
 them. Images are inline base64 PNGs; there is no script, no stylesheet link and no external URL,
@@ -35,20 +35,20 @@ from typing import TYPE_CHECKING, Any
 
 from sqlmodel import col, select
 
-from sgsbatch.ops.amend import history
-from sgsbatch.ops.comparison import config_diff, read_metrics
-from sgsbatch.ops.console import GOING_ON, timing_text, when
-from sgsbatch.ops.eval_report import eval_section
-from sgsbatch.ops.fit import NotEnoughPoints, fit_run
-from sgsbatch.ops.plan import comparison_text, run_projection
-from sgsbatch.ops.plot import draw_fit, hist_png, lines_png, png_bytes, stacked_png
-from sgsbatch.ops.search_report import search_section
-from sgsbatch.ops.train_step_report import train_step_section
 from sgsbatch.round import metrics as M
 from sgsbatch.round.refusals import from_metrics
 from sgsbatch.run import lineage
 from sgsbatch.run.progress import duration
 from sgsbatch.state.schema import Attempt, Conjecture, ReviewRow
+from sgsbatch.views.amendments import history
+from sgsbatch.views.comparison import config_diff, read_metrics
+from sgsbatch.views.eval_report import eval_section
+from sgsbatch.views.fit import NotEnoughPoints, fit_run
+from sgsbatch.views.plan import comparison_text, run_projection
+from sgsbatch.views.plot import draw_fit, hist_png, lines_png, png_bytes, stacked_png
+from sgsbatch.views.search_report import search_section
+from sgsbatch.views.train_step_report import train_step_section
+from sgsbatch.views.wording import GOING_ON, timing_text, when
 
 if TYPE_CHECKING:
     from sgsbatch.run.handle import RunHandle
@@ -271,7 +271,7 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
                      f"method from round {data['forked_from']['round']} below.</p>")
     data["amendments"] = history(h)
     parts.append(_amendments_table(data["amendments"]))
-    from sgsbatch.ops.status import run_status
+    from sgsbatch.views.status import run_status
 
     st = run_status(h, live=True, detail=False)  # status's truth (a dead driver: stalled) and its timing
     data["timing"], data["state"] = st.timing, st.state
@@ -365,7 +365,7 @@ def timing_table(handles: list[RunHandle], timings: list[dict[str, Any]], states
 
 
 def diff_table(handles: list[RunHandle]) -> tuple[str, dict[str, list[Any]]]:
-    """The config keys whose values differ between the runs (ops/comparison.py), one column per run."""
+    """The config keys whose values differ between the runs (views/comparison.py), one column per run."""
     diff = config_diff(handles)
     if len(handles) < 2:
         return "", diff

@@ -5,7 +5,7 @@ from the table in errors.py (0 ok, 1 failed, 2 usage or bad input, 130 interrupt
 by their `exit_code`, a database failure as 1, a write that found the disk full or the quota spent
 (ENOSPC, EDQUOT; SQLite's "database or disk is full") as 1 with the path and its free space, Ctrl-C as 130 (click alone would say "Aborted!"
 and exit 1). Commands that wait on or watch a run turn Ctrl-C into `UserInterrupt` first
-(ops/console.py `run_goes_on`), whose message says the run goes on and how to stop it.
+(cli/console.py `run_goes_on`), whose message says the run goes on and how to stop it.
 """
 
 from __future__ import annotations

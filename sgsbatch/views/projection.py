@@ -2,15 +2,15 @@
 the round's critical path, the run's days and GPU-hours, and what shard counts would shorten it.
 
 Pure arithmetic over a config, a target count and throughput figures (`Figures`: the
-`[projection]` keys, where ops/plan.py may replace some by a passed canary's measurements). The model:
+`[projection]` keys, where views/plan.py may replace some by a passed canary's measurements). The model:
 
 * Work a round: T targets, C = T x `unsolved_share` x `conjecturer.samples_per_target` conjectures
   (0 without a Conjecturer). conjecture: C samples; solve: (T + C) x `solver.samples` samples;
   verify: as many proofs; guide: C x `reviewed_share` reviews; train: solve samples x
   `trained_share` (the GRPO family: every group, `trained_samples`) (+ the reviews when the Conjecturer
   trains) sequences of `prompt_tokens` + `mean_tokens`. Every sample generates `mean_tokens`. With
-  `solver.rollout_prompts` T is the round's rollout batch (its draw), and round/rollout_projection.py
-  projects the rollout steps both ways (`Projection.rollout`); round/reference_projection.py the same
+  `solver.rollout_prompts` T is the round's rollout batch (its draw), and views/rollout_projection.py
+  projects the rollout steps both ways (`Projection.rollout`); views/reference_projection.py the same
   run on the SGS reference's one-node layout (`Projection.reference`).
 * Decode tokens/s per GPU at a context L = `prompt_tokens` + `mean_tokens`: min(short figure,
   long figure x `generation.max_model_len` / L): the KV cache bounds how many sequences decode at
@@ -32,7 +32,7 @@ Pure arithmetic over a config, a target count and throughput figures (`Figures`:
   `run.rounds` such rounds (round 0's init job not counted).
 
 * `solver.mode = "search"`: the solve phase is a search phase, projected from per-expansion
-  figures by round/search_projection.py (its docstring: GPU side and Lean side of a task, one
+  figures by views/search_projection.py (its docstring: GPU side and Lean side of a task, one
   after the other); verify then checks only the found proofs (`search_solved_share` of the
   searches). `Projection.search` holds its figures.
 
@@ -51,10 +51,10 @@ from sgsbatch.backends.batches import GRPO_FAMILY
 from sgsbatch.backends.optimizer_state import carried_state_bytes
 from sgsbatch.config.schema import MAX_TASKS, Config
 from sgsbatch.config.simulated_time import decode_rate
-from sgsbatch.round.eval_projection import EvalPlan
-from sgsbatch.round.reference_projection import ReferencePlan, reference_plan
-from sgsbatch.round.rollout_projection import RolloutPlan, rollout_plan
-from sgsbatch.round.search_projection import SearchPlan, search_plan
+from sgsbatch.views.eval_projection import EvalPlan
+from sgsbatch.views.reference_projection import ReferencePlan, reference_plan
+from sgsbatch.views.rollout_projection import RolloutPlan, rollout_plan
+from sgsbatch.views.search_projection import SearchPlan, search_plan
 
 GENERATING = ("conjecture", "solve", "guide")
 SHARDED = (*GENERATING, "verify")
@@ -133,7 +133,7 @@ class Projection:
     sampled: int = -1  # targets a round samples (solver.rollout_prompts: its draw); -1 = `targets`
     rollout: RolloutPlan | None = None  # solver.rollout_prompts > 0: the rollout steps, chain and colocated
     reference: ReferencePlan | None = None  # the same run on the SGS reference's one-node layout
-    eval: EvalPlan | None = None  # eval.every_rounds > 0: the evaluation jobs beside the chain (ops/plan.py sets it)
+    eval: EvalPlan | None = None  # eval.every_rounds > 0: the evaluation jobs beside the chain (views/plan.py sets it)
 
     def phase(self, name: str) -> PhasePlan | None:
         return next((p for p in self.phases if p.phase == name), None)

@@ -1,5 +1,5 @@
 """A search round's solve phase projected (`solver.mode = "search"`): GPU-hours and Lean CPU-hours
-from per-expansion figures. Pure arithmetic, called by round/projection.py's `project`.
+from per-expansion figures. Pure arithmetic, called by views/projection.py's `project`.
 
 The model (every figure a `[projection]` key; `lean_tactic_s` may come from a passed canary):
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from sgsbatch.ops.command_line import clean_errors, set_option, site_option
+from sgsbatch.cli.command_line import clean_errors, set_option, site_option
 
 
 @click.group()

@@ -1,6 +1,6 @@
 """The commands that show where a run's time went and what its tasks printed: `timeline`, `logs`.
 
-Both read a run's files only (ops/timeline.py, ops/logs.py), on either executor; cli.py registers them.
+Both read a run's files only (views/timeline.py, views/logs.py), on either executor; cli/main.py registers them.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 
 import click
 
-from sgsbatch.ops.command_line import clean_errors, runs_dir_option
+from sgsbatch.cli.command_line import clean_errors, runs_dir_option
 
 
 @click.command()
@@ -28,8 +28,8 @@ def timeline(run: str, runs_dir: str, round_: int | None, as_json: bool) -> None
 
     From the times the run recorded (shard start, start-up end and end; Slurm submissions); docs/checks.md.
     """
-    from sgsbatch.ops.timeline import run_timelines, timeline_text, timelines_json
     from sgsbatch.run.handle import open_run
+    from sgsbatch.views.timeline import run_timelines, timeline_text, timelines_json
 
     tls = run_timelines(open_run(runs_dir, run, readonly=True), round_)
     if as_json:
@@ -68,9 +68,9 @@ def logs(run: str, runs_dir: str, round_: int | None, phase: str | None, shard: 
         sgsbatch logs tiny --phase solve --shard 3 --attempt 1
         sgsbatch logs tiny --phase verify --shard 0 --follow
     """
-    from sgsbatch.ops.logs import choose_log, describe, phase_ended
-    from sgsbatch.ops.logs import follow as follow_log
     from sgsbatch.run.handle import check_round, existing_run_paths, read_frozen_config
+    from sgsbatch.views.logs import choose_log, describe, phase_ended
+    from sgsbatch.views.logs import follow as follow_log
 
     paths = existing_run_paths(runs_dir, run)
     cfg = read_frozen_config(paths)

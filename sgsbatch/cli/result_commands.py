@@ -1,7 +1,7 @@
 """The commands that read a run's results: `fit`, `report`, `metrics`, `proofs`, `export`.
 
 Each opens its runs read-only (nothing is written to a run's database) and leaves the work to
-its ops/ module (fit.py, report.py, comparison.py, proofs.py, export.py); cli.py registers them.
+its ops/ module (fit.py, report.py, comparison.py, proofs.py, export.py); cli/main.py registers them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from sgsbatch.ops.command_line import OutPath, clean_errors, mutually_exclusive, runs_dir_option
+from sgsbatch.cli.command_line import OutPath, clean_errors, mutually_exclusive, runs_dir_option
 
 
 @click.command()
@@ -41,12 +41,12 @@ def fit(runs: tuple[str, ...], runs_dir: str, as_json: bool, min_generations: in
         sgsbatch fit sgs --json --min-generations 50000 --halves 0
         sgsbatch fit sgs sgs_no_guide --plot fit.png
     """
-    from sgsbatch.ops.fit import NotEnoughPoints, fit_run, format_report
     from sgsbatch.run.handle import open_run
+    from sgsbatch.views.fit import NotEnoughPoints, fit_run, format_report
 
     handles = [open_run(runs_dir, run, readonly=True) for run in runs]
     if plot_path is not None:
-        from sgsbatch.ops.plot import write_fit_plot
+        from sgsbatch.views.plot import write_fit_plot
 
         write_fit_plot(handles, plot_path, min_generations=min_generations)
         click.echo(f"wrote {plot_path}", err=True)
@@ -85,8 +85,8 @@ def report(runs: tuple[str, ...], runs_dir: str, out_path: Path, examples: int |
         sgsbatch report sgs --out sgs.html
         sgsbatch report sgs sgs_no_guide --out compare.html --examples 5
     """
-    from sgsbatch.ops.report import write_report
     from sgsbatch.run.handle import open_run
+    from sgsbatch.views.report import write_report
 
     handles = [open_run(runs_dir, run, readonly=True) for run in runs]
     write_report(handles, out_path, examples=examples)
@@ -118,7 +118,7 @@ def metrics(runs: tuple[str, ...], runs_dir: str, as_csv: bool, as_json: bool, p
         sgsbatch metrics sgs --out sgs-metrics.csv
     """
     from sgsbatch.errors import InputError
-    from sgsbatch.ops.comparison import metric_rows, write_rows
+    from sgsbatch.views.comparison import metric_rows, write_rows
 
     mutually_exclusive(csv=as_csv, json=as_json)
     from sgsbatch.run.handle import check_round, open_run
@@ -163,8 +163,8 @@ def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conj
         sgsbatch proofs sgs --conjectures --target mathd_algebra_10   # its conjectures: scores, rate, weight
         sgsbatch proofs sgs --json | sgsbatch verify - --out recheck.jsonl   # re-check every stored proof
     """
-    from sgsbatch.ops.proofs import conjecture_lineage, found_proofs
     from sgsbatch.run.handle import open_run
+    from sgsbatch.views.proofs import conjecture_lineage, found_proofs
 
     h = open_run(runs_dir, run, readonly=True)
     rows = conjecture_lineage(h, target, round_) if conjectures else found_proofs(h, target, round_)

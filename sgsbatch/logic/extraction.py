@@ -34,7 +34,7 @@ with fences paired in order, inline code in prose skipped (a reply cut off insid
 rejected), `sorry` counted as a word outside comments, the ending checked outside comments, the
 tag not special. Both:
 the conjecture is the text up to and including the first `:= by`, stripped; its preamble is
-tidied (preamble.py: `open`/`set_option` lines scoped with `in`, `import` lines dropped or kept
+tidied (logic/preamble.py: `open`/`set_option` lines scoped with `in`, `import` lines dropped or kept
 by `extraction.conjecture_imports`, the dropped lines returned in `Extraction.dropped`); then it
 must hold exactly one declaration ("code_only" count: a conjecture with none or two could never
 pass the Solver's extraction, so it is dropped before costing 8 samples; not in the reference).
@@ -46,7 +46,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from sgsbatch.preamble import IMPORT_RULES, ImportRule, tidy_preamble
+from sgsbatch.logic.preamble import IMPORT_RULES, ImportRule, tidy_preamble
 
 DeclarationRule = Literal["reference", "code_only"]
 DECLARATION_RULES: tuple[str, ...] = ("reference", "code_only")
@@ -104,7 +104,7 @@ _ENDS_IN_SORRY_RE = re.compile(_NAME_BEFORE + r"sorry\Z")
 @dataclass(frozen=True)
 class Extraction:
     """The outcome of an extraction: `value` when `ok`, else a `reason` code from `REASONS`;
-    `dropped`: lines removed from a conjecture's preamble (preamble.py)."""
+    `dropped`: lines removed from a conjecture's preamble (logic/preamble.py)."""
 
     ok: bool
     value: str | None
@@ -249,23 +249,23 @@ def _last_lean_block(text: str) -> tuple[str | None, bool]:
 
 def _reference_statement(text: str) -> str | Extraction:
     """The statement by the reference's `extract_conjecture_deepseek_v2`, or why it failed."""
-    start = text.rfind(LEAN_FENCE)  # prompts.py:186 "split_idx = generation.rfind("```lean4")"
+    start = text.rfind(LEAN_FENCE)  # logic/prompts.py:186 "split_idx = generation.rfind("```lean4")"
     if start < 0:
         return _bad(NO_FENCE)
     block = text[start + len(LEAN_FENCE) :]
-    end = block.rfind(FENCE)  # prompts.py:193 "final_code_idx = proposed_problem.rfind("```")"
+    end = block.rfind(FENCE)  # logic/prompts.py:193 "final_code_idx = proposed_problem.rfind("```")"
     if end < 0:
         return _bad(UNCLOSED_FENCE)
     block = block[:end]
-    by_count = block.count(BY)  # prompts.py:202 "if proposed_problem.count(":= by") != 1"
+    by_count = block.count(BY)  # logic/prompts.py:202 "if proposed_problem.count(":= by") != 1"
     if by_count != 1:
         return _bad(NO_BY if by_count == 0 else SEVERAL_BY)
-    if block.count("sorry") > 1:  # prompts.py:204 "if proposed_problem.count("sorry") not in [0, 1]"
+    if block.count("sorry") > 1:  # logic/prompts.py:204 "if proposed_problem.count("sorry") not in [0, 1]"
         return _bad(SEVERAL_SORRY)
     block = block.strip()
-    if not (block.endswith("sorry") or block.endswith(BY)):  # prompts.py:207-212
+    if not (block.endswith("sorry") or block.endswith(BY)):  # logic/prompts.py:207-212
         return _bad(BAD_ENDING)
-    statement = block[: block.find(BY) + len(BY)].strip()  # prompts.py:219
+    statement = block[: block.find(BY) + len(BY)].strip()  # logic/prompts.py:219
     if NO_CONJECTURE_FOUND_TAG in statement:  # step1_data_gen.py:440 "if NO_CONJECTURE_FOUND_TAG not in ..."
         return _bad(FAILURE_TAG)
     return statement

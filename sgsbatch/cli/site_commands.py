@@ -2,7 +2,7 @@
 
 `preflight` asks the site's Slurm and this machine (scheduling/preflight.py), `canary` runs every
 real component where its jobs run (canary/), `verify` checks a file of proofs with the verify
-phase's verifier (verification/command.py); cli.py registers them.
+phase's verifier (verification/command.py); cli/main.py registers them.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import click
 
+from sgsbatch.cli.command_line import OutPath, clean_errors, new_runs_dir_option, set_option, site_option
 from sgsbatch.errors import EXIT_OK, EXIT_USAGE
-from sgsbatch.ops.command_line import OutPath, clean_errors, new_runs_dir_option, set_option, site_option
 
 
 @click.command()

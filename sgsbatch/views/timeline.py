@@ -1,12 +1,12 @@
 """`sgsbatch timeline RUN`: each completed round's critical path (phase by phase: waiting, start-up,
-work) and the GPU and CPU time it left idle, from the times the run recorded (round/timeline.py)."""
+work) and the GPU and CPU time it left idle, from the times the run recorded (views/critical_path.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from sgsbatch.errors import InputError
-from sgsbatch.round.timeline import Resource, RoundTimeline, round_timeline
+from sgsbatch.views.critical_path import Resource, RoundTimeline, round_timeline
 
 if TYPE_CHECKING:
     from sgsbatch.run.handle import RunHandle

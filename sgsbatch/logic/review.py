@@ -2,8 +2,8 @@
 
 Covered: the three sub-scores (relevance 0-5, redundancy 0/1, conclusion complexity 0-4), `R_guide`,
 and the round-level fill of reviews that failed to parse. Not covered: the Guide prompt and its
-tags (`prompts.py`, data chosen by the `[prompts]` config section) and the Conjecturer reward
-built from `R_guide` (`rewards.py`).
+tags (`logic/prompts.py`, data chosen by the `[prompts]` config section) and the Conjecturer reward
+built from `R_guide` (`logic/rewards.py`).
 
 Parsing follows the reference (sgs/utils/prompts.py, extract_guide_*_score): for each score, the
 text between the LAST begin tag and the LAST end tag (each found with rfind), parsed with
@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sgsbatch.prompts import GuideTags, reference_prompts
+from sgsbatch.logic.prompts import GuideTags, reference_prompts
 
 RELEVANCE_RANGE = (0.0, 5.0)
 REDUNDANCY_RANGE = (0.0, 1.0)

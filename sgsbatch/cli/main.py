@@ -1,11 +1,11 @@
 """The `sgsbatch` command: a thin click layer over the operator commands (ops/) and the run store.
 
-Library code raises typed errors (errors.py); ops/command_line.py turns them into one clean line
+Library code raises typed errors (errors.py); cli/command_line.py turns them into one clean line
 on stderr and an exit code from one table (0 ok, 1 the operation failed, 2 usage or bad input,
 130 interrupted). Terminal output (status lines, redrawing, colour, Ctrl-C while waiting) is
-ops/console.py's; the commands that read results (ops/result_commands.py), check a site
-(ops/site_commands.py), show a run's timeline and logs (ops/watch_commands.py) and `config`
-(ops/config_commands.py) live in their own modules. Nothing heavy is imported at module level,
+cli/console.py's; the commands that read results (cli/result_commands.py), check a site
+(cli/site_commands.py), show a run's timeline and logs (cli/watch_commands.py) and `config`
+(cli/config_commands.py) live in their own modules. Nothing heavy is imported at module level,
 so `sgsbatch --help` is instant and never loads torch, deepspeed or vllm.
 """
 
@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from sgsbatch.errors import EXIT_FAILED, EXIT_OK, SgsError, human_bytes
-from sgsbatch.ops import console
-from sgsbatch.ops.command_line import (
+from sgsbatch.cli import console
+from sgsbatch.cli.command_line import (
     clean_errors,
     new_runs_dir_option,
     runs_dir_option,
@@ -29,11 +27,12 @@ from sgsbatch.ops.command_line import (
     site_option,
     version_option,
 )
-from sgsbatch.ops.config_commands import config
-from sgsbatch.ops.eval_commands import evaluate
-from sgsbatch.ops.result_commands import export, fit, metrics, proofs, report
-from sgsbatch.ops.site_commands import canary, preflight, verify
-from sgsbatch.ops.watch_commands import logs, timeline
+from sgsbatch.cli.config_commands import config
+from sgsbatch.cli.eval_commands import evaluate
+from sgsbatch.cli.result_commands import export, fit, metrics, proofs, report
+from sgsbatch.cli.site_commands import canary, preflight, verify
+from sgsbatch.cli.watch_commands import logs, timeline
+from sgsbatch.errors import EXIT_FAILED, EXIT_OK, SgsError, human_bytes
 from sgsbatch.run.paths import command
 
 
@@ -60,9 +59,9 @@ def _status_or_error(run_dir: Path) -> dict[str, Any]:
     """One run's status for the all-runs listing; a run that cannot be read is listed with the reason."""
     from sqlalchemy.exc import DBAPIError
 
-    from sgsbatch.ops.status import run_status
     from sgsbatch.run.handle import open_run_dir
     from sgsbatch.run.paths import RunPaths
+    from sgsbatch.views.status import run_status
 
     try:
         return run_status(open_run_dir(RunPaths(run_dir), readonly=True)).to_json()
@@ -133,10 +132,10 @@ def launch(config: Path, overrides: tuple[str, ...], dry_run: bool, wait_: bool,
     if dry_run:
         p, _ = control.plan(config, overrides, smoke, rehearse=rehearse, site=site, runs_dir=runs_dir)
         click.echo(p.describe())
-        from sgsbatch.ops.progress import projection_text
+        from sgsbatch.views.progress import projection_text
 
         click.echo(projection_text(p.cfg))
-        from sgsbatch.ops.plan import make_plan, plan_text
+        from sgsbatch.views.plan import make_plan, plan_text
 
         click.echo(plan_text(make_plan(p.cfg, p.targets, str(config))))
         from sgsbatch.canary.record import clearance, needs_canary
@@ -208,9 +207,9 @@ def plan_command(config: Path, overrides: tuple[str, ...], as_json: bool, site: 
     """
     from sgsbatch.config.loading import Origins, data_origin
     from sgsbatch.ops.control import load_for_command
-    from sgsbatch.ops.plan import make_plan, plan_text
-    from sgsbatch.ops.status import launched_plan
     from sgsbatch.run.paths import default_runs_dir
+    from sgsbatch.views.plan import make_plan, plan_text
+    from sgsbatch.views.status import launched_plan
 
     against = ""
     if config.is_file() or config.suffix == ".toml":
@@ -257,27 +256,26 @@ def status(run: str | None, runs_dir: str, as_json: bool, watch: bool, interval:
         sgsbatch status tiny --watch
         sgsbatch status runs/tiny            # RUN as a path to its run directory
     """
-    from sgsbatch.ops.status import run_status
     from sgsbatch.run.handle import existing_run_paths, list_runs, open_run
+    from sgsbatch.views.status import refresh, run_status
 
     redraw = watch and not as_json and console.is_terminal()
     paths = existing_run_paths(runs_dir, run) if run else None
+    def read() -> list[dict[str, Any]]:
+        return ([run_status(open_run(runs_dir, run, readonly=True)).to_json()] if run
+                else [_status_or_error(p.resolve()) for p in list_runs(runs_dir)])
+
+    def show(rows: list[dict[str, Any]]) -> None:
+        if as_json:
+            text = json.dumps(rows[0] if run else rows, sort_keys=True)
+        elif run:
+            text = console.status_text(rows[0])
+        else:
+            text = "\n".join(console.status_line(st) for st in rows) or f"no runs in {Path(runs_dir).resolve()}"
+        console.show(text, redraw)
+
     with console.run_goes_on(paths, "stopped watching"):
-        while True:
-            rows = ([run_status(open_run(runs_dir, run, readonly=True)).to_json()] if run
-                    else [_status_or_error(p.resolve()) for p in list_runs(runs_dir)])
-            if as_json:
-                text = json.dumps(rows[0] if run else rows, sort_keys=True)
-            elif run:
-                text = console.status_text(rows[0])
-            else:
-                text = "\n".join(console.status_line(st) for st in rows) or f"no runs in {Path(runs_dir).resolve()}"
-            console.show(text, redraw)
-            if not watch or (rows and all(console.finished(st) for st in rows)):
-                return
-            time.sleep(interval)
-            if not redraw:
-                click.echo("")
+        refresh(read, show, watch=watch, interval=interval, between=lambda: None if redraw else click.echo(""))
 
 
 @main.command()

@@ -1,4 +1,4 @@
-"""The `eval` command: held-out evaluation of a stored round (ops/evaluate.py); cli.py registers it.
+"""The `eval` command: held-out evaluation of a stored round (ops/evaluate.py); cli/main.py registers it.
 
 Thin: it checks `--round` (run/handle.check_round), opens the run and prints one line per set. Nothing
 heavy is imported at module level.
@@ -10,7 +10,7 @@ import json
 
 import click
 
-from sgsbatch.ops.command_line import clean_errors, runs_dir_option
+from sgsbatch.cli.command_line import clean_errors, runs_dir_option
 from sgsbatch.run.paths import command
 
 

@@ -3,8 +3,8 @@ r"""Rewards and training weights: Solver (REINFORCE-1/2), Conjecturer, CISPO and
 Covered: the length penalty, the `try` tactic rule, per-proof Solver weights, per-round
 Conjecturer rewards (with the "no guide" ablation), CISPO group rewards and advantages, and the
 GRPO family's rewards (DAPO's overlong shaping), group advantages and DAPO's dynamic sampling.
-Not covered: the losses that consume these numbers, band selection (`selection.py`) and guide
-scores (`review.py`).
+Not covered: the losses that consume these numbers, band selection (`logic/selection.py`) and guide
+scores (`logic/review.py`).
 
 The `try` rule matches the tactic token, not the substring: `try` must not be preceded by an
 identifier character, `.`, `'`, `!` or `?`, and must not be followed by an identifier character
@@ -35,7 +35,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
-from sgsbatch.extraction import strip_lean_comments
+from sgsbatch.logic.extraction import strip_lean_comments
 
 TryComments = Literal["reference", "lean"]
 TRY_COMMENT_RULES: tuple[str, ...] = ("reference", "lean")

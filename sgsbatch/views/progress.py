@@ -176,7 +176,7 @@ def projection_text(cfg: Config) -> str:
             f"{cfg.checkpoints.keep_last}, keep_every={cfg.checkpoints.keep_every}) x {roles} roles x "
             f"{per} ({source}) = {shown}")
     if cfg.train.optimizer == "carry":  # the newest state a role, two while a round trains (backends/optimizer_state.py)
-        from sgsbatch.round.projection import optimizer_write_factor
+        from sgsbatch.views.projection import optimizer_write_factor
 
         state = roles * optimizer_write_factor(cfg) * gb * 1e9
         size += 2 * state

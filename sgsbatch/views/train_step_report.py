@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sgsbatch.ops.plot import lines_png
 from sgsbatch.round.step_metrics import run_step_series
+from sgsbatch.views.plot import lines_png
 
 if TYPE_CHECKING:
     from sgsbatch.run.handle import RunHandle

@@ -6,7 +6,7 @@ slurm.solve.gpus x the decode rate (round/projection.decode_tokens_per_s, given 
 them on slurm.solve.cpus Lean cores at `lean_proofs_per_s` each after one `repl_start_s` (the job
 generates first, then verifies). The run holds `run.rounds // eval.every_rounds` of them. They are never
 on the chain's critical path: the run's days do not change; their GPU- and CPU-hours are the run's besides.
-P counts each set's usable rows (ops/plan.py reads the files); a set given by hub id is not downloaded: it
+P counts each set's usable rows (views/plan.py reads the files); a set given by hub id is not downloaded: it
 counts `eval.limit` problems when that is set, else it is listed as not counted. Not modelled: the queue
 wait of the job (it waits beside the chain), prefill, retries.
 """

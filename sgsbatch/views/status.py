@@ -14,14 +14,14 @@ database of 200 full-scale rounds. Writes nothing.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlmodel import select
 
 from sgsbatch.canary.record import read_run_record
-from sgsbatch.ops.plan import RunPlan, comparison_text, make_plan, run_projection
-from sgsbatch.ops.progress import alarms, phase_progress, sparkline
 from sgsbatch.round.disk import disk_usage, free_space, full_disk
 from sgsbatch.round.lifecycle import current_phase
 from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
@@ -37,6 +37,9 @@ from sgsbatch.scheduling.eval_jobs import evaluations
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.scheduling.liveness import StallReason
 from sgsbatch.state.schema import Metric, Round, RunEnvironment, RunState
+from sgsbatch.views.plan import RunPlan, comparison_text, make_plan, run_projection
+from sgsbatch.views.progress import alarms, phase_progress, sparkline
+from sgsbatch.views.wording import finished
 
 
 @dataclass
@@ -61,7 +64,7 @@ class RunStatus:
     sacct_unavailable: bool = False
     driver_pid: int | None = None  # local: the live driver
     environment: dict[str, Any] | None = None  # the launch's (run/environment.summary); None before it was recorded
-    progress: dict[str, Any] | None = None  # the current phase's live progress (ops/progress.py); None when idle
+    progress: dict[str, Any] | None = None  # the current phase's live progress (views/progress.py); None when idle
     solve_rate_curve: list[float] = field(default_factory=list)  # cumulative solve rate per completed round
     disk: dict[str, Any] | None = None  # bytes used and projected to the planned rounds
     alerts: list[dict[str, Any]] = field(default_factory=list)  # raised alarms (metric names alerts/*)
@@ -73,7 +76,7 @@ class RunStatus:
     watcher: dict[str, Any] | None = None
     # launch time, elapsed, round durations, the running round's time, the projected finish (round/timing.py)
     timing: dict[str, Any] | None = None
-    # the projection (ops/plan.py: round, run, longest phase) against the completed rounds and phases
+    # the projection (views/plan.py: round, run, longest phase) against the completed rounds and phases
     projection: dict[str, Any] | None = None
     # the verifier's own refusals (round/refusals.round_refusals) of the current round's finished verify
     # shards, else of the round before; with "text", the one line status prints; None: none counted yet
@@ -124,7 +127,7 @@ class RunStatus:
 
 def amendment_summary(h: RunHandle) -> dict[str, Any] | None:
     """`status`'s view of the run's amendments: how many, how many change method, the last one."""
-    from sgsbatch.ops.amend import describe, history
+    from sgsbatch.views.amendments import describe, history
 
     records = history(h)
     if not records:
@@ -244,3 +247,15 @@ def launched_plan(runs_dir: str, name: str) -> tuple[RunPlan, str]:
     compared = comparison_text(st.projection) if st.projection and st.rounds_completed else None
     return plan, f"  against its {st.rounds_completed} completed rounds: {compared}" if compared else ""
 
+
+def refresh(read: Callable[[], list[dict[str, Any]]], show: Callable[[list[dict[str, Any]]], None], *,
+            watch: bool, interval: float, between: Callable[[], None] = lambda: None) -> None:
+    """`status` and `status --watch`: read the runs' statuses and show them; with `watch`, again every
+    `interval` seconds (`between` after each wait) until every run is `finished` (views/wording.py)."""
+    while True:
+        rows = read()
+        show(rows)
+        if not watch or (rows and all(finished(st) for st in rows)):
+            return
+        time.sleep(interval)
+        between()
