@@ -1,5 +1,16 @@
 """The chain: the train job, and ending a round and handing on to the next, in one place.
 
+A round, and how it hands on (Slurm: one array a phase, each after the one before it; the local driver
+runs the same order as processes):
+
+    round r:   [init]  ->  conjecture  ->  solve  ->  verify  ->  guide  ->  train
+               round 0     targets ->      Solver      Lean       scores     ingest + prepare (first task),
+               only        conjectures     samples     verdicts   the        the ranks train, end_round:
+                                           │  ^ verify shard j    conjec-    metrics, TensorBoard, retention,
+                                           └──┘ streams behind    tures      inputs of r + 1, continue_chain
+                                                solve shard j                      │
+    round r+1: submitted by round r's train job (or by `sgsbatch watch` from outside) <┘
+
 A round's last job is its train job (`train_job`, one per node). Its first task ingests the
 round (the run's single database writer) and writes the training examples (phases/train.py
 `prepare`); then each node starts its ranks (scheduling/ranks.py; a world of one trains in this
