@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from sgsbatch.cli import console, control, main
+from sgsbatch.cli import console, main
+from sgsbatch.ops import control
 from sgsbatch.run.shards import Shard
 from sgsbatch.state.schema import RunState
 from tests.runlib import TINY, recorded_run
