@@ -297,7 +297,7 @@ def test_probe_keeps_the_scratch_tmpfs_where_it_can_be_read_and_falls_back_where
 
 
 def test_the_pickle_is_read_without_following_symlinks(tmp_path: Path) -> None:
-    from sgsbatch.verification.pool import _read_no_symlinks
+    from sgsbatch.verification.slot import _read_no_symlinks
 
     (tmp_path / "secret").write_text("hidden from the sandbox")
     (tmp_path / "d").mkdir()

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from leanlib import settings
 
-from sgsbatch.verification.pool import HEADER_ERROR, ReplPool
+from sgsbatch.verification.pool import ReplPool
+from sgsbatch.verification.slot import HEADER_ERROR
 from sgsbatch.verification.verdict import ERROR, FAILED, TIMEOUT, VERIFIED, ProofJob
 
 HEADER = "import Mathlib\nopen Real"
