@@ -1,5 +1,5 @@
-"""The command line: every click command (main.py registers them); nothing else imports click."""
+"""The command line: every click command (commands.py registers them); nothing else imports click."""
 
-from sgsbatch.cli.main import main
+from sgsbatch.cli.commands import main
 
 __all__ = ["main"]

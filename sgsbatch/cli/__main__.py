@@ -1,6 +1,6 @@
 """`python -m sgsbatch.cli`: the `sgsbatch` command."""
 
-from sgsbatch.cli.main import main
+from sgsbatch.cli.commands import main
 
 if __name__ == "__main__":
     main()

@@ -1,4 +1,4 @@
-"""The `eval` command: held-out evaluation of a stored round (ops/evaluate.py); cli/main.py registers it.
+"""The `eval` command: held-out evaluation of a stored round (ops/evaluate.py); cli/commands.py registers it.
 
 Thin: it checks `--round` (run/handle.check_round), opens the run and prints one line per set. Nothing
 heavy is imported at module level.

@@ -1,7 +1,7 @@
 """The commands that read a run's results: `fit`, `report`, `metrics`, `proofs`, `export`.
 
 Each opens its runs read-only (nothing is written to a run's database) and leaves the work to
-its ops/ module (fit.py, report.py, comparison.py, proofs.py, export.py); cli/main.py registers them.
+its ops/ module (fit.py, report.py, comparison.py, proofs.py, export.py); cli/commands.py registers them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 `preflight` asks the site's Slurm and this machine (scheduling/preflight.py), `canary` runs every
 real component where its jobs run (canary/), `verify` checks a file of proofs with the verify
-phase's verifier (verification/command.py); cli/main.py registers them.
+phase's verifier (verification/command.py); cli/commands.py registers them.
 """
 
 from __future__ import annotations

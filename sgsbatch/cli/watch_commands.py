@@ -1,6 +1,6 @@
 """The commands that show where a run's time went and what its tasks printed: `timeline`, `logs`.
 
-Both read a run's files only (views/timeline.py, views/logs.py), on either executor; cli/main.py registers them.
+Both read a run's files only (views/timeline.py, views/logs.py), on either executor; cli/commands.py registers them.
 """
 
 from __future__ import annotations

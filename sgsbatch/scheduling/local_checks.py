@@ -1,4 +1,5 @@
-"""Local pre-flight: can the jobs this config submits find what they load, before any job runs?
+"""Local pre-flight: can the jobs this config submits find what they load, before any job runs? And the
+pre-flight's report (`Problem`, `Report`), which the site's checks (preflight.py) fill too.
 
 Seconds here instead of a failed round 0. For the phases the config runs:
 
@@ -18,7 +19,7 @@ Seconds here instead of a failed round 0. For the phases the config runs:
   weights). A near miss among the cached ids is suggested.
 
 Every problem names the key to change and what to do; `preflight.check` puts them in the same
-report as the site's limits (findings.py). Run by `launch` and `launch --dry-run` on either executor and by
+report as the site's limits (`Report`, below). Run by `launch` and `launch --dry-run` on either executor and by
 `sgsbatch preflight`. Not covered: that the found packages import and work (CUDA, drivers), that
 Lean accepts a proof, that the cached weights load: the canary's job.
 """
@@ -30,12 +31,48 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgsbatch.config.schema import TINY_RANDOM, Config
-from sgsbatch.scheduling.findings import Problem, Report, round_phases
 
 ROLES = {"solver": "solve", "conjecturer": "conjecture", "guide": "guide"}  # role -> the phase that generates with it
+# -- what a pre-flight found: problems (each with the key to change) and what it checked, in one report;
+# the site's checks (preflight.py) fill the same Report
+
+@dataclass(frozen=True)
+class Problem:
+    key: str  # the config key to change (or "site" for what only the site can change)
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}"
+
+
+@dataclass
+class Report:
+    checked: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def text(self) -> str:
+        if self.ok:
+            return "pre-flight passed:\n" + "\n".join(f"  ok  {c}" for c in self.checked)
+        return (f"pre-flight found {len(self.problems)} problem(s); nothing was submitted:\n"
+                + "\n".join(f"  {p}" for p in self.problems))
+
+
+def round_phases(cfg: Config) -> list[str]:
+    """Every phase a round can have (round 0 and the later ones), in order."""
+    out: list[str] = []
+    for r in (0, 1):
+        out += [p for p in cfg.phases_of_round(r) if p not in out]
+    return out
+
+
 VLLM_MODULES = ("vllm", "torch")  # what `generation.backend = "vllm"` needs importable in the jobs' Python
 _FIND = ("import importlib.util, json, sys\n"
          "out = {}\n"

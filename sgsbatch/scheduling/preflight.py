@@ -33,7 +33,7 @@ from pathlib import Path
 
 from sgsbatch.config.schema import Config, SlurmPhaseConfig
 from sgsbatch.errors import SgsError
-from sgsbatch.scheduling.findings import Problem, Report, round_phases
+from sgsbatch.scheduling.local_checks import Problem, Report, round_phases
 
 
 class PreflightError(SgsError):
