@@ -249,23 +249,23 @@ def _last_lean_block(text: str) -> tuple[str | None, bool]:
 
 def _reference_statement(text: str) -> str | Extraction:
     """The statement by the reference's `extract_conjecture_deepseek_v2`, or why it failed."""
-    start = text.rfind(LEAN_FENCE)  # logic/prompts.py:186 "split_idx = generation.rfind("```lean4")"
+    start = text.rfind(LEAN_FENCE)  # prompts.py:186 "split_idx = generation.rfind("```lean4")"
     if start < 0:
         return _bad(NO_FENCE)
     block = text[start + len(LEAN_FENCE) :]
-    end = block.rfind(FENCE)  # logic/prompts.py:193 "final_code_idx = proposed_problem.rfind("```")"
+    end = block.rfind(FENCE)  # prompts.py:193 "final_code_idx = proposed_problem.rfind("```")"
     if end < 0:
         return _bad(UNCLOSED_FENCE)
     block = block[:end]
-    by_count = block.count(BY)  # logic/prompts.py:202 "if proposed_problem.count(":= by") != 1"
+    by_count = block.count(BY)  # prompts.py:202 "if proposed_problem.count(":= by") != 1"
     if by_count != 1:
         return _bad(NO_BY if by_count == 0 else SEVERAL_BY)
-    if block.count("sorry") > 1:  # logic/prompts.py:204 "if proposed_problem.count("sorry") not in [0, 1]"
+    if block.count("sorry") > 1:  # prompts.py:204 "if proposed_problem.count("sorry") not in [0, 1]"
         return _bad(SEVERAL_SORRY)
     block = block.strip()
-    if not (block.endswith("sorry") or block.endswith(BY)):  # logic/prompts.py:207-212
+    if not (block.endswith("sorry") or block.endswith(BY)):  # prompts.py:207-212
         return _bad(BAD_ENDING)
-    statement = block[: block.find(BY) + len(BY)].strip()  # logic/prompts.py:219
+    statement = block[: block.find(BY) + len(BY)].strip()  # prompts.py:219
     if NO_CONJECTURE_FOUND_TAG in statement:  # step1_data_gen.py:440 "if NO_CONJECTURE_FOUND_TAG not in ..."
         return _bad(FAILURE_TAG)
     return statement

@@ -38,34 +38,34 @@ def outcome(reply: str, rule: str) -> str:
 
 # (name, reply, the reference's outcome (the default), "code_only"'s outcome)
 RULE_CASES = [
-    # logic/prompts.py:204 "if proposed_problem.count("sorry") not in [0, 1]": a substring count, so the name
+    # prompts.py:204 "if proposed_problem.count("sorry") not in [0, 1]": a substring count, so the name
     # `t_sorry_free` and the proof's `sorry` are two
     ("sorry_in_a_name", "```lean4\ntheorem t_sorry_free (n : ℕ) : n + 0 = n := by\n  sorry\n```",
      "<several_sorry>", "theorem t_sorry_free (n : ℕ) : n + 0 = n := by"),
     # ... and a `sorry` in a comment counts too
     ("sorry_in_a_comment", f"```lean4\n{CONJ}\n  -- no proof yet, so sorry\n  sorry\n```", "<several_sorry>", CONJ),
-    # logic/prompts.py:207-212 "proposed_problem = proposed_problem.strip(); if (not proposed_problem.endswith("sorry"))
+    # prompts.py:207-212 "proposed_problem = proposed_problem.strip(); if (not proposed_problem.endswith("sorry"))
     # and (not proposed_problem.endswith(":= by"))": the ending is checked with comments, here "Solver"
     ("comment_after_sorry", f"```lean4\n{CONJ}\n  sorry -- left to the Solver\n```", "<bad_ending>", CONJ),
-    # logic/prompts.py:193 "final_code_idx = proposed_problem.rfind("```")": the last fence of the reply, here the
+    # prompts.py:193 "final_code_idx = proposed_problem.rfind("```")": the last fence of the reply, here the
     # plain block's, so the text ends in "lake build"
     ("plain_block_after", f"```lean4\n{CONJ}\n  sorry\n```\nCheck it with:\n```\nlake build\n```",
      "<bad_ending>", CONJ),
-    # logic/prompts.py:186 "split_idx = generation.rfind("```lean4")": the last ```lean4 anywhere, here one in the
+    # prompts.py:186 "split_idx = generation.rfind("```lean4")": the last ```lean4 anywhere, here one in the
     # prose after the block, with no fence after it
     ("fence_named_in_prose_after", f"```lean4\n{CONJ}\n  sorry\n```\nI wrapped it in ```lean4 as asked.",
      "<unclosed_fence>", CONJ),
-    # logic/prompts.py:186-195: the text after the last "```lean4" up to the last "```", fence line included
+    # prompts.py:186-195: the text after the last "```lean4" up to the last "```", fence line included
     ("one_line_block", "Here: ```lean4 theorem c : 1 = 1 := by sorry```", "theorem c : 1 = 1 := by",
      "<no_fence>"),
-    # step1_data_gen.py:440 "if NO_CONJECTURE_FOUND_TAG not in conjecture_strs[i]": the tag (logic/prompts.py:102
+    # step1_data_gen.py:440 "if NO_CONJECTURE_FOUND_TAG not in conjecture_strs[i]": the tag (prompts.py:102
     # "NO_CONJECTURE_FOUND_TAG = "NO CONJECTURE FOUND"") anywhere in the statement, a comment included
     ("failure_tag_in_a_comment", f"```lean4\n-- NO CONJECTURE FOUND in the target, so a lemma:\n{CONJ}\n  sorry\n```",
      "<failure_tag>", f"-- NO CONJECTURE FOUND in the target, so a lemma:\n{CONJ}"),
     # both: inline code in the prose before the block (the reference takes the last ```lean4: the block)
     ("inline_code_before", f"Lean blocks start with ```lean4 theorem``` here.\n```lean4\n{CONJ}\n  sorry\n```",
      CONJ, CONJ),
-    # both: logic/prompts.py:219 "theorem = proposed_problem[: by_idx + len(":= by")].strip()"
+    # both: prompts.py:219 "theorem = proposed_problem[: by_idx + len(":= by")].strip()"
     ("statement_on_two_lines", "```lean4\ntheorem c2 (a b : ℕ) :\n    a + b = b + a := by\n  sorry\n```",
      "theorem c2 (a b : ℕ) :\n    a + b = b + a := by", "theorem c2 (a b : ℕ) :\n    a + b = b + a := by"),
 ]
@@ -100,7 +100,7 @@ def reply_with(block: str) -> str:
     return f"The target needs AM-GM for two terms; a lemma:\n\n```lean4\n{block}\n  sorry\n```"
 
 
-# (name, the reply's block, the reference's conjecture (logic/prompts.py:219), Lean accepts the reference's file
+# (name, the reply's block, the reference's conjecture (prompts.py:219), Lean accepts the reference's file
 # (why not), sgsbatch's statement with "drop" (the default), the check's reason for it (None: goes to Lean),
 # the dropped lines, the statement with "keep", the check's reason for it)
 PREAMBLE_CASES = [

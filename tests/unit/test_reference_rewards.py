@@ -227,7 +227,7 @@ def test_conjecturer_band(name: str, rates: dict[str, float], expected: set[str]
 
 STATEMENT = "theorem t (a : ℕ) : a + 0 = a := by"
 EXTRACTION_CASES = [
-    # logic/prompts.py:151-156 "num_theorem = generation.strip().count("theorem ") ... if num_theorem + num_lemma +
+    # prompts.py:151-156 "num_theorem = generation.strip().count("theorem ") ... if num_theorem + num_lemma +
     # num_def != 1: return NO_CODE_FOUND_TAG": a keyword in a comment counts ...
     ("keyword_in_comment", f"```lean4\n{STATEMENT}\n  -- by the theorem above\n  simp\n```", False, True),
     ("lemma_in_block_comment", f"```lean4\n{STATEMENT}\n  /- a lemma would help -/\n  simp\n```", False, True),
