@@ -22,8 +22,9 @@ from sqlmodel import select
 
 from sgsbatch.data import load_data_source
 from sgsbatch.errors import InputError
-from sgsbatch.phases.evaluate import evaluate_set, is_evaluated, read_summary
+from sgsbatch.phases.evaluate import evaluate_set, is_evaluated, read_summary, solver_weights
 from sgsbatch.round import metrics as M
+from sgsbatch.run.checkpoint import is_complete
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import command
 from sgsbatch.state.schema import Metric, Round
@@ -45,6 +46,19 @@ def _check_round(h: RunHandle, r: int) -> None:
         raise InputError(f"--round {r}: round {r} of run {h.cfg.run.name} has not completed ({state}), so its Solver "
                          f"weights are not published; evaluate a completed round (`{command('status', h.paths)}` "
                          f"shows them)")
+
+
+def _check_weights(h: RunHandle, r: int, names: list[str], force: bool) -> None:
+    """Round r's Solver weights are there when a set of `names` must be sampled (not stored, or `force`): an
+    InputError naming the checkpoint and the rounds whose weights are kept, before anything is sampled."""
+    if not force and all(is_evaluated(h.paths, r, name) for name in names):
+        return
+    try:
+        solver_weights(h.at(r), h.paths, r)
+    except FileNotFoundError as e:
+        kept = [k for k in range(h.cfg.run.rounds) if is_complete(h.paths.checkpoint(k, "solver"))]
+        raise InputError(f"--round {r}: {e}" + (f": --round {' or '.join(map(str, kept))}" if kept else
+                                                 " (none is kept)")) from None
 
 
 def chosen_sets(h: RunHandle, only: str | None) -> dict[str, str]:
@@ -76,14 +90,16 @@ def record_metrics(h: RunHandle, r: int, values: dict[str, float]) -> None:
 
 def check_submittable(h: RunHandle, r: int, only: str | None = None) -> None:
     """What `eval --submit` refuses before submitting: no such set, a round not completed."""
-    chosen_sets(h, only)
+    sets = chosen_sets(h, only)
     _check_round(h, r)
+    _check_weights(h, r, sorted(sets), force=False)
 
 
 def evaluate_round(h: RunHandle, r: int, only: str | None = None, force: bool = False) -> list[SetResult]:
     """Evaluate round r's Solver weights on the run's evaluation sets (see the module docstring)."""
     sets = chosen_sets(h, only)
     _check_round(h, r)
+    _check_weights(h, r, sorted(sets), force)
     cfg, e = h.at(r), h.cfg.eval
     out: list[SetResult] = []
     for name in sorted(sets):

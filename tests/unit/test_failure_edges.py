@@ -1,0 +1,61 @@
+"""Failures a new user meets at the edges (issue 41's audit): each is one clean line that names the file or
+the round and what to do, exits non-zero and loses nothing.
+
+- `eval --round N` of a completed round whose Solver weights retention deleted: refused (exit 2) naming the
+  checkpoint and the rounds whose weights are kept, before anything is sampled (also with --submit); a set
+  already evaluated for that round is still shown from its files.
+Not covered here: evaluating for real (tests/integration/test_eval.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+from sqlmodel import select
+
+from sgsbatch.cli import main
+from sgsbatch.state.schema import Round
+from tests.runlib import recorded_run
+
+
+def _run(args: list[str]) -> Result:
+    res = CliRunner().invoke(main, args)
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise AssertionError(f"{args!r} raised {res.exception!r}") from res.exception
+    return res
+
+
+def _complete_round(h, r: int) -> None:  # type: ignore[no-untyped-def]
+    with h.db.write() as s:
+        row = s.exec(select(Round).where(Round.run_id == h.run_id, Round.index == r)).one()
+        row.state = "completed"
+        s.add(row)
+
+
+def test_eval_of_a_round_whose_weights_are_gone_names_the_checkpoint_and_the_kept_rounds(tmp_path: Path) -> None:
+    held = tmp_path / "held.jsonl"
+    held.write_text(json.dumps({"id": "h0", "header": "import Mathlib\n", "theorem": "theorem h0 : True := by"}) + "\n")
+    h = recorded_run(tmp_path, "t", sets=[f"eval.sets.mini={held}"])
+    _complete_round(h, 0)
+    r = ["eval", "t", "--runs-dir", str(tmp_path), "--round", "0"]
+    for extra in ([], ["--submit"], ["--set", "mini", "--json"]):
+        res = _run([*r, *extra])
+        assert res.exit_code == 2, res.output
+        assert "Traceback" not in res.output
+        assert f"--round 0: the Solver's weights after round 0 are missing or incomplete at " \
+               f"{h.paths.checkpoint(0, 'solver')}" in res.stderr and "(none is kept)" in res.stderr, res.stderr
+        assert not h.paths.eval_round_dir(0).exists(), "nothing written, nothing submitted"
+    kept = h.paths.checkpoint(1, "solver")  # a later round's weights, complete: named as the one to evaluate
+    kept.mkdir(parents=True)
+    (kept / "SGSBATCH_COMPLETE").write_text("")
+    assert "evaluate a round whose checkpoint is kept: --round 1" in _run(r).stderr
+    where = h.paths.eval_dir(0, "mini")  # evaluated before retention deleted the weights: shown from its files
+    where.mkdir(parents=True)
+    (where / "summary.json").write_text(json.dumps({"set": "mini", "round": 0, "problems": 1, "samples": 8,
+                                                    "pass_at_k": {"1": 0.5}, "simulated": "verifier", "solved": 1}))
+    h.paths.eval_done(0, "mini").write_text("1\n")
+    res = _run(r)
+    assert res.exit_code == 0 and "pass@1 0.500" in res.stdout and "(stored; --force samples again)" in res.stdout
+    assert _run([*r, "--force"]).exit_code == 2, "sampling again needs the weights"
