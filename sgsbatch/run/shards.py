@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.errors import RunError
+from sgsbatch.errors import DamagedFile, RunError
 from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.run.token_arrays import OFFSET, ArraysFile, RecordArrays, TokenArrays, append_block
 
@@ -112,7 +112,11 @@ def append_json_line(path: Path, record: dict[str, Any]) -> None:
 
 
 def read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+    """A JSON file sgsbatch wrote whole; one that is not JSON (or not UTF-8) any more is a DamagedFile naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError
+        raise DamagedFile(path, f"{type(e).__name__}: {e}") from None
 
 
 def jsonl_text(records: Iterable[dict[str, Any]]) -> str:

@@ -4,6 +4,10 @@ the round and what to do, exits non-zero and loses nothing.
 - `eval --round N` of a completed round whose Solver weights retention deleted: refused (exit 2) naming the
   checkpoint and the rounds whose weights are kept, before anything is sampled (also with --submit); a set
   already evaluated for that round is still shown from its files.
+- a run file sgsbatch wrote whole that no longer reads (not JSON, not UTF-8: targets.jsonl, a round's inputs.json,
+  a marker): `rebuild --force` fails naming it and leaves state.db as it was (was a JSONDecodeError traceback);
+  a damaged `conjectures.jsonl` (a cache of the conjecture shards) is derived again, not half-read (a KeyError
+  traceback); a log line that is not UTF-8 is a bad line to the tolerant JSON-lines reader (it raised).
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -12,10 +16,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 from sqlmodel import select
 
 from sgsbatch.cli import main
+from sgsbatch.errors import DamagedFile
+from sgsbatch.round.results import conjecture_problems, round_inputs, run_targets
+from sgsbatch.run.jsonl import read_jsonl
+from sgsbatch.run.shards import Shard
 from sgsbatch.state.schema import Round
 from tests.runlib import recorded_run
 
@@ -59,3 +68,34 @@ def test_eval_of_a_round_whose_weights_are_gone_names_the_checkpoint_and_the_kep
     res = _run(r)
     assert res.exit_code == 0 and "pass@1 0.500" in res.stdout and "(stored; --force samples again)" in res.stdout
     assert _run([*r, "--force"]).exit_code == 2, "sampling again needs the weights"
+
+
+def test_a_damaged_run_file_is_named_and_rebuild_leaves_the_database_as_it_was(tmp_path: Path) -> None:
+    h = recorded_run(tmp_path, "t")
+    h.db.close()
+    before = h.paths.db.read_bytes()
+    good = h.paths.targets.read_bytes()
+    for damage in (b"\x00\x01garbage{{\n", b'{"id": "t0"}\n', good[:10] + b"\xff\xfe" + good[10:]):
+        h.paths.targets.write_bytes(damage)
+        res = _run(["rebuild", "t", "--runs-dir", str(tmp_path), "--force"])
+        assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+        assert res.stderr.startswith(f"Error: {h.paths.targets} is damaged (") and "restore it from a backup" in res.stderr
+        assert h.paths.db.read_bytes() == before and not list(h.paths.root.glob(".state.db.rebuilding-*"))
+    h.paths.targets.write_bytes(good)
+    h.paths.round_inputs(0).write_text('{"round": 0, "solve_tar')
+    with pytest.raises(DamagedFile, match=str(h.paths.round_inputs(0))):
+        round_inputs(h.paths, 0)
+    cache = h.paths.round_dir(0) / "conjectures.jsonl"
+    for i in range(h.cfg.shard_count("conjecture")):
+        Shard(h.paths.phase_dir(0, "conjecture"), i).finish([])
+    derived = conjecture_problems(h.cfg, h.paths, 0, run_targets(h.paths))
+    cache.write_text('{"problem_id": "c0-1", "header": "x"}\n{"problem_id": "c0-2", "hea')
+    assert conjecture_problems(h.cfg, h.paths, 0, run_targets(h.paths)) == derived  # derived again
+    assert read_jsonl(cache) == [json.loads(line) for line in cache.read_text().splitlines()], "rewritten whole"
+
+
+def test_a_log_line_that_is_not_utf8_is_a_bad_line(tmp_path: Path) -> None:
+    log = tmp_path / "steps.jsonl"
+    log.write_bytes(b'{"a": 1}\n{"a": "\xff\xfe"}\n\n{"a": 2}\n')
+    assert read_jsonl(log) == [{"a": 1}]
+    assert read_jsonl(log, past_bad_lines=True) == [{"a": 1}, {"a": 2}]
