@@ -14,6 +14,7 @@ import errno
 import functools
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,11 +32,22 @@ from sgsbatch.errors import (
 from sgsbatch.run.paths import default_runs_dir
 
 F = TypeVar("F", bound=Callable[..., Any])
+OUTPUTS = ("out_path", "out_dir", "plot_path")  # the parameters of --out and --plot (OutPath)
+
+
+def _thread_errors(args: Any) -> None:
+    """threading.excepthook under `clean_errors`: a helper thread that found the disk full (TensorBoard's
+    writer) prints no traceback; the command meets the same error when it waits on the thread (its
+    flush or close re-raises it) and says it in one line."""
+    if is_disk_full(args.exc_value):
+        return
+    threading.__excepthook__(args)
 
 
 def clean_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        threading.excepthook = _thread_errors
         try:
             return fn(*args, **kwargs)
         except UserInterrupt as e:
@@ -53,6 +65,9 @@ def clean_errors(fn: F) -> F:
 
             if is_disk_full(e):
                 assert isinstance(e, OSError)
+                out = next((kwargs[k] for k in OUTPUTS if kwargs.get(k) is not None), None)
+                if out is not None and not (e.filename or e.filename2):  # a command with an output writes only it
+                    e.filename = str(Path(out).absolute())
                 click.echo(click.style("Error:", fg="red", bold=True) + f" {disk_full_message(e, _where(kwargs))}",
                            err=True)
                 sys.exit(EXIT_FAILED)

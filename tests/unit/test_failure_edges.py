@@ -8,12 +8,17 @@ the round and what to do, exits non-zero and loses nothing.
   a marker): `rebuild --force` fails naming it and leaves state.db as it was (was a JSONDecodeError traceback);
   a damaged `conjectures.jsonl` (a cache of the conjecture shards) is derived again, not half-read (a KeyError
   traceback); a log line that is not UTF-8 is a bad line to the tolerant JSON-lines reader (it raised).
+- a full disk: a copy's error names its destination (what was written), not its source (fork named the
+  parent's file); a command with --out/--plot names that output and its file system's free space, not the
+  runs directory's; a helper thread's full disk (TensorBoard's writer) prints no traceback beside the line.
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -21,7 +26,8 @@ from click.testing import CliRunner, Result
 from sqlmodel import select
 
 from sgsbatch.cli import main
-from sgsbatch.errors import DamagedFile
+from sgsbatch.errors import DamagedFile, disk_full_message
+from sgsbatch.ops.command_line import clean_errors
 from sgsbatch.round.results import conjecture_problems, round_inputs, run_targets
 from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.run.shards import Shard
@@ -99,3 +105,43 @@ def test_a_log_line_that_is_not_utf8_is_a_bad_line(tmp_path: Path) -> None:
     log.write_bytes(b'{"a": 1}\n{"a": "\xff\xfe"}\n\n{"a": 2}\n')
     assert read_jsonl(log) == [{"a": 1}]
     assert read_jsonl(log, past_bad_lines=True) == [{"a": 1}, {"a": 2}]
+
+
+def test_a_full_disk_names_what_was_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    src, dst = tmp_path / "parent" / "targets.jsonl", tmp_path / "child" / "targets.jsonl"
+    line = disk_full_message(OSError(errno.ENOSPC, "No space left on device", str(src), None, str(dst)))
+    assert line.startswith(f"the disk is full: writing {dst} failed") and str(src) not in line
+    h = recorded_run(tmp_path / "runs", "t")
+    out = tmp_path / "elsewhere" / "t.html"
+
+    def full(*_args: object, **_kw: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")  # as a write() says it: no file name
+
+    monkeypatch.setattr("sgsbatch.ops.report.write_report", full)
+    res = _run(["report", "t", "--runs-dir", str(h.paths.root.parent), "--out", str(out)])
+    assert res.exit_code == 1 and res.stderr.startswith(f"Error: the disk is full: writing {out} failed"), res.stderr
+
+    hooks = []
+
+    @clean_errors
+    def writes_in_a_thread() -> None:
+        hooks.append(threading.excepthook)
+
+        def tensorboard_writer() -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        t = threading.Thread(target=tensorboard_writer)
+        t.start()
+        t.join()
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "tb" / "events"))
+
+    with pytest.raises(SystemExit) as e:
+        writes_in_a_thread()
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "Traceback" not in err and err.startswith("Error: the disk is full: writing "), err
+    full_disk = OSError(errno.ENOSPC, "No space left on device")
+    hooks[0](threading.ExceptHookArgs((OSError, full_disk, None, None)))  # the hook the command ran under
+    assert capsys.readouterr().err == ""
+    hooks[0](threading.ExceptHookArgs((ValueError, ValueError("a bug"), None, None)))
+    assert "ValueError: a bug" in capsys.readouterr().err, "any other thread error is printed as before"
