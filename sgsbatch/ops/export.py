@@ -34,6 +34,7 @@ import math
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -209,11 +210,35 @@ def export_run(h: RunHandle, out: Path, force: bool = False) -> dict[str, int]:
         if not is_export(out):
             raise InputError(f"--out {out} is not an earlier export (no sgsbatch dataset card README.md); --force "
                              "replaces only an export, never another directory: choose an empty or new directory")
-        shutil.rmtree(out)
     rows = export_rows(h)
-    out.mkdir(parents=True, exist_ok=True)
-    write_export(out, rows, h.cfg.run.name, dataset_card(h, rows))
+    _write_whole(out, lambda staging: write_export(staging, rows, h.cfg.run.name, dataset_card(h, rows)))
     return {name: len(r) for name, r in rows.items()}
+
+
+def _write_whole(out: Path, write: Callable[[Path], None]) -> None:
+    """`write` into a new sibling directory of `out`, then its files into `out` in place of what was there
+    (renames): an export that fails (a full disk) leaves `out` as it was and nothing of its own behind."""
+    final = out.absolute()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = final.parent / f".{final.name}.exporting-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        staging.mkdir()
+        write(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if not final.exists():
+        staging.rename(final)
+        return
+    old = final.parent / f".{final.name}.replaced-{os.getpid()}"  # the earlier export (--force), gone at the end
+    old.mkdir()
+    for entry in list(final.iterdir()):
+        entry.rename(old / entry.name)
+    for entry in list(staging.iterdir()):
+        entry.rename(final / entry.name)
+    staging.rmdir()
+    shutil.rmtree(old)
 
 
 def hub_token() -> str | None:

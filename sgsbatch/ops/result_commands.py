@@ -6,6 +6,7 @@ its ops/ module (fit.py, report.py, comparison.py, proofs.py, export.py); cli.py
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -134,8 +135,11 @@ def metrics(runs: tuple[str, ...], runs_dir: str, as_csv: bool, as_json: bool, p
     if out_path is None:
         write_rows(rows, sys.stdout, fmt)
         return
-    with out_path.open("w", encoding="utf-8", newline="") as f:
-        write_rows(rows, f, fmt)
+    from sgsbatch.run.shards import atomic_write_text
+
+    text = io.StringIO(newline="")
+    write_rows(rows, text, fmt)
+    atomic_write_text(out_path, text.getvalue())  # whole or not at all: an earlier file stays on a full disk
     click.echo(f"wrote {len(rows)} rows to {out_path}", err=True)
 
 

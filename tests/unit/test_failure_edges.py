@@ -11,6 +11,10 @@ the round and what to do, exits non-zero and loses nothing.
 - a full disk: a copy's error names its destination (what was written), not its source (fork named the
   parent's file); a command with --out/--plot names that output and its file system's free space, not the
   runs directory's; a helper thread's full disk (TensorBoard's writer) prints no traceback beside the line.
+- an output written on a full disk is written whole or not at all: `metrics --out`, `report --out`, `fit --plot`
+  (through run/shards.atomic_write_bytes, whose temp file goes too) keep an earlier file as it was (metrics
+  truncated it; report left its .tmp); `export --force` keeps the earlier export until the new one is complete
+  (it deleted it first) and leaves no directory of its own behind.
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -145,3 +149,36 @@ def test_a_full_disk_names_what_was_written(tmp_path: Path, monkeypatch: pytest.
     assert capsys.readouterr().err == ""
     hooks[0](threading.ExceptHookArgs((ValueError, ValueError("a bug"), None, None)))
     assert "ValueError: a bug" in capsys.readouterr().err, "any other thread error is printed as before"
+
+
+def test_an_output_that_does_not_fit_leaves_the_earlier_one_as_it_was(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from sgsbatch.ops import export as E
+
+    h = recorded_run(tmp_path / "runs", "t")
+    r = ["--runs-dir", str(h.paths.root.parent)]
+    out = tmp_path / "out"
+    assert _run(["export", "t", *r, "--out", str(out / "ds")]).exit_code == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    (out / "m.csv").write_text("mine\n")
+
+    def full(*_args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    real_write = E.write_export
+
+    def half_then_full(where: Path, *args: object) -> None:
+        real_write(where, *args)  # type: ignore[arg-type]
+        full()
+
+    monkeypatch.setattr(os, "fsync", full)  # every atomic write meets the full disk after writing its bytes
+    monkeypatch.setattr(E, "write_export", half_then_full)
+    for args in (["metrics", "t", *r, "--out", str(out / "m.csv")], ["export", "t", *r, "--out", str(out / "ds"),
+                                                                        "--force"]):
+        res = _run(args)
+        assert res.exit_code == 1 and "the disk is full: writing " in res.stderr, res.output
+    assert (out / "m.csv").read_text() == "mine\n"
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "m.csv"} == before
+    assert sorted(p.name for p in out.iterdir()) == ["ds", "m.csv"], "no temp file or directory left"
