@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -273,7 +274,22 @@ def hub_failure_message(repo: str, out: Path, e: BaseException) -> str:
     reason = str(e).strip().splitlines()[0] if str(e).strip() else "no reason given"
     return (f"--push-to-hub {repo}: the push to the Hugging Face Hub failed ({type(e).__name__}: {reason}); "
             f"the export is complete on disk in {out.absolute()}: push it later with "
-            f"`hf upload {repo} {out.absolute()} --repo-type dataset`")
+            f"`hf upload {shlex.quote(repo)} {shlex.quote(str(out.absolute()))} --repo-type dataset`")
+
+
+def check_repo(repo: str) -> None:
+    """`--push-to-hub REPO` checked before anything is written: an InputError (exit 2) naming a repo id the Hub
+    refuses (`name` or `namespace/name` of letters, digits, - _ .), so a typo costs no export first."""
+    try:
+        from huggingface_hub.utils import validate_repo_id
+    except ImportError:
+        return
+    try:
+        validate_repo_id(repo)
+    except ValueError as e:  # HFValidationError
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else "not a repo id"
+        raise InputError(f"--push-to-hub {repo!r}: not a Hugging Face repo id ({reason}); give NAMESPACE/NAME, "
+                         f"e.g. --push-to-hub me/sgs-proofs") from None
 
 
 def push_to_hub(out: Path, repo: str) -> None:

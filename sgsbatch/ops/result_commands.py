@@ -226,9 +226,11 @@ def export(run: str, runs_dir: str, out_dir: Path, force: bool, repo: str | None
         sgsbatch export sgs --out sgs-proofs --push-to-hub me/sgs-proofs
         python -c "import datasets; print(datasets.load_dataset('sgs-proofs', 'conjectures'))"
     """
-    from sgsbatch.ops.export import export_run, push_to_hub
+    from sgsbatch.ops.export import check_repo, export_run, push_to_hub
     from sgsbatch.run.handle import open_run
 
+    if repo is not None:
+        check_repo(repo)
     counts = export_run(open_run(runs_dir, run, readonly=True), out_dir, force=force)
     click.echo(f"wrote {out_dir}: " + ", ".join(f"{n} {config}" for config, n in counts.items()))
     if repo is not None:

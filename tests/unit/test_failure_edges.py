@@ -15,6 +15,8 @@ the round and what to do, exits non-zero and loses nothing.
   (through run/shards.atomic_write_bytes, whose temp file goes too) keep an earlier file as it was (metrics
   truncated it; report left its .tmp); `export --force` keeps the earlier export until the new one is complete
   (it deleted it first) and leaves no directory of its own behind.
+- `export --push-to-hub` of a repo id the Hub refuses is refused (exit 2) before the export is written (it
+  wrote the export, then failed with an `hf upload` hint of the bad name); the hint quotes the repo and path.
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -182,3 +184,17 @@ def test_an_output_that_does_not_fit_leaves_the_earlier_one_as_it_was(tmp_path: 
     assert (out / "m.csv").read_text() == "mine\n"
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "m.csv"} == before
     assert sorted(p.name for p in out.iterdir()) == ["ds", "m.csv"], "no temp file or directory left"
+
+
+def test_push_to_hub_of_a_bad_repo_id_is_refused_before_the_export(tmp_path: Path) -> None:
+    from sgsbatch.ops.export import hub_failure_message
+
+    recorded_run(tmp_path / "runs", "t")
+    out = tmp_path / "ds"
+    for repo in ("bad repo!!", "a/b/c", "-me/x"):
+        res = _run(["export", "t", "--runs-dir", str(tmp_path / "runs"), "--out", str(out), "--push-to-hub", repo])
+        assert res.exit_code == 2 and res.stderr.startswith(f"Error: --push-to-hub {repo!r}: not a Hugging Face "
+                                                            f"repo id ("), res.output
+        assert not out.exists()
+    line = hub_failure_message("me/x", tmp_path / "my exports" / "ds", OSError("Connection refused"))
+    assert f"`hf upload me/x '{tmp_path / 'my exports' / 'ds'}' --repo-type dataset`" in line
