@@ -122,12 +122,16 @@ def dataset_card(h: RunHandle, rows: dict[str, list[dict[str, Any]]]) -> str:
     verified_conj = sum(1 for c in rows["conjectures"] if c["verified"] > 0)
     failed = sum(1 for c in rows["conjectures"] if c["reviewed"] and not c["guide_parsed"])
     lines = [f"{CARD_TITLE}{h.cfg.run.name}: proofs and conjectures", ""]
-    if h.cfg.simulated:
-        parts = h.cfg.simulated_label()
+    labels = sorted({str(x["simulated"]) for config in rows.values() for x in config if x["simulated"]})
+    if h.cfg.simulated or labels:  # a fork's inherited rounds keep their parent's labels (proofs.round_labels)
+        parts = "; ".join(sorted({h.cfg.simulated_label(), *labels} - {""}))
         lean = ("its proofs were not checked by Lean" if "verifier" in parts or "rehearsal" in parts else
                 "its proofs were checked by the configured verifier")
         lines += [f"**SIMULATED**: this run used SIMULATED parts ({parts}; the `simulated` column of every row "
-                  f"says so too); {lean}.", ""]
+                  f"says so too); {lean}." if h.cfg.simulated else
+                  f"**SIMULATED**: the rounds this run inherited from the run it was forked from used SIMULATED "
+                  f"parts ({parts}); the `simulated` column of each row says which rows; {lean.replace('its', 'their')}.",
+                  ""]
     lines += [
         "Self-Guided Self-Play (arXiv 2604.20209) run by sgsbatch. Configs (one `train` split each; "
         "`datasets.load_dataset(REPO, \"proofs\")`):", "",

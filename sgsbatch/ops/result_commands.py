@@ -181,8 +181,8 @@ def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conj
         click.echo(f"run {run}: no {what}" + (f" for {target}" if target else "")
                    + (f" in round {round_}" if round_ is not None else ""), err=True)
         return
-    mark = f" [SIMULATED {rows[0]['simulated']}]" if rows[0]["simulated"] else ""
     for row in rows:
+        mark = f" [SIMULATED {row['simulated']}]" if row["simulated"] else ""  # per row: a fork's rounds differ
         if conjectures:
             g = row["guide"]
             scores = ("guide: not reviewed" if g is None else

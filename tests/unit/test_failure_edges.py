@@ -17,6 +17,9 @@ the round and what to do, exits non-zero and loses nothing.
   (it deleted it first) and leaves no directory of its own behind.
 - `export --push-to-hub` of a repo id the Hub refuses is refused (exit 2) before the export is written (it
   wrote the export, then failed with an `hf upload` hint of the bad name); the hint quotes the repo and path.
+- a fork of a SIMULATED trunk with the Lean verifier (a change of method from its first own round) labels the
+  trunk's proofs and conjectures SIMULATED as they ran, in `proofs` rows and exported rows and the card (every
+  row took the run's current label: the inherited SIMULATED proofs read as Lean-checked).
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -198,3 +201,26 @@ def test_push_to_hub_of_a_bad_repo_id_is_refused_before_the_export(tmp_path: Pat
         assert not out.exists()
     line = hub_failure_message("me/x", tmp_path / "my exports" / "ds", OSError("Connection refused"))
     assert f"`hf upload me/x '{tmp_path / 'my exports' / 'ds'}' --repo-type dataset`" in line
+
+
+def test_a_forks_inherited_rounds_keep_their_simulated_label(tmp_path: Path) -> None:
+    from sgsbatch.ops.export import dataset_card, export_rows
+    from sgsbatch.ops.proofs import found_proofs
+    from sgsbatch.run import amendments
+    from sgsbatch.state.schema import StoredProof
+
+    h = recorded_run(tmp_path, "t", sets=["verification.backend=lean"])  # the fork's own config: Lean
+    amendments.path_of(h.paths).write_text(json.dumps(  # as ops/fork.py records it: from its first own round, 1
+        {"at": 0.0, "key": "verification.backend", "old": "simulated", "new": "lean", "kind": amendments.METHOD,
+         "from_round": 1, "round": 1, "command": "sgsbatch launch --from trunk --round 1"}) + "\n")
+    assert not h.cfg.simulated and h.at(0).simulated_label() == "verifier"
+    with h.db.write() as s:
+        s.add(StoredProof(run_id=h.run_id, problem_id="t0", slot=0, round=0, proof="trivial"))
+        s.add(StoredProof(run_id=h.run_id, problem_id="t1", slot=0, round=1, proof="trivial"))
+    assert [(p["round"], p["simulated"]) for p in found_proofs(h)] == [(0, "verifier"), (1, "")]
+    res = _run(["proofs", "t", "--runs-dir", str(tmp_path)])
+    assert res.exit_code == 0 and res.stdout.count("[SIMULATED verifier]") == 1, res.stdout
+    rows = export_rows(h)
+    assert [p["simulated"] for p in rows["proofs"]] == ["verifier", ""]
+    card = dataset_card(h, rows)
+    assert "**SIMULATED**: the rounds this run inherited" in card and "(verifier)" in card
