@@ -20,6 +20,9 @@ the round and what to do, exits non-zero and loses nothing.
 - a fork of a SIMULATED trunk with the Lean verifier (a change of method from its first own round) labels the
   trunk's proofs and conjectures SIMULATED as they ran, in `proofs` rows and exported rows and the card (every
   row took the run's current label: the inherited SIMULATED proofs read as Lean-checked).
+- `status` shows the newest evaluated round's eval/<set>/pass@<k> values (and `status --json` each evaluated
+  round's): they were only in the last completed round's metrics, which an evaluation job beside the chain
+  never is by the time it ends.
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -224,3 +227,20 @@ def test_a_forks_inherited_rounds_keep_their_simulated_label(tmp_path: Path) -> 
     assert [p["simulated"] for p in rows["proofs"]] == ["verifier", ""]
     card = dataset_card(h, rows)
     assert "**SIMULATED**: the rounds this run inherited" in card and "(verifier)" in card
+
+
+def test_status_shows_the_newest_evaluations_values(tmp_path: Path) -> None:
+    from sgsbatch.ops.console import status_text
+    from sgsbatch.ops.evaluate import record_metrics
+    from sgsbatch.ops.status import run_status
+
+    h = recorded_run(tmp_path, "t", sets=["eval.sets={mini = 'x.jsonl'}"])
+    for r in (0, 1):
+        h.paths.eval_dir(r, "mini").mkdir(parents=True)
+        h.paths.eval_done(r, "mini").write_text("1\n")
+        record_metrics(h, r, {"eval/mini/pass@1": 0.25 + r / 4, "eval/mini/pass@8": 0.5 + r / 4})
+    st = run_status(h).to_json()
+    assert [e["metrics"] for e in st["evaluations"]] == [{"eval/mini/pass@1": 0.25, "eval/mini/pass@8": 0.5},
+                                                         {"eval/mini/pass@1": 0.5, "eval/mini/pass@8": 0.75}]
+    assert "  held-out evaluation: round 0 done, round 1 done (eval/mini/pass@1 = 0.5, eval/mini/pass@8 = 0.75)\n" \
+        in status_text(st)
