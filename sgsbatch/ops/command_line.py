@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from sgsbatch.errors import (
     EXIT_FAILED,
@@ -135,6 +136,13 @@ site_option = click.option("--site", type=click.Path(dir_okay=False, path_type=P
                            help="Site file laid over CONFIG (before --set): this cluster's [slurm] settings "
                                 "([slurm.defaults] for every phase), run.runs_dir and the like; see "
                                 "jobs/site.example.toml.")
+def typed_site(site: Path | None) -> bool:
+    """Whether --site was given on the command line, not taken from $SGSBATCH_SITE (which README's set-up exports
+    for every command): a command given a launched run refuses only a typed one (the run holds its site's settings)."""
+    ctx = click.get_current_context(silent=True)
+    return site is not None and (ctx is None or ctx.get_parameter_source("site") != ParameterSource.ENVIRONMENT)
+
+
 set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                           help="Override a config key (dotted TOML path); repeatable. Values parse as TOML, else "
                                "as strings.")

@@ -23,6 +23,9 @@ the round and what to do, exits non-zero and loses nothing.
 - `status` shows the newest evaluated round's eval/<set>/pass@<k> values (and `status --json` each evaluated
   round's): they were only in the last completed round's metrics, which an evaluation job beside the chain
   never is by the time it ends.
+- `plan RUN` and `config show RUN` with $SGSBATCH_SITE exported (README's set-up does) work: only a typed
+  --site (or --set) is refused for a run; `plan NAME --set ...` of no jobs file and no run says so (it said
+  "NAME is a run").
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -244,3 +247,17 @@ def test_status_shows_the_newest_evaluations_values(tmp_path: Path) -> None:
                                                          {"eval/mini/pass@1": 0.5, "eval/mini/pass@8": 0.75}]
     assert "  held-out evaluation: round 0 done, round 1 done (eval/mini/pass@1 = 0.5, eval/mini/pass@8 = 0.75)\n" \
         in status_text(st)
+
+
+def test_a_run_is_planned_and_shown_with_the_site_file_exported(tmp_path: Path) -> None:
+    recorded_run(tmp_path, "t")
+    site = tmp_path / "site.toml"
+    site.write_text('[slurm.defaults]\npartition = "batch"\n')
+    r = ["--runs-dir", str(tmp_path)]
+    for args in (["plan", "t", *r], ["config", "show", "t", *r]):
+        res = CliRunner().invoke(main, args, env={"SGSBATCH_SITE": str(site)})
+        assert res.exit_code == 0, res.output
+        typed = _run([*args, "--site", str(site)])
+        assert typed.exit_code == 2 and "apply to a jobs file" in typed.stderr, typed.output
+    res = _run(["plan", "nope", *r, "--set", "run.rounds=3"])
+    assert res.exit_code == 2 and "nope is neither a jobs file nor a launched run: no run named 'nope'" in res.stderr
