@@ -26,6 +26,9 @@ the round and what to do, exits non-zero and loses nothing.
 - `plan RUN` and `config show RUN` with $SGSBATCH_SITE exported (README's set-up does) work: only a typed
   --site (or --set) is refused for a run; `plan NAME --set ...` of no jobs file and no run says so (it said
   "NAME is a run").
+- `fit` of a tiny run (every point far below scaling.min_generations) advises the lower threshold too, not
+  only more rounds (which never reach 100,000 generations at ~100 a round), as commands for this run (not
+  `sgsbatch resume RUN`).
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -261,3 +264,17 @@ def test_a_run_is_planned_and_shown_with_the_site_file_exported(tmp_path: Path) 
         assert typed.exit_code == 2 and "apply to a jobs file" in typed.stderr, typed.output
     res = _run(["plan", "nope", *r, "--set", "run.rounds=3"])
     assert res.exit_code == 2 and "nope is neither a jobs file nor a launched run: no run named 'nope'" in res.stderr
+
+
+def test_fit_of_a_tiny_run_advises_the_threshold_as_commands_for_it(tmp_path: Path) -> None:
+    from sgsbatch.ops.evaluate import record_metrics
+    from sgsbatch.ops.fit import GENERATIONS, SOLVE_RATE
+
+    h = recorded_run(tmp_path, "t")
+    for r in range(2):
+        record_metrics(h, r, {GENERATIONS: 100.0 * (r + 1), SOLVE_RATE: 0.5 + r / 10})
+    res = _run(["fit", "t", "--runs-dir", str(tmp_path)])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "so more rounds are needed (`sgsbatch resume t --runs-dir" in res.stderr, res.stderr
+    assert f"then fit them below the threshold: `sgsbatch fit t --runs-dir {tmp_path} --min-generations 0` (the last " \
+           "point is at 200 generations)" in res.stderr and " RUN" not in res.stderr, res.stderr
