@@ -29,6 +29,8 @@ the round and what to do, exits non-zero and loses nothing.
 - `fit` of a tiny run (every point far below scaling.min_generations) advises the lower threshold too, not
   only more rounds (which never reach 100,000 generations at ~100 a round), as commands for this run (not
   `sgsbatch resume RUN`).
+- a fork whose inherited round holds a corrupt shard file says so when it is launched (its rebuild quarantined
+  the fork's copy, silently: only `status` of the fork showed it).
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -278,3 +280,29 @@ def test_fit_of_a_tiny_run_advises_the_threshold_as_commands_for_it(tmp_path: Pa
     assert "so more rounds are needed (`sgsbatch resume t --runs-dir" in res.stderr, res.stderr
     assert f"then fit them below the threshold: `sgsbatch fit t --runs-dir {tmp_path} --min-generations 0` (the last " \
            "point is at 200 generations)" in res.stderr and " RUN" not in res.stderr, res.stderr
+
+
+def test_a_fork_says_which_inherited_file_it_quarantined(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sgsbatch.config.loading import load_config
+    from sgsbatch.ops import fork as F
+    from sgsbatch.ops import rebuild as R
+    from tests.runlib import TINY
+
+    parent = recorded_run(tmp_path, "p")
+    child = load_config(TINY, [f"run.runs_dir={tmp_path}", "run.name=c", "run.executor=local", "run.rounds=2"])
+    real = R.rebuild
+    bad = {"time": 0.0, "file": "rounds/r0000/solve/shard_00000.jsonl.gz", "moved_to": "quarantine/rounds/r0000/solve/"
+           "shard_00000.jsonl.gz.1", "reason": "BadGzipFile: Not a gzipped file", "round": 0, "records_recovered": 0,
+           "records_expected": 8}
+
+    def rebuild(*args: object, **kw: object) -> R.RebuildReport:
+        rep = real(*args, **kw)  # type: ignore[arg-type]
+        rep.quarantined.append(bad)  # as if the inherited shard file had been met corrupt
+        return rep
+
+    monkeypatch.setattr(R, "rebuild", rebuild)
+    monkeypatch.setattr("sgsbatch.ops.control.start", lambda h: None)
+    f = F.Fork(child, parent.paths, 1, [], [], {"parent": "p", "parent_dir": str(parent.paths.root), "round": 1})
+    _, mat = F.fork(f, "local")
+    assert any(n.startswith("inherited from run p: rounds/r0000/solve/shard_00000.jsonl.gz was corrupt (BadGzipFile")
+               and "0 of 8 record(s) recovered" in n and "run p's file is unchanged" in n for n in mat.notes), mat.notes
