@@ -43,6 +43,7 @@ from sgsbatch.run.quarantine import note
 from sgsbatch.run.shards import CorruptShard, Shard, unfinished
 from sgsbatch.scheduling.eval_jobs import cancel_pending
 from sgsbatch.scheduling.executor import executor_for
+from sgsbatch.scheduling.liveness import StallReason
 from sgsbatch.state.schema import RunState
 
 ENDED = ("completed", "failed", "cancelled")
@@ -275,6 +276,8 @@ def resume_locked(h: RunHandle, force: bool) -> str:
     stuck = [a for a in st.alerts if a["metric"] == alert("stuck_shards")]
     if st.state in ("running", "pending") and not force and not stuck:
         return f"run {h.cfg.run.name} is {st.state}; nothing to repair (use --force to resubmit anyway)"
+    if st.stall == StallReason.disk_full and not force:  # its tasks would only wait for space: say so instead
+        raise RunError(f"run {h.cfg.run.name} is not resumed: {st.message} (--force resubmits it anyway)")
     executor_for(h).stop(h)
     r = first_unfinished_round(h)
     hung = _count_hangs(h, st, stuck)

@@ -31,6 +31,8 @@ the round and what to do, exits non-zero and loses nothing.
   `sgsbatch resume RUN`).
 - a fork whose inherited round holds a corrupt shard file says so when it is launched (its rebuild quarantined
   the fork's copy, silently: only `status` of the fork showed it).
+- `resume` of a run stalled on a full disk (free space under alerts.min_free_mb) is refused naming the disk, its
+  free space and path (it said "resubmitted" and the run stalled again at once); --force resubmits anyway.
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -306,3 +308,17 @@ def test_a_fork_says_which_inherited_file_it_quarantined(tmp_path: Path, monkeyp
     _, mat = F.fork(f, "local")
     assert any(n.startswith("inherited from run p: rounds/r0000/solve/shard_00000.jsonl.gz was corrupt (BadGzipFile")
                and "0 of 8 record(s) recovered" in n and "run p's file is unchanged" in n for n in mat.notes), mat.notes
+
+
+def test_resume_on_a_full_disk_says_the_disk_instead_of_resubmitting(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from sgsbatch.ops import status as status_mod
+
+    h = recorded_run(tmp_path, "t")  # running, no driver: a stall resume repairs, but on a full disk
+    monkeypatch.setattr(status_mod, "free_space", lambda paths: {"path": str(paths.root), "free_bytes": 4096,
+                                                                  "total_bytes": 3_000_000})
+    res = _run(["resume", "t", "--runs-dir", str(tmp_path)])
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert res.stderr.startswith("Error: run t is not resumed: the disk is full: 4.1 KB free of 3.0 MB on the file "
+                                 f"system holding {h.paths.root}") and "(--force resubmits it anyway)" in res.stderr
+    assert h.row().message != "resumed", "nothing resubmitted"
