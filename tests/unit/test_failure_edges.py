@@ -33,6 +33,8 @@ the round and what to do, exits non-zero and loses nothing.
   the fork's copy, silently: only `status` of the fork showed it).
 - `resume` of a run stalled on a full disk (free space under alerts.min_free_mb) is refused naming the disk, its
   free space and path (it said "resubmitted" and the run stalled again at once); --force resubmits anyway.
+- `rebuild` restores held-out evaluation's eval/<set>/pass@<k> from eval/rNNNN/<set>/summary.json (a rebuilt
+  database had none: status said "round 1 done" without values, metrics and the report had nothing).
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -322,3 +324,24 @@ def test_resume_on_a_full_disk_says_the_disk_instead_of_resubmitting(tmp_path: P
     assert res.stderr.startswith("Error: run t is not resumed: the disk is full: 4.1 KB free of 3.0 MB on the file "
                                  f"system holding {h.paths.root}") and "(--force resubmits it anyway)" in res.stderr
     assert h.row().message != "resumed", "nothing resubmitted"
+
+
+def test_rebuild_restores_the_evaluations_metrics(tmp_path: Path) -> None:
+    import sqlite3
+
+    h = recorded_run(tmp_path, "t", sets=["eval.sets={mini = 'x.jsonl', other = 'y.jsonl'}"])
+    h.db.close()
+    for name, done in (("mini", True), ("other", False)):  # other: no marker, an evaluation that did not finish
+        where = h.paths.eval_dir(0, name)
+        where.mkdir(parents=True)
+        (where / "summary.json").write_text(json.dumps({"pass_at_k": {"1": 0.25, "8": 0.5}}))
+        if done:
+            h.paths.eval_done(0, name).write_text("1\n")
+    res = _run(["rebuild", "t", "--runs-dir", str(tmp_path), "--force"])
+    assert res.exit_code == 0, res.output
+    con = sqlite3.connect(h.paths.db)
+    try:
+        got = dict(con.execute("SELECT name, value FROM metrics WHERE round = 0 AND name LIKE 'eval/%'").fetchall())
+    finally:
+        con.close()
+    assert got == {"eval/mini/pass@1": 0.25, "eval/mini/pass@8": 0.5}
