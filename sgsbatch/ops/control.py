@@ -13,6 +13,7 @@ to TensorBoard (`status` itself is read-only).
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -20,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy.exc import DBAPIError
 
 from sgsbatch.config.loading import (
     Origins,
@@ -30,7 +33,7 @@ from sgsbatch.config.loading import (
     parse_override,
 )
 from sgsbatch.config.schema import PUBLISHED_CLIP, Config
-from sgsbatch.errors import ConfigError, RunError, SchedulerError
+from sgsbatch.errors import ConfigError, RunError, SchedulerError, disk_full_message, is_disk_full
 from sgsbatch.ops.notify import Event, events
 from sgsbatch.ops.status import RunStatus, run_status
 from sgsbatch.round.alarms import alert_values
@@ -255,7 +258,19 @@ def cancel(h: RunHandle) -> None:
         if h.row().state == RunState.completed:
             raise RunError(f"run {h.cfg.run.name!r} is completed; nothing to cancel")
         # cancelled first: a Slurm train job ending its round now submits no next round (chain.py)
-        h.set_state(RunState.cancelled, "cancelled by user")
+        try:
+            h.set_state(RunState.cancelled, "cancelled by user")
+        except Exception as e:  # a full disk: the jobs are stopped all the same (they would only fill it further)
+            if isinstance(e, OSError) and is_disk_full(e):
+                full = e
+            elif isinstance(e, DBAPIError) and "disk is full" in str(e.orig):  # SQLite's SQLITE_FULL
+                full = OSError(errno.ENOSPC, f"SQLite: {e.orig}")
+            else:
+                raise
+            executor_for(h).stop(h)
+            cancel_pending(h)
+            raise RunError(f"run {h.cfg.run.name}: its jobs are stopped, but the cancellation could not be recorded: "
+                           f"{disk_full_message(full, str(h.paths.root))}") from None
         executor_for(h).stop(h)
         cancel_pending(h)  # held-out evaluation jobs beside the chain hold GPUs too
 

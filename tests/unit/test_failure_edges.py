@@ -35,6 +35,9 @@ the round and what to do, exits non-zero and loses nothing.
   free space and path (it said "resubmitted" and the run stalled again at once); --force resubmits anyway.
 - `rebuild` restores held-out evaluation's eval/<set>/pass@<k> from eval/rNNNN/<set>/summary.json (a rebuilt
   database had none: status said "round 1 done" without values, metrics and the report had nothing).
+- `cancel` on a full disk stops the run's jobs even though the cancellation cannot be recorded, and says so
+  (it failed before stopping anything: a run filling its disk could not be stopped); a lock's holder line that
+  does not fit on the disk is left unsaid, the lock is held all the same (every command failed to take it).
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -345,3 +348,33 @@ def test_rebuild_restores_the_evaluations_metrics(tmp_path: Path) -> None:
     finally:
         con.close()
     assert got == {"eval/mini/pass@1": 0.25, "eval/mini/pass@8": 0.5}
+
+
+def test_cancel_on_a_full_disk_stops_the_jobs_and_says_what_was_not_recorded(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from sgsbatch.ops import control
+    from sgsbatch.run.handle import RunHandle
+    from sgsbatch.run.lock import LockHeld, OwnerLock
+
+    h = recorded_run(tmp_path, "t")
+    stopped: list[str] = []
+
+    class Executor:
+        def stop(self, handle: RunHandle) -> None:
+            stopped.append("jobs")
+
+    def full(*_args: object, **_kw: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(control, "executor_for", lambda handle: Executor())
+    monkeypatch.setattr(control, "cancel_pending", lambda handle: stopped.append("evaluations"))
+    monkeypatch.setattr(RunHandle, "set_state", full)
+    monkeypatch.setattr(os, "pwrite", full)  # the control lock's holder line does not fit either
+    res = _run(["cancel", "t", "--runs-dir", str(tmp_path)])
+    assert res.exit_code == 1 and stopped == ["jobs", "evaluations"], res.output
+    assert res.stderr.startswith("Error: run t: its jobs are stopped, but the cancellation could not be recorded: "
+                                 "the disk is full: ") and str(h.paths.root) in res.stderr, res.stderr
+    with OwnerLock(tmp_path / "x.lock").acquire(), pytest.raises(LockHeld):
+        OwnerLock(tmp_path / "x.lock").acquire()
