@@ -56,10 +56,10 @@ class DamagedFile(RunError, ValueError):
     """A file of the run that sgsbatch wrote whole cannot be read back (bytes flipped or lost on disk): names
     the file and why; a ValueError too, for readers that treat an unreadable file as absent. Exit code 1."""
 
-    def __init__(self, path: object, reason: str) -> None:
+    def __init__(self, path: object, reason: str, remedy: str = "") -> None:
         self.path, self.reason = path, reason
-        super().__init__(f"{path} is damaged ({reason}): it no longer holds what sgsbatch wrote there; restore it "
-                         f"from a backup (or a copy of the run), then run the command again")
+        super().__init__(f"{path} is damaged ({reason}): it no longer holds what sgsbatch wrote there; "
+                         + (remedy or "restore it from a backup (or a copy of the run), then run the command again"))
 
 
 class SchedulerError(SgsError):

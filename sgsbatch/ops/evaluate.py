@@ -21,7 +21,7 @@ from typing import Any
 from sqlmodel import select
 
 from sgsbatch.data import load_data_source
-from sgsbatch.errors import InputError
+from sgsbatch.errors import DamagedFile, InputError
 from sgsbatch.phases.evaluate import evaluate_set, is_evaluated, read_summary, solver_weights
 from sgsbatch.round import metrics as M
 from sgsbatch.run.checkpoint import is_complete
@@ -106,7 +106,12 @@ def evaluate_round(h: RunHandle, r: int, only: str | None = None, force: bool = 
         where = h.paths.eval_dir(r, name)
         reused = is_evaluated(h.paths, r, name) and not force
         if reused:
-            summary = read_summary(where)
+            try:
+                summary = read_summary(where)
+            except DamagedFile as damaged:
+                again = command("eval", h.paths, "--round", str(r), "--set", name, "--force")
+                raise DamagedFile(damaged.path, damaged.reason, f"evaluate the set again with `{again}` (or restore the file "
+                                                    f"from a backup)") from None
         else:
             targets = load_data_source(e.set_data(name), str(h.paths.config), key=f"eval.sets.{name}").targets
             summary = evaluate_set(cfg, h.paths, r, name, targets, samples=e.samples, ks=e.pass_k,

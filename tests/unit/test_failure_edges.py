@@ -3,7 +3,8 @@ the round and what to do, exits non-zero and loses nothing.
 
 - `eval --round N` of a completed round whose Solver weights retention deleted: refused (exit 2) naming the
   checkpoint and the rounds whose weights are kept, before anything is sampled (also with --submit); a set
-  already evaluated for that round is still shown from its files.
+  already evaluated for that round is still shown from its files; one whose summary.json is damaged is named,
+  with the `eval ... --force` that evaluates it again (was a JSONDecodeError traceback).
 - a run file sgsbatch wrote whole that no longer reads (not JSON, not UTF-8: targets.jsonl, a round's inputs.json,
   a marker): `rebuild --force` fails naming it and leaves state.db as it was (was a JSONDecodeError traceback);
   a damaged `conjectures.jsonl` (a cache of the conjecture shards) is derived again, not half-read (a KeyError
@@ -378,3 +379,18 @@ def test_cancel_on_a_full_disk_stops_the_jobs_and_says_what_was_not_recorded(tmp
                                  "the disk is full: ") and str(h.paths.root) in res.stderr, res.stderr
     with OwnerLock(tmp_path / "x.lock").acquire(), pytest.raises(LockHeld):
         OwnerLock(tmp_path / "x.lock").acquire()
+
+
+def test_eval_of_a_set_whose_stored_summary_is_damaged_names_it_and_the_way_out(tmp_path: Path) -> None:
+    h = recorded_run(tmp_path, "t", sets=["eval.sets={mini = 'x.jsonl'}"])
+    _complete_round(h, 0)
+    where = h.paths.eval_dir(0, "mini")
+    where.mkdir(parents=True)
+    h.paths.eval_done(0, "mini").write_text("1\n")
+    for damage in ("{\"pass_at_k\": {\"1\": 0.5", "[]", '{"set": "mini"}'):
+        (where / "summary.json").write_text(damage)
+        res = _run(["eval", "t", "--runs-dir", str(tmp_path), "--round", "0"])
+        assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+        assert res.stderr.startswith(f"Error: {where / 'summary.json'} is damaged (") and \
+            f"evaluate the set again with `sgsbatch eval t --runs-dir {tmp_path} --round 0 --set mini --force`" \
+            in res.stderr, res.stderr
