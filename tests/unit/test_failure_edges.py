@@ -39,6 +39,8 @@ the round and what to do, exits non-zero and loses nothing.
 - `cancel` on a full disk stops the run's jobs even though the cancellation cannot be recorded, and says so
   (it failed before stopping anything: a run filling its disk could not be stopped); a lock's holder line that
   does not fit on the disk is left unsaid, the lock is held all the same (every command failed to take it).
+- a fork's forked_from.json damaged into other JSON (a string, a round that is no number) reads as unreadable,
+  like one that is not JSON (status and the report failed with a TypeError or ValueError traceback).
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -394,3 +396,17 @@ def test_eval_of_a_set_whose_stored_summary_is_damaged_names_it_and_the_way_out(
         assert res.stderr.startswith(f"Error: {where / 'summary.json'} is damaged (") and \
             f"evaluate the set again with `sgsbatch eval t --runs-dir {tmp_path} --round 0 --set mini --force`" \
             in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("text", ['"str"', '{"parent": "p", "parent_dir": "/x", "round": "abc"}', '[1]',
+                                  '{"parent": "p", "round": 1}'])
+def test_a_damaged_fork_record_reads_as_unreadable(tmp_path: Path, text: str) -> None:
+    from sgsbatch.run import lineage
+
+    h = recorded_run(tmp_path, "t")
+    (h.paths.root / lineage.FILE).write_text(text)
+    assert lineage.read(h.paths) is None
+    assert _run(["status", "t", "--runs-dir", str(tmp_path)]).exit_code == 0
+    (h.paths.root / lineage.FILE).write_text('{"parent": "p", "parent_dir": "/x", "round": 1}')
+    assert "forked from p at round 1 (its round 0 inherited; /x)" in _run(["status", "t", "--runs-dir",
+                                                                           str(tmp_path)]).stdout
