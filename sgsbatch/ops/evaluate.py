@@ -93,6 +93,14 @@ def check_submittable(h: RunHandle, r: int, only: str | None = None) -> None:
     sets = chosen_sets(h, only)
     _check_round(h, r)
     _check_weights(h, r, sorted(sets), force=False)
+    from sgsbatch.scheduling.eval_jobs import live_job
+
+    job = live_job(h, r)
+    if job is not None:  # two jobs would write the same files, and the first one's id would be forgotten
+        stop = f"scancel {job}" if not job.startswith("pid ") else f"kill -TERM -- -{job.removeprefix('pid ')}"
+        raise InputError(f"--submit: round {r}'s evaluation of run {h.cfg.run.name} is already submitted ({job}) and "
+                         f"not done; wait for it (`{command('status', h.paths)}` lists it), or stop it (`{stop}`) and "
+                         f"submit again")
 
 
 def evaluate_round(h: RunHandle, r: int, only: str | None = None, force: bool = False) -> list[SetResult]:

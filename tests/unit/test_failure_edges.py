@@ -41,6 +41,8 @@ the round and what to do, exits non-zero and loses nothing.
   does not fit on the disk is left unsaid, the lock is held all the same (every command failed to take it).
 - a fork's forked_from.json damaged into other JSON (a string, a round that is no number) reads as unreadable,
   like one that is not JSON (status and the report failed with a TypeError or ValueError traceback).
+- `eval --submit` of a round whose evaluation job is still queued or running is refused naming the job and how
+  to stop it (a second job wrote the same files, and job.json forgot the first, so `cancel` no longer stopped it).
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -410,3 +412,30 @@ def test_a_damaged_fork_record_reads_as_unreadable(tmp_path: Path, text: str) ->
     (h.paths.root / lineage.FILE).write_text('{"parent": "p", "parent_dir": "/x", "round": 1}')
     assert "forked from p at round 1 (its round 0 inherited; /x)" in _run(["status", "t", "--runs-dir",
                                                                            str(tmp_path)]).stdout
+
+
+def test_eval_submit_refuses_a_second_job_for_a_round_being_evaluated(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from sgsbatch.scheduling.eval_jobs import live_job
+
+    h = recorded_run(tmp_path, "t", sets=["eval.sets={mini = 'x.jsonl'}"])
+    _complete_round(h, 0)
+    ck = h.paths.checkpoint(0, "solver")
+    ck.mkdir(parents=True)
+    (ck / "SGSBATCH_COMPLETE").write_text("")
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "eval", str(h.paths.root)],
+                           start_new_session=True)
+    try:
+        h.paths.eval_round_dir(0).mkdir(parents=True)
+        h.paths.eval_job(0).write_text(json.dumps({"job_id": f"pid {job.pid}", "executor": "local", "round": 0,
+                                                   "set": None}))
+        res = _run(["eval", "t", "--runs-dir", str(tmp_path), "--round", "0", "--submit"])
+        assert res.exit_code == 2 and f"round 0's evaluation of run t is already submitted (pid {job.pid}) and not " \
+            f"done" in res.stderr and f"kill -TERM -- -{job.pid}" in res.stderr, res.output
+        assert json.loads(h.paths.eval_job(0).read_text())["job_id"] == f"pid {job.pid}", "the first job's id kept"
+    finally:
+        job.kill()
+        job.wait()
+    assert live_job(h, 0) is None, "a job that ended no longer blocks a new one"
