@@ -52,6 +52,16 @@ class RunError(SgsError):
     """The run is in a state that forbids the command (completed, locked by another command, damaged)."""
 
 
+class DamagedFile(RunError, ValueError):
+    """A file of the run that sgsbatch wrote whole cannot be read back (bytes flipped or lost on disk): names
+    the file and why; a ValueError too, for readers that treat an unreadable file as absent. Exit code 1."""
+
+    def __init__(self, path: object, reason: str, remedy: str = "") -> None:
+        self.path, self.reason = path, reason
+        super().__init__(f"{path} is damaged ({reason}): it no longer holds what sgsbatch wrote there; "
+                         + (remedy or "restore it from a backup (or a copy of the run), then run the command again"))
+
+
 class SchedulerError(SgsError):
     """Slurm (or the local executor) refused or failed an operation."""
 
@@ -94,12 +104,13 @@ def human_bytes(n: float) -> str:
 
 
 def disk_full_message(exc: OSError, where: str | None = None) -> str:
-    """One line for a full disk: the file the write failed on, the file system's free space and what to do."""
-    path = exc.filename or where or os.getcwd()
+    """One line for a full disk: the file the write failed on, the file system's free space and what to do.
+    A copy's or a rename's error names its source first and its destination second: the destination is written."""
+    path = exc.filename2 or exc.filename or where or os.getcwd()
     space = free_space(str(path))
     room = (f"{human_bytes(space[0])} free of {human_bytes(space[1])}" if space is not None
             else "free space unknown")
     what = "the disk quota is spent" if exc.errno == errno.EDQUOT else "the disk is full"
-    writing = f"writing {path}" if exc.filename else f"a write under {path}"
+    writing = f"writing {path}" if exc.filename or exc.filename2 else f"a write under {path}"
     return (f"{what}: {writing} failed ({exc.strerror}); {room} on the file system holding it; free space "
             f"there (or move the runs directory to a larger disk), then run the command again")

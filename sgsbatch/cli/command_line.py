@@ -14,11 +14,13 @@ import errno
 import functools
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from sgsbatch.errors import (
     EXIT_FAILED,
@@ -31,11 +33,22 @@ from sgsbatch.errors import (
 from sgsbatch.run.paths import default_runs_dir
 
 F = TypeVar("F", bound=Callable[..., Any])
+OUTPUTS = ("out_path", "out_dir", "plot_path")  # the parameters of --out and --plot (OutPath)
+
+
+def _thread_errors(args: Any) -> None:
+    """threading.excepthook under `clean_errors`: a helper thread that found the disk full (TensorBoard's
+    writer) prints no traceback; the command meets the same error when it waits on the thread (its
+    flush or close re-raises it) and says it in one line."""
+    if is_disk_full(args.exc_value):
+        return
+    threading.__excepthook__(args)
 
 
 def clean_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        threading.excepthook = _thread_errors
         try:
             return fn(*args, **kwargs)
         except UserInterrupt as e:
@@ -53,6 +66,9 @@ def clean_errors(fn: F) -> F:
 
             if is_disk_full(e):
                 assert isinstance(e, OSError)
+                out = next((kwargs[k] for k in OUTPUTS if kwargs.get(k) is not None), None)
+                if out is not None and not (e.filename or e.filename2):  # a command with an output writes only it
+                    e.filename = str(Path(out).absolute())
                 click.echo(click.style("Error:", fg="red", bold=True) + f" {disk_full_message(e, _where(kwargs))}",
                            err=True)
                 sys.exit(EXIT_FAILED)
@@ -120,6 +136,13 @@ site_option = click.option("--site", type=click.Path(dir_okay=False, path_type=P
                            help="Site file laid over CONFIG (before --set): this cluster's [slurm] settings "
                                 "([slurm.defaults] for every phase), run.runs_dir and the like; see "
                                 "jobs/site.example.toml.")
+def typed_site(site: Path | None) -> bool:
+    """Whether --site was given on the command line, not taken from $SGSBATCH_SITE (which README's set-up exports
+    for every command): a command given a launched run refuses only a typed one (the run holds its site's settings)."""
+    ctx = click.get_current_context(silent=True)
+    return site is not None and (ctx is None or ctx.get_parameter_source("site") != ParameterSource.ENVIRONMENT)
+
+
 set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                           help="Override a config key (dotted TOML path); repeatable. Values parse as TOML, else "
                                "as strings.")

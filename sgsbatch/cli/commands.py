@@ -25,6 +25,7 @@ from sgsbatch.cli.command_line import (
     runs_dir_option,
     set_option,
     site_option,
+    typed_site,
     version_option,
 )
 from sgsbatch.cli.config_commands import config
@@ -216,7 +217,14 @@ def plan_command(config: Path, overrides: tuple[str, ...], as_json: bool, site: 
         origins: Origins = {}
         cfg = load_for_command(config, overrides, site, runs_dir, origins)
         p = make_plan(cfg, where=data_origin(origins, str(config)))
-    elif overrides or site:
+    elif overrides or typed_site(site):
+        from sgsbatch.errors import InputError
+        from sgsbatch.run.handle import existing_run_paths
+
+        try:  # a launched run has its own site settings: $SGSBATCH_SITE (README's set-up exports it) is not refused
+            existing_run_paths(runs_dir or default_runs_dir(), str(config))
+        except InputError as e:
+            raise InputError(f"{config} is neither a jobs file nor a launched run: {e}") from None
         raise click.UsageError(f"{config} is a run, not a jobs file: --set and --site apply to a jobs file (a "
                                f"launched run is amended with `sgsbatch resume {config} --set KEY=VALUE`)")
     else:

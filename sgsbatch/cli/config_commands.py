@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from sgsbatch.cli.command_line import clean_errors, set_option, site_option
+from sgsbatch.cli.command_line import clean_errors, set_option, site_option, typed_site
 
 
 @click.group()
@@ -55,7 +55,7 @@ def show(target: str | None, overrides: tuple[str, ...], site: Path | None, runs
         from sgsbatch.run.handle import existing_run_paths, read_frozen_config
         from sgsbatch.run.paths import default_runs_dir
 
-        if overrides or site is not None:
+        if overrides or typed_site(site):
             raise click.UsageError("--set and --site apply to a jobs file (CONFIG), not to a run; amend a run "
                                    "with `sgsbatch resume RUN --set KEY=VALUE`")
         if target.endswith(".toml"):

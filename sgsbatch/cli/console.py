@@ -107,14 +107,17 @@ def _watch_details(st: dict[str, Any]) -> list[str]:
 
 
 def evaluations_text(evals: list[dict[str, Any]], last: int = 4) -> str:
-    """The evaluated rounds (scheduling/eval_jobs.evaluations), the newest `last`: done, or waiting with its job."""
+    """The evaluated rounds (scheduling/eval_jobs.evaluations), the newest `last`: done, or waiting with its job;
+    the newest done round's values of eval/<set>/pass@<k> (`metrics` of its entry) after it."""
+    newest = next((e for e in reversed(evals) if e["done"] and e.get("metrics")), None)
     parts = []
     for e in evals[-last:]:
         job = f"job {e['job_id']}, " if e["job_id"] else ""
-        parts.append(f"round {e['round']} done" if e["done"] else
+        values = ", ".join(f"{k} = {v:g}" for k, v in sorted(e["metrics"].items())) if e is newest else ""
+        parts.append(f"round {e['round']} done" + (f" ({values})" if values else "") if e["done"] else
                      f"round {e['round']} waiting ({job}{e['sets_done']} of {e['sets']} sets done)")
     more = f"{len(evals) - last} earlier rounds, " if len(evals) > last else ""
-    return more + ", ".join(parts) + " (metrics eval/<set>/pass@<k>)"
+    return more + ", ".join(parts) + ("" if newest in evals[-last:] else " (metrics eval/<set>/pass@<k>)")
 
 
 def status_text(st: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ its ops/ module (fit.py, report.py, comparison.py, proofs.py, export.py); cli/co
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -134,8 +135,11 @@ def metrics(runs: tuple[str, ...], runs_dir: str, as_csv: bool, as_json: bool, p
     if out_path is None:
         write_rows(rows, sys.stdout, fmt)
         return
-    with out_path.open("w", encoding="utf-8", newline="") as f:
-        write_rows(rows, f, fmt)
+    from sgsbatch.run.shards import atomic_write_text
+
+    text = io.StringIO(newline="")
+    write_rows(rows, text, fmt)
+    atomic_write_text(out_path, text.getvalue())  # whole or not at all: an earlier file stays on a full disk
     click.echo(f"wrote {len(rows)} rows to {out_path}", err=True)
 
 
@@ -177,8 +181,8 @@ def proofs(run: str, runs_dir: str, target: str | None, round_: int | None, conj
         click.echo(f"run {run}: no {what}" + (f" for {target}" if target else "")
                    + (f" in round {round_}" if round_ is not None else ""), err=True)
         return
-    mark = f" [SIMULATED {rows[0]['simulated']}]" if rows[0]["simulated"] else ""
     for row in rows:
+        mark = f" [SIMULATED {row['simulated']}]" if row["simulated"] else ""  # per row: a fork's rounds differ
         if conjectures:
             g = row["guide"]
             scores = ("guide: not reviewed" if g is None else
@@ -222,9 +226,11 @@ def export(run: str, runs_dir: str, out_dir: Path, force: bool, repo: str | None
         sgsbatch export sgs --out sgs-proofs --push-to-hub me/sgs-proofs
         python -c "import datasets; print(datasets.load_dataset('sgs-proofs', 'conjectures'))"
     """
-    from sgsbatch.ops.export import export_run, push_to_hub
+    from sgsbatch.ops.export import check_repo, export_run, push_to_hub
     from sgsbatch.run.handle import open_run
 
+    if repo is not None:
+        check_repo(repo)
     counts = export_run(open_run(runs_dir, run, readonly=True), out_dir, force=force)
     click.echo(f"wrote {out_dir}: " + ", ".join(f"{n} {config}" for config, n in counts.items()))
     if repo is not None:

@@ -13,6 +13,7 @@ to TensorBoard (`status` itself is read-only).
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -20,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy.exc import DBAPIError
 
 from sgsbatch.config.loading import (
     Origins,
@@ -30,7 +33,7 @@ from sgsbatch.config.loading import (
     parse_override,
 )
 from sgsbatch.config.schema import PUBLISHED_CLIP, Config
-from sgsbatch.errors import ConfigError, RunError, SchedulerError
+from sgsbatch.errors import ConfigError, RunError, SchedulerError, disk_full_message, is_disk_full
 from sgsbatch.ops.notify import Event, events
 from sgsbatch.round.alarms import alert_values
 from sgsbatch.round.lifecycle import first_unfinished_round, prepare_round
@@ -42,6 +45,7 @@ from sgsbatch.run.quarantine import note
 from sgsbatch.run.shards import CorruptShard, Shard, unfinished
 from sgsbatch.scheduling.eval_jobs import cancel_pending
 from sgsbatch.scheduling.executor import executor_for
+from sgsbatch.scheduling.liveness import StallReason
 from sgsbatch.state.schema import RunState
 from sgsbatch.views.status import RunStatus, run_status
 
@@ -254,7 +258,19 @@ def cancel(h: RunHandle) -> None:
         if h.row().state == RunState.completed:
             raise RunError(f"run {h.cfg.run.name!r} is completed; nothing to cancel")
         # cancelled first: a Slurm train job ending its round now submits no next round (chain.py)
-        h.set_state(RunState.cancelled, "cancelled by user")
+        try:
+            h.set_state(RunState.cancelled, "cancelled by user")
+        except Exception as e:  # a full disk: the jobs are stopped all the same (they would only fill it further)
+            if isinstance(e, OSError) and is_disk_full(e):
+                full = e
+            elif isinstance(e, DBAPIError) and "disk is full" in str(e.orig):  # SQLite's SQLITE_FULL
+                full = OSError(errno.ENOSPC, f"SQLite: {e.orig}")
+            else:
+                raise
+            executor_for(h).stop(h)
+            cancel_pending(h)
+            raise RunError(f"run {h.cfg.run.name}: its jobs are stopped, but the cancellation could not be recorded: "
+                           f"{disk_full_message(full, str(h.paths.root))}") from None
         executor_for(h).stop(h)
         cancel_pending(h)  # held-out evaluation jobs beside the chain hold GPUs too
 
@@ -275,6 +291,8 @@ def resume_locked(h: RunHandle, force: bool) -> str:
     stuck = [a for a in st.alerts if a["metric"] == alert("stuck_shards")]
     if st.state in ("running", "pending") and not force and not stuck:
         return f"run {h.cfg.run.name} is {st.state}; nothing to repair (use --force to resubmit anyway)"
+    if st.stall == StallReason.disk_full and not force:  # its tasks would only wait for space: say so instead
+        raise RunError(f"run {h.cfg.run.name} is not resumed: {st.message} (--force resubmits it anyway)")
     executor_for(h).stop(h)
     r = first_unfinished_round(h)
     hung = _count_hangs(h, st, stuck)

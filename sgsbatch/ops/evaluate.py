@@ -20,10 +20,11 @@ from typing import Any
 
 from sqlmodel import select
 
-from sgsbatch.errors import InputError
+from sgsbatch.errors import DamagedFile, InputError
 from sgsbatch.logic.data import load_data_source
-from sgsbatch.phases.evaluate import evaluate_set, is_evaluated, read_summary
+from sgsbatch.phases.evaluate import evaluate_set, is_evaluated, read_summary, solver_weights
 from sgsbatch.round import metrics as M
+from sgsbatch.run.checkpoint import is_complete
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import command
 from sgsbatch.state.schema import Metric, Round
@@ -45,6 +46,19 @@ def _check_round(h: RunHandle, r: int) -> None:
         raise InputError(f"--round {r}: round {r} of run {h.cfg.run.name} has not completed ({state}), so its Solver "
                          f"weights are not published; evaluate a completed round (`{command('status', h.paths)}` "
                          f"shows them)")
+
+
+def _check_weights(h: RunHandle, r: int, names: list[str], force: bool) -> None:
+    """Round r's Solver weights are there when a set of `names` must be sampled (not stored, or `force`): an
+    InputError naming the checkpoint and the rounds whose weights are kept, before anything is sampled."""
+    if not force and all(is_evaluated(h.paths, r, name) for name in names):
+        return
+    try:
+        solver_weights(h.at(r), h.paths, r)
+    except FileNotFoundError as e:
+        kept = [k for k in range(h.cfg.run.rounds) if is_complete(h.paths.checkpoint(k, "solver"))]
+        raise InputError(f"--round {r}: {e}" + (f": --round {' or '.join(map(str, kept))}" if kept else
+                                                 " (none is kept)")) from None
 
 
 def chosen_sets(h: RunHandle, only: str | None) -> dict[str, str]:
@@ -76,21 +90,36 @@ def record_metrics(h: RunHandle, r: int, values: dict[str, float]) -> None:
 
 def check_submittable(h: RunHandle, r: int, only: str | None = None) -> None:
     """What `eval --submit` refuses before submitting: no such set, a round not completed."""
-    chosen_sets(h, only)
+    sets = chosen_sets(h, only)
     _check_round(h, r)
+    _check_weights(h, r, sorted(sets), force=False)
+    from sgsbatch.scheduling.eval_jobs import live_job
+
+    job = live_job(h, r)
+    if job is not None:  # two jobs would write the same files, and the first one's id would be forgotten
+        stop = f"scancel {job}" if not job.startswith("pid ") else f"kill -TERM -- -{job.removeprefix('pid ')}"
+        raise InputError(f"--submit: round {r}'s evaluation of run {h.cfg.run.name} is already submitted ({job}) and "
+                         f"not done; wait for it (`{command('status', h.paths)}` lists it), or stop it (`{stop}`) and "
+                         f"submit again")
 
 
 def evaluate_round(h: RunHandle, r: int, only: str | None = None, force: bool = False) -> list[SetResult]:
     """Evaluate round r's Solver weights on the run's evaluation sets (see the module docstring)."""
     sets = chosen_sets(h, only)
     _check_round(h, r)
+    _check_weights(h, r, sorted(sets), force)
     cfg, e = h.at(r), h.cfg.eval
     out: list[SetResult] = []
     for name in sorted(sets):
         where = h.paths.eval_dir(r, name)
         reused = is_evaluated(h.paths, r, name) and not force
         if reused:
-            summary = read_summary(where)
+            try:
+                summary = read_summary(where)
+            except DamagedFile as damaged:
+                again = command("eval", h.paths, "--round", str(r), "--set", name, "--force")
+                raise DamagedFile(damaged.path, damaged.reason, f"evaluate the set again with `{again}` (or restore the file "
+                                                    f"from a backup)") from None
         else:
             targets = load_data_source(e.set_data(name), str(h.paths.config), key=f"eval.sets.{name}").targets
             summary = evaluate_set(cfg, h.paths, r, name, targets, samples=e.samples, ks=e.pass_k,

@@ -33,7 +33,9 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -120,12 +122,16 @@ def dataset_card(h: RunHandle, rows: dict[str, list[dict[str, Any]]]) -> str:
     verified_conj = sum(1 for c in rows["conjectures"] if c["verified"] > 0)
     failed = sum(1 for c in rows["conjectures"] if c["reviewed"] and not c["guide_parsed"])
     lines = [f"{CARD_TITLE}{h.cfg.run.name}: proofs and conjectures", ""]
-    if h.cfg.simulated:
-        parts = h.cfg.simulated_label()
+    labels = sorted({str(x["simulated"]) for config in rows.values() for x in config if x["simulated"]})
+    if h.cfg.simulated or labels:  # a fork's inherited rounds keep their parent's labels (proofs.round_labels)
+        parts = "; ".join(sorted({h.cfg.simulated_label(), *labels} - {""}))
         lean = ("its proofs were not checked by Lean" if "verifier" in parts or "rehearsal" in parts else
                 "its proofs were checked by the configured verifier")
         lines += [f"**SIMULATED**: this run used SIMULATED parts ({parts}; the `simulated` column of every row "
-                  f"says so too); {lean}.", ""]
+                  f"says so too); {lean}." if h.cfg.simulated else
+                  f"**SIMULATED**: the rounds this run inherited from the run it was forked from used SIMULATED "
+                  f"parts ({parts}); the `simulated` column of each row says which rows; {lean.replace('its', 'their')}.",
+                  ""]
     lines += [
         "Self-Guided Self-Play (arXiv 2604.20209) run by sgsbatch. Configs (one `train` split each; "
         "`datasets.load_dataset(REPO, \"proofs\")`):", "",
@@ -209,11 +215,35 @@ def export_run(h: RunHandle, out: Path, force: bool = False) -> dict[str, int]:
         if not is_export(out):
             raise InputError(f"--out {out} is not an earlier export (no sgsbatch dataset card README.md); --force "
                              "replaces only an export, never another directory: choose an empty or new directory")
-        shutil.rmtree(out)
     rows = export_rows(h)
-    out.mkdir(parents=True, exist_ok=True)
-    write_export(out, rows, h.cfg.run.name, dataset_card(h, rows))
+    _write_whole(out, lambda staging: write_export(staging, rows, h.cfg.run.name, dataset_card(h, rows)))
     return {name: len(r) for name, r in rows.items()}
+
+
+def _write_whole(out: Path, write: Callable[[Path], None]) -> None:
+    """`write` into a new sibling directory of `out`, then its files into `out` in place of what was there
+    (renames): an export that fails (a full disk) leaves `out` as it was and nothing of its own behind."""
+    final = out.absolute()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = final.parent / f".{final.name}.exporting-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        staging.mkdir()
+        write(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if not final.exists():
+        staging.rename(final)
+        return
+    old = final.parent / f".{final.name}.replaced-{os.getpid()}"  # the earlier export (--force), gone at the end
+    old.mkdir()
+    for entry in list(final.iterdir()):
+        entry.rename(old / entry.name)
+    for entry in list(staging.iterdir()):
+        entry.rename(final / entry.name)
+    staging.rmdir()
+    shutil.rmtree(old)
 
 
 def hub_token() -> str | None:
@@ -248,7 +278,22 @@ def hub_failure_message(repo: str, out: Path, e: BaseException) -> str:
     reason = str(e).strip().splitlines()[0] if str(e).strip() else "no reason given"
     return (f"--push-to-hub {repo}: the push to the Hugging Face Hub failed ({type(e).__name__}: {reason}); "
             f"the export is complete on disk in {out.absolute()}: push it later with "
-            f"`hf upload {repo} {out.absolute()} --repo-type dataset`")
+            f"`hf upload {shlex.quote(repo)} {shlex.quote(str(out.absolute()))} --repo-type dataset`")
+
+
+def check_repo(repo: str) -> None:
+    """`--push-to-hub REPO` checked before anything is written: an InputError (exit 2) naming a repo id the Hub
+    refuses (`name` or `namespace/name` of letters, digits, - _ .), so a typo costs no export first."""
+    try:
+        from huggingface_hub.utils import validate_repo_id
+    except ImportError:
+        return
+    try:
+        validate_repo_id(repo)
+    except ValueError as e:  # HFValidationError
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else "not a repo id"
+        raise InputError(f"--push-to-hub {repo!r}: not a Hugging Face repo id ({reason}); give NAMESPACE/NAME, "
+                         f"e.g. --push-to-hub me/sgs-proofs") from None
 
 
 def push_to_hub(out: Path, repo: str) -> None:

@@ -311,11 +311,16 @@ def fork(f: Fork, executor: str, canary: dict[str, Any] | None = None) -> tuple[
         f.record["files"] = {"linked": mat.linked, "copied": mat.copied, "copied_across_file_systems": mat.across,
                              "bytes_linked": mat.bytes_linked}
         atomic_write_json(paths.root / FILE, f.record)
-        rebuild(paths, executor=executor)
+        rebuilt = rebuild(paths, executor=executor)
         h = open_run_dir(paths)
     except BaseException:
         remove_new_run_dir(paths, made)
         raise
+    from sgsbatch.run.quarantine import describe as describe_quarantine
+
+    for q in rebuilt.quarantined:  # a corrupt file of an inherited round: the fork's copy quarantined, said here
+        mat.notes.append(f"inherited from run {f.parent.name}: {describe_quarantine(q)} (the fork's rounds lack what "
+                         f"it held; run {f.parent.name}'s file is unchanged)")
     h.set_state(RunState.running, f"forked from {f.parent.name} at round {f.round}")
     start(h)
     return h, mat

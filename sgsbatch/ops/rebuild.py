@@ -11,7 +11,7 @@ rebuilt database like the old one.
 
 Covered: runs, rounds, phases (each round's shard counts as amended, run/amendments.py), the
 config's amendments (`amendments.jsonl`), problems, attempts with verdicts, the solved store, conjectures,
-reviews, metrics (TensorBoard points rewritten too), a fork's parent (`forked_from.json` stays in the
+reviews, metrics (TensorBoard points rewritten too), held-out evaluation's metrics (from eval/), a fork's parent (`forked_from.json` stays in the
 directory; ops/fork.py builds a fork's database with this module), checkpoints (marked deleted where the
 retention policy removed the weights), Slurm jobs with their restarts (from sacct, while
 accounting remembers them).
@@ -182,6 +182,30 @@ def _restore_amendments(h: RunHandle) -> int:
     return len(records)
 
 
+def _restore_evaluations(h: RunHandle) -> int:
+    """Held-out evaluation's eval/<set>/pass@<k> of every evaluated round, from each complete set's summary.json
+    (ops/evaluate.py wrote both; a set without its marker, or whose summary cannot be read, is left out, as
+    `sgsbatch eval` would sample it again). Returns the rounds restored."""
+    from sgsbatch.ops.evaluate import record_metrics
+    from sgsbatch.phases.evaluate import is_evaluated, read_summary
+    from sgsbatch.round.metrics import eval_pass_at
+
+    root, restored = h.paths.root / "eval", 0
+    for d in sorted(root.glob("r[0-9]*")) if root.is_dir() else []:
+        if not d.name[1:].isdigit():
+            continue
+        r, values = int(d.name[1:]), {}
+        for s in sorted(p for p in d.iterdir() if p.is_dir() and is_evaluated(h.paths, r, p.name)):
+            try:
+                values.update({eval_pass_at(s.name, int(k)): float(v) for k, v in read_summary(s)["pass_at_k"].items()})
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue
+        if values:
+            record_metrics(h, r, values)
+            restored += 1
+    return restored
+
+
 def rebuild(paths: RunPaths, force: bool = False, progress: Callable[[int], None] | None = None,
             executor: str | None = None) -> RebuildReport:
     """Recreate the run's database from `paths` (see the module docstring); `progress(r)` after each round.
@@ -222,6 +246,7 @@ def _fill(db: Database, cfg: Config, paths: RunPaths, text: str, progress: Calla
     _restore_amendments(h)
     jobs = _restore_jobs(h)
     done = _end_rounds(h, progress, quarantined)
+    _restore_evaluations(h)
     with db.write() as s:
         for ck in s.exec(select(Checkpoint).where(Checkpoint.run_id == run_id)).all():
             if not Path(ck.path).exists():

@@ -26,6 +26,7 @@ from typing import Any
 
 from sgsbatch.backends.generation import Generation, Request
 from sgsbatch.config.schema import Config
+from sgsbatch.errors import DamagedFile
 from sgsbatch.logic.data import Target
 from sgsbatch.logic.evaluation import correct_counts, set_pass_at_k
 from sgsbatch.logic.extraction import extract_proof
@@ -34,7 +35,7 @@ from sgsbatch.phases.sampling import in_window, role_generator
 from sgsbatch.phases.task import phase_seed, phase_threads
 from sgsbatch.round.checkpoints import weights_for
 from sgsbatch.run.paths import RunPaths
-from sgsbatch.run.shards import atomic_write_json, atomic_write_text
+from sgsbatch.run.shards import atomic_write_json, atomic_write_text, read_json
 from sgsbatch.verification.verdict import ProofJob
 from sgsbatch.verification.verifier import make_verifier
 
@@ -48,7 +49,10 @@ def is_evaluated(paths: RunPaths, r: int, name: str) -> bool:
 
 
 def read_summary(out: Path) -> dict[str, Any]:
-    summary: dict[str, Any] = json.loads((out / SUMMARY).read_text(encoding="utf-8"))
+    """A set's summary.json; a damaged one (or one without its pass@k) is a DamagedFile naming it."""
+    summary = read_json(out / SUMMARY)
+    if not isinstance(summary, dict) or not isinstance(summary.get("pass_at_k"), dict):
+        raise DamagedFile(out / SUMMARY, "no pass_at_k object")
     return summary
 
 

@@ -14,17 +14,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sgsbatch.config.schema import Config
+from sgsbatch.errors import DamagedFile
 from sgsbatch.logic.review import Review, fill_failed
 from sgsbatch.logic.selection import solve_rate
 from sgsbatch.round.compaction import token_count
 from sgsbatch.run.amendments import shards_at
-from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.quarantine import quarantined_in
 from sgsbatch.run.shards import (
+    CorruptShard,
     atomic_write_text,
     jsonl_text,
     read_json,
+    read_output,
     read_phase,
     read_phase_arrays,
 )
@@ -60,11 +62,16 @@ class ConjectureFunnel:
 
 def run_targets(paths: RunPaths) -> list[Problem]:
     """The run's targets as frozen at launch (`targets.jsonl`), in file order."""
-    out = []
+    out, n = [], 0
     with paths.targets.open(encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            out.append(Problem(row["id"], row["header"], row["theorem"], True, row["id"]))
+        try:
+            for line in f:
+                n += 1
+                row = json.loads(line)
+                out.append(Problem(row["id"], row["header"], row["theorem"], True, row["id"]))
+        except (ValueError, KeyError, TypeError) as e:  # JSON and UTF-8 errors, a row without its fields
+            where = "" if isinstance(e, UnicodeDecodeError) else f"line {n}: "  # decoded in blocks: no line
+            raise DamagedFile(paths.targets, f"{where}{type(e).__name__}: {e}") from None
     return out
 
 
@@ -137,7 +144,10 @@ def conjecture_problems(cfg: Config, paths: RunPaths, r: int, targets: list[Prob
         return []
     cache = paths.round_dir(r) / "conjectures.jsonl"
     if cache.is_file():
-        return [Problem(**row) for row in read_jsonl(cache)]
+        try:  # read whole or not at all: a damaged cache is derived again below, never half-read
+            return [Problem(**row) for row in read_output(cache, compressed=False)]
+        except (CorruptShard, TypeError):
+            pass
     problems, _, _ = round_conjectures(cfg, paths, r, targets)
     atomic_write_text(cache, jsonl_text(asdict(p) for p in problems))
     return problems

@@ -19,15 +19,20 @@ def read_jsonl(path: Path, *, past_bad_lines: bool = False) -> list[dict[str, An
     on (a file whose later lines still count: a job journal, the amendments, the canary's history)."""
     out: list[dict[str, Any]] = []
     try:
-        f = path.open("r", encoding="utf-8")
+        f = path.open("rb")  # each line decoded alone
     except FileNotFoundError:
         return out
     with f:
-        for line in f:
-            rec = _record(line)
+        for raw in f:
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:  # bytes that are not UTF-8: a bad line, as one that is not JSON
+                rec, blank = None, False
+            else:
+                rec, blank = _record(line), not line.strip() and line.endswith("\n")
             if rec is not None:
                 out.append(rec)
-            elif (line.strip() or not line.endswith("\n")) and not past_bad_lines:
+            elif not blank and not past_bad_lines:
                 break
     return out
 

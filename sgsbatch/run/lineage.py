@@ -19,8 +19,12 @@ def read(paths: RunPaths) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return None
+    # what `describe` and the report read; a file damaged into other JSON reads as unreadable too
+    if not (isinstance(data, dict) and isinstance(data.get("parent"), str) and isinstance(data.get("parent_dir"), str)
+            and isinstance(data.get("round"), int) and not isinstance(data["round"], bool)):
         return None
     return data
 

@@ -10,6 +10,7 @@ Covered: refusing or waiting for a second owner. Not covered: filesystems withou
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -67,8 +68,13 @@ class OwnerLock:
                     on_wait(holder)
                     told = True
                 time.sleep(0.5)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}).encode(), 0)
+        try:  # who holds it, for the messages only: a full disk leaves it unsaid, the flock is held all the same
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}).encode(), 0)
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                os.close(fd)
+                raise
         self.fd = fd
         return self
 

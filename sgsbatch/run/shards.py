@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from sgsbatch.errors import RunError
+from sgsbatch.errors import DamagedFile, RunError
 from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.run.token_arrays import OFFSET, ArraysFile, RecordArrays, TokenArrays, append_block
 
@@ -77,11 +77,15 @@ def read_output(path: Path, compressed: bool, keys: set[str] | None = None) -> l
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written temp file left holding the space
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -112,7 +116,11 @@ def append_json_line(path: Path, record: dict[str, Any]) -> None:
 
 
 def read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+    """A JSON file sgsbatch wrote whole; one that is not JSON (or not UTF-8) any more is a DamagedFile naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError
+        raise DamagedFile(path, f"{type(e).__name__}: {e}") from None
 
 
 def jsonl_text(records: Iterable[dict[str, Any]]) -> str:

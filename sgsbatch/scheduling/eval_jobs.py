@@ -129,6 +129,28 @@ def _local_is_ours(pid: int, h: RunHandle) -> bool:
     return b"eval" in argv and str(h.paths.root).encode() in argv
 
 
+def live_job(h: RunHandle, r: int) -> str | None:
+    """The id of round r's evaluation job while it is queued or running with a set not done, else None: a local
+    one whose process is still this run's evaluation; a Slurm one that squeue lists (or when squeue does not
+    answer: counted live)."""
+    from sgsbatch.round.checkpoints import awaiting_evaluation
+
+    if not awaiting_evaluation(h.cfg, h.paths, r):
+        return None
+    try:
+        record = json.loads(h.paths.eval_job(r).read_text())
+        job_id, executor = str(record["job_id"]), record["executor"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if executor == "slurm":
+        from sgsbatch.scheduling.slurm import squeue
+
+        tasks = squeue([job_id])
+        return job_id if tasks is None or tasks else None
+    pid = job_id.removeprefix("pid ")
+    return job_id if pid.isdigit() and _local_is_ours(int(pid), h) else None
+
+
 def cancel_pending(h: RunHandle) -> list[str]:
     """Cancel the run's evaluation jobs that have a set without its marker; returns their ids."""
     from sgsbatch.round.checkpoints import awaiting_evaluation

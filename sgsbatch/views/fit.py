@@ -29,6 +29,7 @@ fitting R0, comparing runs (the CLI prints the paper's SGS fit, from `scaling.pa
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ import numpy.typing as npt
 
 from sgsbatch.errors import SgsError
 from sgsbatch.round import metrics as M
+from sgsbatch.run.paths import command
 
 if TYPE_CHECKING:
     from sgsbatch.run.handle import RunHandle
@@ -177,9 +179,14 @@ def fit_scaling_law(generations: Any, solve_rates: Any, *, min_generations: floa
         # lowering the threshold helps only when enough points lie below it; otherwise only more rounds do
         way = ("lower the threshold (`sgsbatch fit RUN --min-generations N`), or run more rounds"
                if c.size + dropped >= need else
-               f"the run has {c.size + dropped} point(s) in all (one a completed round), so only more rounds help (`sgsbatch resume RUN --set "
-               f"run.rounds=N`, N >= {need}); `sgsbatch status RUN` and `sgsbatch report RUN` show the solve-rate "
-               "curve meanwhile")
+               f"the run has {c.size + dropped} point(s) in all (one a completed round), so "
+               f"{'more rounds are needed' if dropped and not c.size else 'only more rounds help'} (`sgsbatch resume RUN --set "
+               f"run.rounds=N`, N >= {need})" + (
+                   # every point below the threshold (a tiny run's ~100 generations a round): more rounds alone never
+                   # reach it, so the threshold is named too
+                   f", then fit them below the threshold: `sgsbatch fit RUN --min-generations 0` (the last point is at "
+                   f"{float(np.max(np.asarray(generations, dtype=float))):,.0f} generations)" if dropped and not c.size
+                   else "") + "; `sgsbatch status RUN` and `sgsbatch report RUN` show the solve-rate curve meanwhile")
         raise NotEnoughPoints(
             f"only {c.size} point(s) at or above scaling.min_generations = {min_generations:,.0f} generations "
             f"({dropped} dropped below it); fitting A, C_mid and B needs at least {need}: {way}")
@@ -235,7 +242,11 @@ def fit_run(h: RunHandle, *, min_generations: float | None = None, halves: int |
     points = read_points(h)
     c = [p.generations for p in points]
     r = [p.solve_rate for p in points]
-    fit = fit_scaling_law(c, r, min_generations=min_gen)
+    try:
+        fit = fit_scaling_law(c, r, min_generations=min_gen)
+    except NotEnoughPoints as e:  # its advice as commands for this run, not for a placeholder RUN
+        raise NotEnoughPoints(re.sub(r"`sgsbatch (\w+) RUN\b", lambda m: f"`{command(m.group(1), h.paths)}", str(e))) \
+            from None
     out: dict[str, Any] = {"run": h.cfg.run.name, **asdict(fit), "rounds": len(points),
                            "first_round": points[0].round, "last_round": points[-1].round,
                            "generations": points[-1].generations, "solve_rate": points[-1].solve_rate,

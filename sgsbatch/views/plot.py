@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sgsbatch.run.shards import atomic_write_bytes
 from sgsbatch.views.fit import NotEnoughPoints, ScalingFit, fit_scaling_law, read_points
 
 if TYPE_CHECKING:
@@ -110,8 +111,7 @@ def draw_fit(handles: list[RunHandle], *, min_generations: float | None = None) 
 def write_fit_plot(handles: list[RunHandle], out: Path, *, min_generations: float | None = None) -> dict[str, Any]:
     """Write the scaling-law figure as a PNG at `out`; returns the data drawn (see draw_fit)."""
     fig, data = draw_fit(handles, min_generations=min_generations)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(png_bytes(fig))
+    atomic_write_bytes(out, png_bytes(fig))  # whole or not at all: an earlier figure stays on a full disk
     return data
 
 

@@ -63,6 +63,12 @@ def _check_target(h: RunHandle, target: str | None) -> None:
                      "lists the solved ones)")
 
 
+def round_labels(h: RunHandle, rounds: set[int]) -> dict[int, str]:
+    """Each round's SIMULATED parts ("" for none) as that round ran (`RunHandle.at`): a fork's inherited rounds
+    keep their parent's (a Lean fork of a SIMULATED trunk still labels the trunk's proofs SIMULATED)."""
+    return {r: h.at(r).simulated_label() for r in rounds}
+
+
 def found_proofs(h: RunHandle, target: str | None = None, round_: int | None = None) -> list[dict[str, Any]]:
     """The stored proofs, oldest round first; `target` (a problem id, target or conjecture) and `round_` filter.
 
@@ -78,10 +84,10 @@ def found_proofs(h: RunHandle, target: str | None = None, round_: int | None = N
         if round_ is not None:
             q = q.where(StoredProof.round == round_)
         rows = s.exec(q.order_by(StoredProof.round, StoredProof.problem_id, StoredProof.slot)).all()  # type: ignore[arg-type]
-        simulated = h.cfg.simulated_label()
+        simulated = round_labels(h, {p.round for p in rows})
         out: list[dict[str, Any]] = [{"id": proof_id(p.problem_id, p.slot), "problem_id": p.problem_id,
                                       "round": p.round, "sample": p.sample, "slot": p.slot, "proof": p.proof,
-                                      "simulated": simulated} for p in rows]
+                                      "simulated": simulated[p.round]} for p in rows]
     problems = _problems(h, {str(r["problem_id"]) for r in out})
     for r in out:
         r["header"], r["statement"] = problems.get(str(r["problem_id"]), (None, None))
@@ -142,6 +148,7 @@ def conjecture_lineage(h: RunHandle, target: str | None = None, round_: int | No
             proofs.setdefault(pid, proof or "")
         rows = [(c.round, c.target_id, c.conjecture_id, c.statement) for c in conj]
     per_round = {r: _weights(h, r) for r in sorted({r for r, *_ in rows})} if weights else {}
+    simulated = round_labels(h, {r for r, *_ in rows})
     out, seen = [], set()
     for r, tgt, cid, statement in rows:
         if cid in seen:
@@ -157,6 +164,6 @@ def conjecture_lineage(h: RunHandle, target: str | None = None, round_: int | No
             "verified": verified, "attempts": attempts, "solve_rate": verified / attempts if attempts else None,
             "proof": proofs.get(str(cid)),
             "training_weight": per_round.get(r, {}).get(str(cid)) if weights else None,
-            "simulated": h.cfg.simulated_label(),
+            "simulated": simulated[r],
         })
     return out

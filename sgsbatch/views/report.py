@@ -39,6 +39,7 @@ from sgsbatch.round import metrics as M
 from sgsbatch.round.refusals import from_metrics
 from sgsbatch.run import lineage
 from sgsbatch.run.progress import duration
+from sgsbatch.run.shards import atomic_write_text
 from sgsbatch.state.schema import Attempt, Conjecture, ReviewRow
 from sgsbatch.views.amendments import history
 from sgsbatch.views.comparison import config_diff, read_metrics
@@ -408,7 +409,5 @@ def write_report(handles: list[RunHandle], out: Path, examples: int | None = Non
     """Write the page to `out` (atomically: a temporary file renamed); returns the data it shows."""
     page, data = render_report(handles, examples)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out)
+    atomic_write_text(out, page)  # a page written whole or not at all: an earlier one stays on a full disk
     return data

@@ -24,7 +24,7 @@ from sqlmodel import select
 from sgsbatch.canary.record import read_run_record
 from sgsbatch.round.disk import disk_usage, free_space, full_disk
 from sgsbatch.round.lifecycle import current_phase
-from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE
+from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE, EVAL_PREFIX
 from sgsbatch.round.refusals import round_refusals, summary_text
 from sgsbatch.round.timing import run_timing
 from sgsbatch.run import environment, lineage, quarantine
@@ -170,6 +170,10 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
         curve = [m.value for m in s.exec(select(Metric).where(Metric.run_id == h.run_id,
                                                               Metric.name == CUMULATIVE_SOLVE_RATE)
                                              .order_by(Metric.round)).all()]  # type: ignore[arg-type]
+        evaluated: dict[int, dict[str, float]] = {}  # eval/<set>/pass@<k> of every evaluated round
+        for m in s.exec(select(Metric).where(Metric.run_id == h.run_id,
+                                             Metric.name.startswith(EVAL_PREFIX))).all():
+            evaluated.setdefault(m.round, {})[m.name] = m.value
         env_row = s.get(RunEnvironment, h.run_id)
         launch_env = environment.summary(json.loads(env_row.record)) if env_row is not None else None
     r = min(completed, h.cfg.run.rounds - 1)
@@ -180,7 +184,7 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
                    environment=launch_env, solve_rate_curve=curve, disk=disk_usage(h.cfg, h.paths, completed),
                    rehearsal=h.cfg.run.rehearsal, amendments=amendment_summary(h),
                    canary=read_run_record(h.paths.root), timing=run_timing(h), forked_from=lineage.read(h.paths),
-                   evaluations=evaluations(h))
+                   evaluations=[{**e, "metrics": evaluated.get(int(str(e["round"])), {})} for e in evaluations(h)])
     assert st.timing is not None
     if detail:  # what `status` shows; the polls of `--wait` and `watch` print no projection
         st.projection = run_projection(h, row.targets, st.timing, metrics)

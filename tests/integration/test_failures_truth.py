@@ -15,6 +15,7 @@ mounting a tmpfs is not permitted. Not covered: Slurm (the same status and super
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -161,6 +162,14 @@ def test_a_full_disk_is_named_by_status_and_resume(tiny_disk: Path, cli_env: dic
     assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     assert "the disk is full" in res.stderr and str(runs / "f") in res.stderr and " free of 3." in res.stderr
+    fd = os.open(runs / "filler", os.O_WRONLY | os.O_CREAT)  # full to the last page, whatever the launch left
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
     before = (runs / "f" / "state.db").read_bytes()  # a rebuild on the full disk leaves the database alone
     rb = sgsbatch("rebuild", "f", "--force", "--runs-dir", str(runs), env=cli_env)
     assert rb.returncode == 1 and "Traceback" not in rb.stderr and "disk is full" in rb.stderr, rb.stderr
