@@ -43,6 +43,8 @@ the round and what to do, exits non-zero and loses nothing.
   like one that is not JSON (status and the report failed with a TypeError or ValueError traceback).
 - `eval --submit` of a round whose evaluation job is still queued or running is refused naming the job and how
   to stop it (a second job wrote the same files, and job.json forgot the first, so `cancel` no longer stopped it).
+- `verify --set` and `config show --set` (no jobs file) blame a bad key on the --set that gave it, as `launch`
+  does (they said "--set: nope: unknown key").
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -439,3 +441,14 @@ def test_eval_submit_refuses_a_second_job_for_a_round_being_evaluated(tmp_path: 
         job.kill()
         job.wait()
     assert live_job(h, 0) is None, "a job that ended no longer blocks a new one"
+
+
+def test_verify_and_config_show_blame_the_set_that_gave_a_bad_key(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": "a", "code": "theorem a : True := by trivial"}\n')
+    verify = ["verify", str(rows), "--out", str(tmp_path / "v.jsonl")]
+    for args, bad in ((verify, "nope.x=1"), (["config", "show"], "nope.x=1"),
+                      ([*verify, "--set", "verification.backend=simulated"], "verification.timeout_s=-1")):
+        res = _run([*args, "--set", "run.rounds=3", "--set", bad])
+        assert res.exit_code == 2 and res.stderr.startswith(f"Error: --set {bad}: "), res.output
+    assert not (tmp_path / "v.jsonl").exists()
