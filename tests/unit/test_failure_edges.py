@@ -45,6 +45,8 @@ the round and what to do, exits non-zero and loses nothing.
   to stop it (a second job wrote the same files, and job.json forgot the first, so `cancel` no longer stopped it).
 - `verify --set` and `config show --set` (no jobs file) blame a bad key on the --set that gave it, as `launch`
   does (they said "--set: nope: unknown key").
+- an output path inside a run directory is refused before any work, by every command with one (`report --out
+  runs/t/state.db` replaced the run's database with the page).
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -452,3 +454,25 @@ def test_verify_and_config_show_blame_the_set_that_gave_a_bad_key(tmp_path: Path
         res = _run([*args, "--set", "run.rounds=3", "--set", bad])
         assert res.exit_code == 2 and res.stderr.startswith(f"Error: --set {bad}: "), res.output
     assert not (tmp_path / "v.jsonl").exists()
+
+
+def test_an_output_inside_a_run_directory_is_refused(tmp_path: Path) -> None:
+    h = recorded_run(tmp_path, "t")
+    h.db.close()
+    before = h.paths.db.read_bytes()
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": "a", "code": "theorem a : True := by trivial"}\n')
+    r = ["--runs-dir", str(tmp_path)]
+    cases = {"report": ["report", "t", *r, "--out"], "metrics": ["metrics", "t", *r, "--out"],
+             "fit": ["fit", "t", *r, "--plot"], "export": ["export", "t", *r, "--force", "--out"],
+             "verify": ["verify", str(rows), "--set", "verification.backend=simulated", "--out"]}
+    for name, args in cases.items():
+        files = (h.paths.db, h.paths.config) if name != "export" else ()  # export's --out is a directory
+        for out in (*files, h.paths.root / "new.html", h.paths.round_dir(0) / "x"):
+            res = _run([*args, str(out)])
+            assert res.exit_code == 2 and f"{out} is inside the run directory {h.paths.root}, whose files it could " \
+                "replace" in res.stderr, (name, res.output)
+    res = _run([*cases["export"], str(h.paths.root)])
+    assert res.exit_code == 2 and f"{h.paths.root} is the run directory" in res.stderr
+    assert h.paths.db.read_bytes() == before and not (h.paths.root / "new.html").exists()
+    assert _run(["metrics", "t", *r, "--out", str(tmp_path / "m.csv")]).exit_code == 0, "beside it: fine"
