@@ -47,6 +47,7 @@ the round and what to do, exits non-zero and loses nothing.
   does (they said "--set: nope: unknown key").
 - an output path inside a run directory is refused before any work, by every command with one (`report --out
   runs/t/state.db` replaced the run's database with the page).
+- the report lists the run's quarantined shard files as `status` does (it said nothing of them).
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -476,3 +477,24 @@ def test_an_output_inside_a_run_directory_is_refused(tmp_path: Path) -> None:
     assert res.exit_code == 2 and f"{h.paths.root} is the run directory" in res.stderr
     assert h.paths.db.read_bytes() == before and not (h.paths.root / "new.html").exists()
     assert _run(["metrics", "t", *r, "--out", str(tmp_path / "m.csv")]).exit_code == 0, "beside it: fine"
+
+
+def test_the_report_lists_quarantined_files_as_status_does(tmp_path: Path) -> None:
+    import html
+
+    from sgsbatch.ops.console import status_text
+    from sgsbatch.ops.status import run_status
+    from sgsbatch.run import quarantine as Q
+    from sgsbatch.run.shards import append_json_line
+
+    h = recorded_run(tmp_path, "t")
+    rec = {"time": 0.0, "file": "rounds/r0000/solve/shard_00000.jsonl.gz", "reason": "BadGzipFile: Not a gzipped file",
+           "moved_to": "quarantine/rounds/r0000/solve/shard_00000.jsonl.gz.1", "round": 0, "records_recovered": 2,
+           "records_expected": 8}
+    Q.log_path(h.paths).parent.mkdir(parents=True)
+    append_json_line(Q.log_path(h.paths), rec)
+    line = f"quarantined: {Q.describe(rec)}"
+    assert line in status_text(run_status(h).to_json())
+    res = _run(["report", "t", "--runs-dir", str(tmp_path), "--out", str(tmp_path / "t.html")])
+    assert res.exit_code == 0, res.output
+    assert html.escape(line) in (tmp_path / "t.html").read_text()
