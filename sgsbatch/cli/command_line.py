@@ -98,7 +98,8 @@ class OutPath(click.Path):
     """A path a command writes (`report --out`, `metrics --out`, `fit --plot`, `export --out`, `verify --out`):
     refused before any work (click's usage error, exit 2, naming the option and the path) when the nearest
     part of it that exists above it is a regular file (`--out notes.txt/r.html`) or a directory this user
-    cannot write. Not covered: a full disk or a file system that fails mid-write."""
+    cannot write, or when it lies inside a run directory (`--out runs/sgs/state.db` would replace the run's
+    database). Not covered: a full disk or a file system that fails mid-write."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
@@ -111,6 +112,12 @@ class OutPath(click.Path):
             if not os.access(above, os.W_OK | os.X_OK):
                 self.fail(f"{target}: directory {above} is not writable by this user", param, ctx)
             break
+        # a run directory holds what its jobs write: an output there could replace one (--out runs/sgs/state.db)
+        run_dir = next((d for d in (target, *target.parents) if (d / "config.toml").is_file()
+                        or (d / "state.db").is_file()), None)
+        if run_dir is not None:
+            where = "is the run directory" if run_dir == target else f"is inside the run directory {run_dir}"
+            self.fail(f"{target} {where}, whose files it could replace; choose a path outside it", param, ctx)
         return path
 
 

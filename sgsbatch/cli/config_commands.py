@@ -72,12 +72,18 @@ def show(target: str | None, overrides: tuple[str, ...], site: Path | None, runs
         click.echo(f"# {target}" + (f" with site file {site}" if site else "") + "".join(f" --set {o}" for o in overrides))
         click.echo(to_toml(cfg), nl=False)
         return
-    from sgsbatch.config.loading import apply_overrides, build, load_site
+    from sgsbatch.config.loading import Origins, apply_overrides, build, load_site, origin_of
     from sgsbatch.config.schema import Config
+    from sgsbatch.errors import ConfigError
 
-    raw = apply_overrides(load_site(site) if site is not None else {}, overrides, Path.cwd())
+    origins: Origins = {}
+    raw = apply_overrides(load_site(site) if site is not None else {}, overrides, Path.cwd(), origins)
+    try:
+        cfg = build(Config, raw, "--set")
+    except ConfigError as e:  # blamed on the --set that gave the key, as launch blames it
+        raise ConfigError(origin_of(origins, e.key, "--set"), e.key, e.message) from None
     click.echo("# the package defaults" + (f", site file {site}" if site else "") + "".join(f" --set {o}" for o in overrides))
-    click.echo(to_toml(build(Config, raw, "--set")), nl=False)
+    click.echo(to_toml(cfg), nl=False)
 
 
 @config.command()

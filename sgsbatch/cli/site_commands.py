@@ -43,7 +43,7 @@ def verify(input_path: Path, out_path: Path, config: Path | None, overrides: tup
         sgsbatch verify proofs.jsonl --out v.jsonl --config jobs/sgs.toml --set verification.timeout_s=60
         sgsbatch proofs sgs --json | sgsbatch verify - --out recheck.jsonl   # re-check a run's proofs
     """
-    from sgsbatch.config.loading import apply_overrides, build, load_config, load_site
+    from sgsbatch.config.loading import Origins, apply_overrides, build, load_config, load_site, origin_of
     from sgsbatch.config.schema import Config
     from sgsbatch.config.validation import semantic_errors
     from sgsbatch.errors import ConfigError
@@ -53,11 +53,15 @@ def verify(input_path: Path, out_path: Path, config: Path | None, overrides: tup
         cfg = load_config(config, overrides, site=site)
     else:  # the package defaults, the site file's [verification] paths, then --set
         base = {"verification": load_site(site).get("verification", {})} if site is not None else {}
-        raw = apply_overrides(base, overrides, Path.cwd())
-        cfg = build(Config, raw, "--set")
-        errs = semantic_errors(cfg)
-        if errs:
-            raise ConfigError("--set", errs[0][0], errs[0][1])
+        origins: Origins = {}
+        raw = apply_overrides(base, overrides, Path.cwd(), origins)
+        try:
+            cfg = build(Config, raw, "--set")
+            errs = semantic_errors(cfg)
+            if errs:
+                raise ConfigError("--set", errs[0][0], errs[0][1])
+        except ConfigError as e:  # blamed on the --set that gave the key, as launch blames it
+            raise ConfigError(origin_of(origins, e.key, "--set"), e.key, e.message) from None
     try:
         counts = verify_file(input_path, out_path, cfg, progress=not quiet, processes=processes)
     except ValueError as e:

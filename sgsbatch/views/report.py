@@ -39,6 +39,7 @@ from sgsbatch.round import metrics as M
 from sgsbatch.round.refusals import from_metrics
 from sgsbatch.run import lineage
 from sgsbatch.run.progress import duration
+from sgsbatch.run.quarantine import describe as describe_quarantine
 from sgsbatch.run.shards import atomic_write_text
 from sgsbatch.state.schema import Attempt, Conjecture, ReviewRow
 from sgsbatch.views.amendments import history
@@ -277,6 +278,13 @@ def run_section(h: RunHandle, examples: int | None = None) -> tuple[str, dict[st
     st = run_status(h, live=True, detail=False)  # status's truth (a dead driver: stalled) and its timing
     data["timing"], data["state"] = st.timing, st.state
     parts.append(f"<p>State: {esc(data['state'])}. Time: {esc(timing_text(data['timing'], data['state']))}.</p>")
+    damaged = st.damaged or {}  # status's corrupt and quarantined shard files (run/quarantine.py): the same here
+    data["damaged"] = damaged
+    lost = [f"{q['file']} is corrupt ({q['reason']}): `{damaged['repair']}` quarantines it" for q in damaged.get("found", [])]
+    lost += [f"quarantined: {describe_quarantine(q)}" for q in damaged.get("quarantined", [])]
+    if lost:
+        parts.append('<p class="sim">Damaged files (the rounds they belong to lack what they held):</p><ul>'
+                     + "".join(f"<li>{esc(x)}</li>" for x in lost) + "</ul>")
     data["projection"] = run_projection(h, h.row().targets, data["timing"], metrics[max(done)] if done else {})
     compared = comparison_text(data["projection"]) or "none (no phase has a throughput figure)"
     parts.append(f"<p>Projection (sgsbatch plan): {esc(compared)}.</p>")

@@ -43,6 +43,11 @@ the round and what to do, exits non-zero and loses nothing.
   like one that is not JSON (status and the report failed with a TypeError or ValueError traceback).
 - `eval --submit` of a round whose evaluation job is still queued or running is refused naming the job and how
   to stop it (a second job wrote the same files, and job.json forgot the first, so `cancel` no longer stopped it).
+- `verify --set` and `config show --set` (no jobs file) blame a bad key on the --set that gave it, as `launch`
+  does (they said "--set: nope: unknown key").
+- an output path inside a run directory is refused before any work, by every command with one (`report --out
+  runs/t/state.db` replaced the run's database with the page).
+- the report lists the run's quarantined shard files as `status` does (it said nothing of them).
 Not covered here: evaluating for real (tests/integration/test_eval.py).
 """
 
@@ -439,3 +444,57 @@ def test_eval_submit_refuses_a_second_job_for_a_round_being_evaluated(tmp_path: 
         job.kill()
         job.wait()
     assert live_job(h, 0) is None, "a job that ended no longer blocks a new one"
+
+
+def test_verify_and_config_show_blame_the_set_that_gave_a_bad_key(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": "a", "code": "theorem a : True := by trivial"}\n')
+    verify = ["verify", str(rows), "--out", str(tmp_path / "v.jsonl")]
+    for args, bad in ((verify, "nope.x=1"), (["config", "show"], "nope.x=1"),
+                      ([*verify, "--set", "verification.backend=simulated"], "verification.timeout_s=-1")):
+        res = _run([*args, "--set", "run.rounds=3", "--set", bad])
+        assert res.exit_code == 2 and res.stderr.startswith(f"Error: --set {bad}: "), res.output
+    assert not (tmp_path / "v.jsonl").exists()
+
+
+def test_an_output_inside_a_run_directory_is_refused(tmp_path: Path) -> None:
+    h = recorded_run(tmp_path, "t")
+    h.db.close()
+    before = h.paths.db.read_bytes()
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": "a", "code": "theorem a : True := by trivial"}\n')
+    r = ["--runs-dir", str(tmp_path)]
+    cases = {"report": ["report", "t", *r, "--out"], "metrics": ["metrics", "t", *r, "--out"],
+             "fit": ["fit", "t", *r, "--plot"], "export": ["export", "t", *r, "--force", "--out"],
+             "verify": ["verify", str(rows), "--set", "verification.backend=simulated", "--out"]}
+    for name, args in cases.items():
+        files = (h.paths.db, h.paths.config) if name != "export" else ()  # export's --out is a directory
+        for out in (*files, h.paths.root / "new.html", h.paths.round_dir(0) / "x"):
+            res = _run([*args, str(out)])
+            assert res.exit_code == 2 and f"{out} is inside the run directory {h.paths.root}, whose files it could " \
+                "replace" in res.stderr, (name, res.output)
+    res = _run([*cases["export"], str(h.paths.root)])
+    assert res.exit_code == 2 and f"{h.paths.root} is the run directory" in res.stderr
+    assert h.paths.db.read_bytes() == before and not (h.paths.root / "new.html").exists()
+    assert _run(["metrics", "t", *r, "--out", str(tmp_path / "m.csv")]).exit_code == 0, "beside it: fine"
+
+
+def test_the_report_lists_quarantined_files_as_status_does(tmp_path: Path) -> None:
+    import html
+
+    from sgsbatch.cli.console import status_text
+    from sgsbatch.run import quarantine as Q
+    from sgsbatch.run.shards import append_json_line
+    from sgsbatch.views.status import run_status
+
+    h = recorded_run(tmp_path, "t")
+    rec = {"time": 0.0, "file": "rounds/r0000/solve/shard_00000.jsonl.gz", "reason": "BadGzipFile: Not a gzipped file",
+           "moved_to": "quarantine/rounds/r0000/solve/shard_00000.jsonl.gz.1", "round": 0, "records_recovered": 2,
+           "records_expected": 8}
+    Q.log_path(h.paths).parent.mkdir(parents=True)
+    append_json_line(Q.log_path(h.paths), rec)
+    line = f"quarantined: {Q.describe(rec)}"
+    assert line in status_text(run_status(h).to_json())
+    res = _run(["report", "t", "--runs-dir", str(tmp_path), "--out", str(tmp_path / "t.html")])
+    assert res.exit_code == 0, res.output
+    assert html.escape(line) in (tmp_path / "t.html").read_text()
