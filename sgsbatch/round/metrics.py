@@ -238,15 +238,40 @@ def write_tensorboard(tb_dir: Path, r: int, metrics: Mapping[str, float], *, sim
     generations = int(metrics.get(GENERATIONS_TOTAL, 0))
     labels = [x for x, on in (("REHEARSAL: SIMULATED generation, verifier and trainer", rehearsal),
                               ("SIMULATED verifier (not Lean)", simulated and not rehearsal), ("smoke run", smoke)) if on]
+    before = _event_files(tb_dir)
     with SummaryWriter(str(tb_dir), purge_step=r) as w:
         for name, value in sorted({**metrics, **(alerts or {})}.items()):
             w.add_scalar(name, value, r)
         for tag, hist in solve_rate_histograms(metrics).items():
             w.add_histogram_raw(tag, global_step=r, **hist)
         w.add_text("run/labels", ", ".join(labels) or "research run", r)
+    _sort_last(tb_dir, before)
+    before = _event_files(tb_dir / "by_generations")
     with SummaryWriter(str(tb_dir / "by_generations"), purge_step=generations) as w:
         for name, value in sorted(metrics.items()):
             w.add_scalar(name, value, generations)
+    _sort_last(tb_dir / "by_generations", before)
+
+
+_EVENTS = "events.out.tfevents."
+
+
+def _event_files(d: Path) -> set[str]:
+    return {p.name for p in d.glob(_EVENTS + "*")} if d.is_dir() else set()
+
+
+def _sort_last(d: Path, before: set[str]) -> None:
+    """Rename the event file just written in `d` (the one not in `before`) so that it sorts after every
+    other: TensorBoard reads a directory's files in name order and a later file's `purge_step` drops the
+    points an earlier one holds from that step on. The writer names a file by the second, host, pid and an
+    unpadded counter, so two writes in one second (a re-ended round) can sort backwards ("...12" < "...9");
+    the name's time is raised past the newest one's instead (the events keep their own wall times)."""
+    made = sorted(_event_files(d) - before)
+    if len(made) != 1 or not before or made[0] > max(before):
+        return
+    stamp, rest = made[0][len(_EVENTS):].split(".", 1)
+    newest = max((int(n[len(_EVENTS):].split(".", 1)[0]) for n in before), default=0)
+    (d / made[0]).rename(d / f"{_EVENTS}{max(int(stamp), newest) + 1:0{len(stamp)}d}.{rest}")
 
 
 HPARAMS = "hparams"  # the `tb/` subdirectory of the run's one HParams session

@@ -76,3 +76,19 @@ def test_hparams_session_holds_every_config_key_and_the_latest_metrics(tmp_path:
     experiment = HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
     assert sorted(m.name.tag for m in experiment.metric_infos) == ["cumulative_solve_rate", "pass@8"]
     assert [(e.step, round(e.value, 6)) for e in acc.Scalars("cumulative_solve_rate")] == [(1, 0.2)]  # type: ignore[attr-defined]
+
+
+def test_a_re_ended_round_replaces_its_points_whatever_the_event_files_names(tmp_path: Path) -> None:
+    """TensorBoard reads event files in name order; a file named to sort after the new write (two writes in
+    one second whose counters cross a digit, "...10" < "...9"; stood in for by a later second here) must not
+    keep the round's old points: the new file is renamed to sort last."""
+    tb = tmp_path / "tb"
+    write_tensorboard(tb, 0, {"cumulative_solve_rate": 0.1}, simulated=False, smoke=False)
+    write_tensorboard(tb, 1, {"cumulative_solve_rate": 0.3}, simulated=False, smoke=False)
+    for d in (tb, tb / "by_generations"):
+        newest = max(d.glob("events.out.tfevents.*"))
+        stamp, rest = newest.name[len("events.out.tfevents."):].split(".", 1)
+        newest.rename(d / f"events.out.tfevents.{int(stamp) + 100:010d}.{rest}")  # sorts after any write now
+    write_tensorboard(tb, 1, {"cumulative_solve_rate": 0.5}, simulated=False, smoke=False)
+    rates = [(e.step, round(e.value, 6)) for e in _load(tb).Scalars("cumulative_solve_rate")]  # type: ignore[attr-defined]
+    assert rates == [(0, 0.1), (1, 0.5)]
