@@ -9,6 +9,7 @@ Tests that need bwrap are skipped, with the reason, where it is missing or canno
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -123,7 +124,8 @@ def attack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Attack]:
         victim.kill()
         victim.wait()
         for pid in _pids_with(token):  # only processes this test started carry its token
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it may end between the listing and the kill
+                os.kill(pid, signal.SIGKILL)
         subprocess.run(["rm", "-rf", str(outside)], check=False)
 
 

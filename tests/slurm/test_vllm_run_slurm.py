@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from runlib import outcome, sgsbatch, status
 
+from sgsbatch.run.attempts import STOPPED, attempt_log, attempts
+from sgsbatch.run.shards import Shard
 from sgsbatch.scheduling.slurm import job_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "vllm"))
@@ -40,11 +42,9 @@ class SignalMidStream(threading.Thread):
 
     def __init__(self, run_dir: Path) -> None:
         super().__init__(daemon=True)
-        self.run_dir, self.stop, self.sent, self.log = run_dir, threading.Event(), "", ""
+        self.run_dir, self.stop, self.sent = run_dir, threading.Event(), ""
 
     def run(self) -> None:
-        from sgsbatch.run.shards import Shard
-
         solve = self.run_dir / "rounds" / "r0000" / "solve"
         while not self.stop.wait(0.2):
             jid = _solve_job(self.run_dir.name)
@@ -55,13 +55,16 @@ class SignalMidStream(threading.Thread):
             if total and 0 < shard.items_logged() < total:
                 subprocess.run(["scancel", "--signal=USR2", jid], capture_output=True)
                 self.sent = jid
-                break
-        # the attempt's log, read before the requeued attempt overwrites it
-        log = solve / "shard_00000.attempt.log"
-        while not self.stop.wait(0.2):
-            self.log = log.read_text(errors="replace")
-            if "exiting for requeue" in self.log or "Traceback" in self.log:
                 return
+
+
+def _stopped_attempt_log(shard: Shard) -> str:
+    """The output of the shard's attempt that stopped on the signal, read from where the attempt log
+    keeps it once the requeued attempt started (read after the run: no race with that rename)."""
+    recorded = attempts(shard)
+    stopped = [a for a in recorded if a.outcome == STOPPED]
+    assert stopped, f"no attempt of {shard.dir} stopped on the signal: {recorded}"
+    return attempt_log(shard, stopped[0].number, recorded[-1].number).read_text(errors="replace")
 
 
 def test_tiny_sgs_run_on_vllm_completes_on_slurm_through_a_warning_signal(slurm_cluster: object,
@@ -87,10 +90,10 @@ def test_tiny_sgs_run_on_vllm_completes_on_slurm_through_a_warning_signal(slurm_
     st = status(tmp_path, "tiny-vllm")
     assert st["state"] == "completed" and st["rounds_completed"] == 2 and st["executor"] == "slurm", st
     assert signaller.sent, "the solve array was never caught mid-stream"
-    assert "exiting for requeue" in signaller.log and "Traceback" not in signaller.log, signaller.log[-4000:]
-    from sgsbatch.run.shards import Shard
-
-    assert Shard(run / "rounds" / "r0000" / "solve", 0).failure_count() == 0
+    shard = Shard(run / "rounds" / "r0000" / "solve", 0)
+    log = _stopped_attempt_log(shard)
+    assert "exiting for requeue" in log and "Traceback" not in log, log[-4000:]
+    assert shard.failure_count() == 0
     vllmlib.check_vllm_run(run, 2)
     assert vllmlib.check_trained_on_vllm_samples(run, 1) > 0
     assert {r for r, _, _, _ in outcome(run)["steps"]} == {0, 1}
