@@ -189,8 +189,8 @@ def logprobs_mode(logprobs: str) -> str:
 
 
 class Lent:
-    """A generator lent to one `stream_items` call and kept open afterwards (tests and benchmarks that
-    reuse one engine across calls): fresh stats, as a new engine's, and a `close` that does nothing."""
+    """A generator lent to one `stream_items` call and kept open afterwards (a colocated rollout job's resident
+    engine, tests and benchmarks that reuse one engine across calls): fresh stats, as a new engine's, and a `close` that does nothing."""
 
     def __init__(self, gen: Generator) -> None:
         self.gen = gen
@@ -199,6 +199,10 @@ class Lent:
     @property
     def stats(self) -> EngineStats:
         return self.gen.stats
+
+    @stats.setter
+    def stats(self, value: EngineStats) -> None:
+        self.gen.stats = value
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.gen, name)

@@ -64,6 +64,22 @@ class TransformersGenerator(_Engine):
         self._queue: list[tuple[Request, list[int]]] = []
         self._batch: _Batch | None = None
 
+    def update_weights(self, model_dir: Path) -> float:
+        """Load `model_dir`'s weights (a checkpoint of the same architecture) into this model in place, as
+        VllmGenerator.update_weights does for vLLM (a colocated rollout job's step). The engine must be idle.
+        Returns the seconds taken."""
+        import time
+
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        if self.in_flight():
+            raise RuntimeError(f"update_weights needs an idle engine; {self.in_flight()} requests in flight")
+        t0 = time.perf_counter()
+        fresh = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+        self.model.load_state_dict(fresh.state_dict())
+        return time.perf_counter() - t0
+
     def add(self, request: Request) -> None:
         ids = chat_prompt_ids(self.tokenizer, request.messages)
         self.stats.prompts += 1

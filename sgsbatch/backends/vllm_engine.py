@@ -41,8 +41,10 @@ class VllmGenerator(_Engine):
         dtype: str = "auto",
         kv_cache_memory_bytes: int = 0,
         enforce_eager: bool = False,
+        sleep_mode: bool = False,
     ) -> None:
         import vllm
+        from vllm.platforms import current_platform
 
         kw: dict[str, Any] = {
             "model": str(model_dir),
@@ -52,6 +54,10 @@ class VllmGenerator(_Engine):
             "dtype": dtype,
             "enforce_eager": enforce_eager,
         }
+        # a colocated rollout job's engine sleeps while the job trains (`sleep`); vLLM's CPU build has no sleep mode
+        self.can_sleep = sleep_mode and current_platform.is_sleep_mode_available()
+        if self.can_sleep:
+            kw["enable_sleep_mode"] = True
         if kv_cache_memory_bytes > 0:
             kw["kv_cache_memory_bytes"] = kv_cache_memory_bytes
         if max_model_len is not None:
@@ -122,6 +128,21 @@ class VllmGenerator(_Engine):
         if not self.llm.reset_prefix_cache():
             raise RuntimeError("vLLM did not reset its prefix cache after the weight update")
         return time.perf_counter() - t0
+
+    def sleep(self, level: int) -> bool:
+        """Release the engine's GPU memory while a colocated rollout job trains (vLLM's sleep `level`: 1 offloads
+        the weights to CPU memory, 2 discards them, both free the KV cache); False (nothing done) at level 0 or
+        without sleep mode. The engine must be idle; `wake_up` before its next use (its prefix cache is reset
+        by the `update_weights` that follows)."""
+        if level == 0 or not self.can_sleep:
+            return False
+        if self.in_flight():
+            raise RuntimeError(f"sleep needs an idle engine; {self.in_flight()} requests in flight")
+        self.llm.sleep(level=level)
+        return True
+
+    def wake_up(self) -> None:
+        self.llm.wake_up()
 
     def abort(self) -> None:
         if self._requests:

@@ -18,6 +18,7 @@ from typing import Literal, TypeVar
 Executor = Literal["auto", "slurm", "local"]
 PHASES: tuple[str, ...] = ("init", "conjecture", "solve", "verify", "guide", "train")
 ROUND_PHASES: tuple[str, ...] = ("conjecture", "solve", "verify", "guide", "train")
+ROLLOUT_JOB = "rollout"  # the colocated job of solver.colocated_steps rounds: a job kind, not a phase of a round
 # every [slurm.<table>] with a job's resources: the phases and the run's watcher job (ops/watcher.py)
 SLURM_TABLES: tuple[str, ...] = (*PHASES, "watcher")
 TINY_RANDOM = "tiny-random"
@@ -230,6 +231,12 @@ class GenerationConfig:
         "auto", "vLLM's weights/activations dtype; \"auto\" = vLLM's choice (bf16 for an fp32 checkpoint).")
     enforce_eager: bool = key(False, "vLLM: no torch.compile or CUDA graphs (faster start, slower decode; CPU "
                                      "test configs).")
+    sleep_level: int = key(2, "vLLM in a colocated rollout job (solver.colocated_steps), on GPUs: the engine's sleep "
+                              "level while the job trains (2: weights and KV cache released, the new weights loaded "
+                              "at wake-up; 1: weights offloaded to CPU memory; 0: the engine keeps its GPU memory, "
+                              "so gpu_memory_utilization must leave the trainer its share). Ignored where vLLM has "
+                              "no sleep mode (its CPU build).",
+                           bound=Bound("[0, 2]", "must be 0, 1 or 2 (vLLM's sleep levels), got {value}"))
     threads: int = key(0, "torch CPU threads of the transformers backend; 0 = the task's cpus.")
     max_in_flight: int = key(512, "Prompts a generating task keeps in the engine at once (continuous batching).",
                              bound=Bound(">= 1", "must be >= 1, got {value}"))
@@ -389,6 +396,14 @@ class SolverConfig:
                                           "trains nothing and carries them to the next (verl: 10); 1 = train what "
                                           "one round keeps.",
                                        bound=Bound(">= 1", "must be >= 1 (1 = no re-sampling), got {value}"))
+
+    # The colocated job (docs/objectives.md, "Rollout steps"): one job on the train job's resources runs this many
+    # rollout steps (rounds) in a row, its engine kept and given each step's weights in place
+    colocated_steps: int = key(0, "With rollout_prompts > 0: rollout steps (rounds) one colocated job runs in a row "
+                                  "on slurm.train's resources, keeping one engine whose weights are updated in place "
+                                  "after each step, verification still the CPU array; 0 = every round a chain of "
+                                  "phase jobs (the default).",
+                               bound=Bound(">= 0", "must be >= 0 (0 = the chain of phase jobs), got {value}"))
 
     def clip_range(self) -> tuple[float, float]:
         """(clip_low, clip_high) of a GRPO-family objective, the published values where a key is 0."""
@@ -973,8 +988,8 @@ class ProjectionConfig:
                                bound=Bound(">= 0", "must be >= 0, got {value}"))
     # measured by bench/bench_weight_update.py (vLLM CPU build, 25.7M parameters): 0.84 s in place vs 18.8 s for a
     # fresh engine; 7B bf16 (~15 GB) over NVLink / CUDA IPC on one node: seconds (an extrapolation, bench/README.md)
-    weight_update_s: float = key(5.0, "A colocated rollout job (solver.rollout_prompts > 0; projected, not built): "
-                                      "seconds to push the trainer's new weights into the running engine in place "
+    weight_update_s: float = key(5.0, "The colocated rollout job (solver.colocated_steps; plan projects it with any "
+                                      "solver.rollout_prompts > 0): seconds to load a step's new weights into the running engine in place "
                                       "(bench/bench_weight_update.py: 0.84 s on CPU for 25.7M parameters; 7B on one "
                                       "node: seconds, an extrapolation, not measured on GPUs).")
     queue_wait_s: float = key(60.0, "Queue wait per hand-over from one phase's jobs to the next's; " + _ESTIMATE
@@ -1050,7 +1065,8 @@ class Config:
         return ", ".join(parts)
 
     def phase_resources(self, phase: str) -> SlurmPhaseConfig:
-        res: SlurmPhaseConfig = getattr(self.slurm, phase)
+        """A phase's Slurm table; the colocated rollout job (`ROLLOUT_JOB`) runs on the train job's."""
+        res: SlurmPhaseConfig = getattr(self.slurm, "train" if phase == ROLLOUT_JOB else phase)
         return res
 
     def train_ranks_per_node(self) -> int:
@@ -1062,7 +1078,7 @@ class Config:
         return max(1, self.slurm.train.cpus // self.train_ranks_per_node())
 
     def shard_count(self, phase: str) -> int:
-        if phase in ("init", "train"):
+        if phase in ("init", "train", ROLLOUT_JOB):
             return 1
         if phase == "verify":
             return self.shards.verify or self.shards.solve
@@ -1072,6 +1088,17 @@ class Config:
     def solve_shard_of(self, verify_shard: int) -> int:
         """The one solve shard whose proofs verify shard j checks (and the only one it waits for)."""
         return verify_shard % self.shard_count("solve")
+
+    def colocated(self) -> bool:
+        """Rounds run as rollout steps of a colocated job (solver.colocated_steps), not as a chain of phase jobs."""
+        return self.solver.colocated_steps > 0
+
+    def jobs_of_round(self, round_index: int) -> tuple[str, ...]:
+        """What an executor starts for a round: its phases, or with `colocated()` the init phase (round 0) and
+        one colocated rollout job, which runs the round's solve, verify (as CPU jobs of their own) and train."""
+        if self.colocated():
+            return (("init",) if round_index == 0 else ()) + (ROLLOUT_JOB,)
+        return self.phases_of_round(round_index)
 
     def phases_of_round(self, round_index: int) -> tuple[str, ...]:
         """The phases a round runs: no conjecture/guide without a Conjecturer, init only in round 0."""

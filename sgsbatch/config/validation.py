@@ -102,6 +102,27 @@ def _solver_errors(cfg: Config, check: Callable[[bool, str, str], None]) -> None
     check(not family or s.samples >= 2, "solver.samples",
           f"must be >= 2 with solver.objective = \"{s.objective}\" (a group needs two samples for its "
           f"advantages), got {s.samples}")
+    _colocated_errors(cfg, check)
+
+
+def _colocated_errors(cfg: Config, check: Callable[[bool, str, str], None]) -> None:
+    """What the colocated rollout job (solver.colocated_steps > 0, scheduling/colocated.py) is built for: a
+    Solver alone sampling whole proofs in rollout steps, on one node."""
+    s = cfg.solver
+    if s.colocated_steps == 0:
+        return
+    key = "solver.colocated_steps"
+    check(s.rollout_prompts > 0, key, f"runs rollout steps: set solver.rollout_prompts > 0 too, or set {key} = 0")
+    check(not cfg.conjecturer.enabled, key, f"runs a Solver alone (solve, verify, train): set conjecturer.enabled = "
+          f"false, or {key} = 0 for SGS's chain of phase jobs")
+    check(s.mode != "search", key, f"samples whole proofs: set {key} = 0 with solver.mode = \"search\"")
+    g, gpus = cfg.generation, cfg.slurm.train.gpus
+    check(g.backend != "vllm" or gpus == 0 or g.tensor_parallel_size == gpus, "generation.tensor_parallel_size",
+          f"must be slurm.train.gpus ({gpus}) with {key} > 0: the job's one engine samples on all its GPUs (a "
+          f"data-parallel set of engines is not built), got {g.tensor_parallel_size}")
+    check(cfg.slurm.train.nodes == 1, key, f"runs on one node (its ranks train there, started each step; every node "
+          f"running the job's rounds is not built), got slurm.train.nodes = {cfg.slurm.train.nodes}: set it to 1, "
+          f"or {key} = 0")
 
 
 def _selection_errors(cfg: Config, check: Callable[[bool, str, str], None]) -> None:

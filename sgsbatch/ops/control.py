@@ -42,7 +42,7 @@ from sgsbatch.run.handle import RunHandle, create_run, new_run_paths
 from sgsbatch.run.lock import LockHeld, OwnerLock, describe
 from sgsbatch.run.paths import RUNS_DIR_ENV, run_paths
 from sgsbatch.run.quarantine import note
-from sgsbatch.run.shards import CorruptShard, Shard, unfinished
+from sgsbatch.run.shards import CorruptShard, Shard, rollout_shard_of, unfinished
 from sgsbatch.scheduling.eval_jobs import cancel_pending
 from sgsbatch.scheduling.executor import executor_for
 from sgsbatch.scheduling.liveness import StallReason
@@ -300,6 +300,9 @@ def resume_locked(h: RunHandle, force: bool) -> str:
         for i in unfinished(h.paths.phase_dir(r, phase), h.at(r).shard_count(phase)):
             if (phase, i) not in hung:
                 Shard(h.paths.phase_dir(r, phase), i).clear_failures()
+    rollout = rollout_shard_of(h.paths, r) if h.cfg.colocated() else None  # the colocated job covering round r
+    if rollout is not None and not rollout.is_done():
+        rollout.clear_failures()
     try:
         end_round_from_marker(h, r)  # training finished but the round's ending was lost
     except CorruptShard as e:

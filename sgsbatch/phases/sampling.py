@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sgsbatch.backends.generation import BACKENDS, Generation, Generator, Request, Sample, derive_seed
+from sgsbatch.backends.generation import BACKENDS, Generation, Generator, Lent, Request, Sample, derive_seed
 from sgsbatch.config.schema import Config
 from sgsbatch.logic.extraction import Extraction
 from sgsbatch.phases.task import Interrupted, Task
@@ -72,18 +72,72 @@ def role_generator(cfg: Config, role: str, r: int, phase: str, weights: Callable
 
 
 def generator_for(task: Task, role: str) -> Generator:
-    """The generator of `role` with the weights of this round (heavy imports happen here)."""
+    """The generator of `role` with the weights of this round (heavy imports happen here): the task's own,
+    or in a colocated rollout job its resident engine given those weights."""
     cfg = task.cfg
-    engine = role_generator(cfg, role, task.round, task.phase,
-                            lambda: local_weights(Path(weights_for(cfg, task.paths, role, task.round)),
-                                                  cfg.phase_resources(task.phase).scratch), task.threads())
+
+    def weights() -> Path:
+        return local_weights(Path(weights_for(cfg, task.paths, role, task.round)), cfg.phase_resources(task.phase).scratch)
+
+    if task.engine is not None:
+        engine = task.engine.lend(cfg, role, task.round, task.phase, weights, task.threads())
+    else:
+        engine = role_generator(cfg, role, task.round, task.phase, weights, task.threads())
     task.shard.mark_ready()
     return engine
 
 
-def engine_for(cfg: Config, weights: Path, threads: int) -> Generator:
+class ResidentEngine:
+    """One engine kept across the rollout steps of a colocated job (scheduling/colocated.py): built on the
+    first step's weights, then given each later step's in place (`update_weights`: vLLM's workers reload the
+    files and its prefix cache is reset; the transformers model loads the state dict) instead of starting
+    again, and lent to each solve shard (`Lent`: a shard's `close` leaves it running; its stats are the
+    shard's, `startup_s` the update's time). Built again only if `generation.*` changed (an amendment).
+    The simulated backend loads no weights: a new SIMULATED generator each step, as the chain builds."""
+
+    def __init__(self) -> None:
+        self.gen: Any = None
+        self.weights: Path | None = None
+        self.settings: Any = None
+        self.updates: list[float] = []  # seconds of each in-place update, in order
+        self.asleep = self.discarded = False  # vLLM's sleep mode while the job trains (level 2 discards the weights)
+
+    def lend(self, cfg: Config, role: str, r: int, phase: str, weights: Callable[[], Path], threads: int) -> Generator:
+        if cfg.generation.backend == "simulated":
+            return role_generator(cfg, role, r, phase, weights, threads)
+        path = weights()
+        if self.gen is not None and self.settings != cfg.generation:
+            self.close()
+        if self.gen is None:
+            self.gen, self.settings = engine_for(cfg, path, threads, sleep_mode=True), cfg.generation
+        else:
+            if self.asleep:
+                self.gen.wake_up()
+                self.asleep = False
+            if path != self.weights or self.discarded:
+                self.updates.append(self.gen.update_weights(path))
+        self.weights, self.discarded = path, False
+        return Lent(self.gen)
+
+    def release(self) -> None:
+        """Before the job trains: on GPUs vLLM sleeps at `generation.sleep_level` (its memory goes to the
+        trainer; the next `lend` wakes it and loads the new weights); elsewhere nothing changes."""
+        sleep = getattr(self.gen, "sleep", None)
+        level = self.settings.sleep_level if self.settings is not None else 0
+        if sleep is not None and sleep(level):
+            self.asleep, self.discarded = True, level == 2
+
+    def close(self) -> None:
+        if self.gen is not None:
+            self.gen.close()
+        self.gen = self.weights = self.settings = None
+        self.asleep = self.discarded = False
+
+
+def engine_for(cfg: Config, weights: Path, threads: int, sleep_mode: bool = False) -> Generator:
     """The configured engine (generation.*) over `weights`: what every generating task and the
-    canary (canary/generation.py) build. `threads`: the transformers backend's CPU threads."""
+    canary (canary/generation.py) build. `threads`: the transformers backend's CPU threads; `sleep_mode`:
+    vLLM's, for a colocated rollout job's engine (`ResidentEngine.release`)."""
     g = cfg.generation
     if g.backend == "transformers":
         return make_generator("transformers", weights, threads=threads, max_model_len=g.max_model_len,
@@ -91,7 +145,8 @@ def engine_for(cfg: Config, weights: Path, threads: int) -> Generator:
     return make_generator("vllm", weights, tensor_parallel_size=g.tensor_parallel_size,
                           gpu_memory_utilization=g.gpu_memory_utilization, seed=cfg.run.seed,
                           max_model_len=g.max_model_len, logprobs=g.logprobs, dtype=g.dtype,
-                          kv_cache_memory_bytes=g.kv_cache_memory_bytes, enforce_eager=g.enforce_eager)
+                          kv_cache_memory_bytes=g.kv_cache_memory_bytes, enforce_eager=g.enforce_eager,
+                          sleep_mode=sleep_mode and g.sleep_level > 0)
 
 
 def request_for(task: Task, key: str, messages: list[dict[str, str]], n: int, *, max_tokens: int,

@@ -13,8 +13,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from pathlib import Path
+from typing import Protocol, TypeVar
 
+from sgsbatch.backends.generation import Generator
 from sgsbatch.config.schema import Config
 from sgsbatch.run.paths import RunPaths
 from sgsbatch.run.shards import Shard
@@ -46,6 +48,14 @@ def phase_threads(cfg: Config, phase: str) -> int:
     return cfg.generation.threads or cfg.phase_resources(phase).cpus
 
 
+class EngineLender(Protocol):
+    """An engine kept across tasks (a colocated rollout job's: phases/sampling.ResidentEngine), lent to each
+    with the weights `weights()` names."""
+
+    def lend(self, cfg: Config, role: str, r: int, phase: str, weights: Callable[[], Path],
+             threads: int) -> Generator: ...
+
+
 @dataclass
 class Task:
     cfg: Config
@@ -57,6 +67,9 @@ class Task:
     # called with each optimizer step's number (1-based, per role) after the step: a test fault
     # injector's hook (SGSBATCH_FAULT_INJECT_RANK, scheduling/worker.py); nothing else sets it
     after_step: Callable[[int], None] | None = None
+    # the colocated rollout job's engine, kept across its rollout steps (scheduling/colocated.py); None: a task
+    # builds its own generator (phases/sampling.generator_for)
+    engine: EngineLender | None = None
 
     @property
     def shards(self) -> int:

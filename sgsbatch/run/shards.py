@@ -26,11 +26,15 @@ import time
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from sgsbatch.config.schema import ROLLOUT_JOB
 from sgsbatch.errors import DamagedFile, RunError
 from sgsbatch.run.jsonl import read_jsonl
 from sgsbatch.run.token_arrays import OFFSET, ArraysFile, RecordArrays, TokenArrays, append_block
+
+if TYPE_CHECKING:
+    from sgsbatch.run.paths import RunPaths
 
 
 class CorruptShard(RunError):
@@ -405,3 +409,13 @@ def read_phase_arrays(phase_dir: Path, count: int) -> list[tuple[dict[str, Any],
         file = ArraysFile(s.arrays)
         out.extend((rec, RecordArrays(rec, file)) for rec in s.read())
     return out
+
+
+def rollout_shard_of(paths: RunPaths, r: int) -> Shard | None:
+    """The colocated rollout job's shard (scheduling/colocated.py) that covers round r: the one of the newest
+    round k <= r that has one (None: no rollout job started by then). Its failure is round r's."""
+    for k in range(r, -1, -1):
+        d = paths.phase_dir(k, ROLLOUT_JOB)
+        if d.exists():
+            return Shard(d, 0)
+    return None

@@ -51,7 +51,13 @@ PREPARE_WAIT_S = 3600.0  # a second node waits this long for the first to write 
 
 
 def train_job(task: Task) -> None:
-    """Round r's train job on one node: prepare (first task), train (ranks), end the round, marker last."""
+    """Round r's train job on one node: prepare (first task), train (ranks), end the round and hand on, marker last."""
+    train_round(task, continue_chain=True)
+
+
+def train_round(task: Task, *, continue_chain: bool) -> None:
+    """Round r's training and its end, as `train_job` (the colocated rollout job hands on itself: scheduling/
+    colocated.py)."""
     if task.shard.is_done():
         return
     cfg, r = task.cfg, task.round
@@ -74,7 +80,7 @@ def train_job(task: Task) -> None:
     if h is None:
         return
     h = h.refreshed()  # `resume --set` may have changed resources or later rounds' method while it trained
-    end_round(h, r, trained, continue_chain=True)
+    end_round(h, r, trained, continue_chain=continue_chain)
     task.shard.finish([{"key": role, "role": role, **res} for role, res in trained.items()])
     # the round's training can never run again now: compact what no later training reads (the next
     # round is already submitted, so this is off the chain's critical path)

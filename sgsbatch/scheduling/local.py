@@ -203,7 +203,7 @@ def drive(run_dir: Path) -> int:
                 continue
             prepare_round(h, r)
             failed: list[str] = []
-            phases = h.cfg.phases_of_round(r)
+            phases = h.cfg.jobs_of_round(r)  # colocated: init (round 0), then one rollout job of several rounds
             streamed = False
             for phase in phases:
                 if phase == "verify" and streamed:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from sqlmodel import select
 
-from sgsbatch.config.schema import Config, SlurmPhaseConfig
+from sgsbatch.config.schema import ROLLOUT_JOB, Config, SlurmPhaseConfig
 from sgsbatch.config.validation import mail_types
 from sgsbatch.errors import SchedulerError
 from sgsbatch.round import metrics as M
@@ -73,7 +73,7 @@ TAG_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 TAG_CHARS = 4  # 36^4 = 1.7M tags: two runs share one about once in a million pairs
 # the letter after the tag in a job's name: one per phase, and the run's watcher job (ops/watcher.py)
 JOB_LETTERS = {"init": "i", "conjecture": "c", "solve": "s", "verify": "v", "guide": "g", "train": "t",
-               "watcher": "w", "eval": "e"}
+               "watcher": "w", "eval": "e", "rollout": "r"}
 
 
 def run_tag(run: str) -> str:
@@ -131,7 +131,7 @@ class Array:
     shards: tuple[int, ...]
 
 
-def _active_arrays(h: RunHandle, r: int, phase: str) -> list[Array]:
+def active_arrays(h: RunHandle, r: int, phase: str) -> list[Array]:
     with h.db.read() as s:
         jobs = s.exec(select(SlurmJob).where(SlurmJob.run_id == h.run_id, SlurmJob.round == r,
                                              SlurmJob.phase == phase, SlurmJob.active)).all()
@@ -186,7 +186,8 @@ def mail_parameters(cfg: Config, r: int, phase: str) -> dict[str, str]:
     is raised later (`resume --set`) mails END for the old last round too. Not covered: the watcher
     and canary jobs (neither's end is the run's), a local run (no Slurm)."""
     s = cfg.slurm
-    last = phase == "train" and r == cfg.run.rounds - 1
+    last = ((phase == "train" and r == cfg.run.rounds - 1)
+            or (phase == ROLLOUT_JOB and r + cfg.solver.colocated_steps >= cfg.run.rounds))
     types = list(dict.fromkeys((mail_types(s.mail_type) if last else []) + mail_types(s.mail_type_failure)))
     if not s.mail_user or not types:
         return {}
@@ -248,13 +249,19 @@ def submit_phase(h: RunHandle, r: int, phase: str, shards: Sequence[int], depend
     except Exception as e:  # submitit raises FailedJobError / CalledProcessError with sbatch's message
         raise SchedulerError(f"sbatch refused round {r} {phase}: {e}") from e
     job_id = jobs[0].job_id.split("_")[0]
+    record_job(h, r, phase, job_id, shards)
+    return job_id
+
+
+def record_job(h: RunHandle, r: int, phase: str, job_id: str, shards: Sequence[int]) -> None:
+    """A job of round r's `phase`, active: in the round's journal (what `rebuild` reads) and the database. A
+    colocated rollout job records itself again for each round it goes on to (scheduling/colocated.py)."""
     now = time.time()
     journal_job(h.paths.jobs_journal(r), {"phase": phase, "job_id": job_id, "shards": list(shards),
                                           "submitted_at": now})
     with h.db.write() as s:
         s.add(SlurmJob(run_id=h.run_id, round=r, phase=phase, job_id=job_id, shards=json.dumps(list(shards)),
                        submitted_at=now, active=True))
-    return job_id
 
 
 def arrays_after(phase: str, todo: list[int], n: int, prev: tuple[str, list[Array]] | None,
@@ -309,13 +316,13 @@ def submit_round(h: RunHandle, r: int, only_unfinished: bool = False) -> list[st
     ids = []
     prev: tuple[str, list[Array]] | None = None  # the phase before: its arrays, active or new
     cfg = submission_config(h, r)
-    for phase in cfg.phases_of_round(r):
+    for phase in cfg.jobs_of_round(r):  # a colocated config: init (round 0) and the rollout job
         n = cfg.shard_count(phase)
         todo = unfinished(h.paths.phase_dir(r, phase), n) if only_unfinished else list(range(n))
         if not todo:
             prev = None
             continue
-        arrays = _active_arrays(h, r, phase)
+        arrays = active_arrays(h, r, phase)
         covered = {i for a in arrays for i in a.shards}
         rest = [i for i in todo if i not in covered]
         for shards, dep in arrays_after(phase, rest, n, prev, cfg) if rest else []:
@@ -427,10 +434,13 @@ def record_slurm_jobs(h: RunHandle, r: int) -> None:
         return
     usage = sacct_usage(ids) or {}
     costs: dict[str, float] = {}
+    earlier = _earlier_rollout_cost(h, r, [i for i, p in phase_of.items() if p == ROLLOUT_JOB])
     for job_id, (cpu_h, gpu_h) in usage.items():
         phase = phase_of.get(job_id)
         if phase is None:
             continue
+        if job_id in earlier:  # a colocated job's time so far, less what its earlier rounds counted
+            cpu_h, gpu_h = max(0.0, cpu_h - earlier[job_id][0]), max(0.0, gpu_h - earlier[job_id][1])
         for name, value in ((M.cost(phase, "cpu_hours"), cpu_h), (M.cost(phase, "gpu_hours"), gpu_h),
                             (M.COST_CPU_HOURS, cpu_h), (M.COST_GPU_HOURS, gpu_h)):
             costs[name] = costs.get(name, 0.0) + value
@@ -446,6 +456,27 @@ def record_slurm_jobs(h: RunHandle, r: int) -> None:
             states = {v[0] for v in tasks.values()}
             job.state = states.pop() if len(states) == 1 else "MIXED"
             s.add(job)
+
+
+def _earlier_rollout_cost(h: RunHandle, r: int, job_ids: list[str]) -> dict[str, tuple[float, float]]:
+    """(CPU, GPU) hours the rounds before r already counted for each colocated rollout job in `job_ids`
+    (one job runs several rounds; sacct gives its time so far). A round two rollout jobs shared (one failed,
+    `resume` submitted another) counts both against each: an over-subtraction, clamped at 0 by the caller."""
+    if not job_ids:
+        return {}
+    with h.db.read() as s:
+        rows = s.exec(select(SlurmJob.job_id, SlurmJob.round).where(
+            SlurmJob.run_id == h.run_id, SlurmJob.phase == ROLLOUT_JOB, SlurmJob.round < r,
+            SlurmJob.job_id.in_(job_ids))).all()  # type: ignore[attr-defined]
+        rounds = {k for _, k in rows}
+        names = (M.cost(ROLLOUT_JOB, "cpu_hours"), M.cost(ROLLOUT_JOB, "gpu_hours"))
+        spent = {(k, n): v for k, n, v in s.exec(select(Metric.round, Metric.name, Metric.value).where(
+            Metric.run_id == h.run_id, Metric.round.in_(rounds), Metric.name.in_(names))).all()}  # type: ignore[attr-defined]
+    out: dict[str, tuple[float, float]] = {}
+    for job_id, k in rows:
+        cpu, gpu = out.get(job_id, (0.0, 0.0))
+        out[job_id] = (cpu + spent.get((k, names[0]), 0.0), gpu + spent.get((k, names[1]), 0.0))
+    return out
 
 
 def _tasks_of(acct: dict[str, tuple[str, int]], job_id: str) -> dict[str, tuple[str, int]]:
@@ -550,9 +581,10 @@ def _handing_over(h: RunHandle, r: int) -> bool:
     current) and submits round r (chain.py), is still in the queue: a hand-over, not a stall."""
     if r == 0:
         return False
-    with h.db.read() as s:
+    with h.db.read() as s:  # a colocated rollout job hands on to its own next round, or submits the next job
         ids = list(s.exec(select(SlurmJob.job_id).where(SlurmJob.run_id == h.run_id, SlurmJob.round == r - 1,
-                                                        SlurmJob.phase == "train", SlurmJob.active)).all())
+                                                        SlurmJob.phase.in_(("train", ROLLOUT_JOB)),  # type: ignore[attr-defined]
+                                                        SlurmJob.active)).all())
     return bool(ids) and bool(squeue(ids))
 
 

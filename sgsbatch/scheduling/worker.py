@@ -30,7 +30,7 @@ from pathlib import Path
 from types import FrameType
 
 from sgsbatch.config.loading import from_toml_text
-from sgsbatch.config.schema import PHASES
+from sgsbatch.config.schema import PHASES, ROLLOUT_JOB
 from sgsbatch.errors import disk_full_message, is_disk_full
 from sgsbatch.phases.task import REQUEUE_EXIT, UPSTREAM_EXIT, Interrupted, Task, UpstreamFailed
 from sgsbatch.run.amendments import config_at
@@ -111,7 +111,11 @@ def phase_runner(phase: str) -> Callable[[Task], None]:
         from sgsbatch.scheduling.chain import train_job
 
         return train_job
-    raise ValueError(f"unknown phase {phase!r}; valid: {', '.join(PHASES)}")
+    if phase == ROLLOUT_JOB:
+        from sgsbatch.scheduling.colocated import rollout_job
+
+        return rollout_job
+    raise ValueError(f"unknown phase {phase!r}; valid: {', '.join((*PHASES, ROLLOUT_JOB))}")
 
 
 def run_shard(run_dir: Path, r: int, phase: str, index: int, rank: bool = False) -> None:
@@ -153,7 +157,7 @@ def main(argv: list[str]) -> int:
     prefix = f"rank {os.environ.get('RANK', '?')} " if rank else ""
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {prefix}%(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGUSR2, _on_usr2)
-    if phase == "train":
+    if phase in ("train", ROLLOUT_JOB):  # both train: save at the next step on a SIGTERM-only preemption
         signal.signal(signal.SIGTERM, _on_usr2)
     try:
         run_shard(run_dir, r, phase, index, rank)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgsbatch.config.schema import Config
+from sgsbatch.config.schema import ROLLOUT_JOB, Config
 from sgsbatch.errors import InputError, RunError
 from sgsbatch.run.amendments import shards_at
 from sgsbatch.run.attempts import Attempt, attempt_log, attempts
@@ -52,6 +52,11 @@ def _rounds_with_files(paths: RunPaths) -> list[int]:
     return sorted(int(d.name[1:]) for d in rounds.iterdir() if d.is_dir() and d.name[1:].isdigit())
 
 
+def _log_phases(cfg: Config, paths: RunPaths, r: int) -> tuple[str, ...]:
+    """Round r's phases, and the colocated rollout job when one started at round r (it has its own log)."""
+    return cfg.phases_of_round(r) + ((ROLLOUT_JOB,) if paths.phase_dir(r, ROLLOUT_JOB).is_dir() else ())
+
+
 def _phase_has_files(paths: RunPaths, r: int, phase: str) -> bool:
     d = paths.phase_dir(r, phase)
     return d.is_dir() and any(d.iterdir())
@@ -65,7 +70,7 @@ def _submitit_logs(paths: RunPaths, r: int, phase: str, job: str) -> list[Path]:
 
 def failed_shard(paths: RunPaths, cfg: Config, r: int, phase: str | None = None) -> tuple[str, int] | None:
     """(phase, shard) of round r's first shard out of retries (of `phase` only, when given), or None."""
-    for p in [phase] if phase else cfg.phases_of_round(r):
+    for p in [phase] if phase else _log_phases(cfg, paths, r):
         for i in range(shards_at(cfg, paths, r, p)):
             if Shard(paths.phase_dir(r, p), i).failed_reason() is not None:
                 return p, i
@@ -126,9 +131,9 @@ def _phase_and_shard(paths: RunPaths, cfg: Config, r: int, phase: str | None,
                      shard: int | None) -> tuple[str, int]:
     """The phase and shard `choose_log` reads in round r (its docstring's defaults), or an error naming the
     valid choices."""
-    phases = [p for p in cfg.phases_of_round(r) if _phase_has_files(paths, r, p)]
-    valid = ", ".join(cfg.phases_of_round(r)) + (f", {DRIVER}" if (paths.local / "driver.log").exists() else "")
-    if phase is not None and phase not in cfg.phases_of_round(r):
+    phases = [p for p in _log_phases(cfg, paths, r) if _phase_has_files(paths, r, p)]
+    valid = ", ".join(_log_phases(cfg, paths, r)) + (f", {DRIVER}" if (paths.local / "driver.log").exists() else "")
+    if phase is not None and phase not in _log_phases(cfg, paths, r):
         raise InputError(f"round {r} has no phase {phase!r}; its phases: {valid}")
     failed = failed_shard(paths, cfg, r, phase) if shard is None else None
     if failed is not None:

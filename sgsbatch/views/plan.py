@@ -223,7 +223,7 @@ def plan_text(p: RunPlan) -> str:
     if proj.search is not None and solve is not None:
         lines += search_text(proj.search, solve.gpu_hours, solve.cpus)
     if proj.rollout is not None:
-        lines += rollout_text(proj.rollout)
+        lines += rollout_text(proj.rollout, cfg.solver.colocated_steps)
     if proj.not_projected:
         lines.append(f"  not projected: {', '.join(proj.not_projected)} (generation or training without GPUs: "
                      "no figure covers it)")
@@ -266,15 +266,17 @@ def reference_text(ref: ReferencePlan, gpu_hours: float) -> str:
             f"this layout: {gpu_hours / ref.gpu_hours:.2f}x its GPU-hours")
 
 
-def rollout_text(ro: RolloutPlan) -> list[str]:
-    """The rollout steps both ways (views/rollout_projection.py): the chain as built, a colocated job not built."""
+def rollout_text(ro: RolloutPlan, colocated_steps: int = 0) -> list[str]:
+    """The rollout steps both ways (views/rollout_projection.py), the one in use (`solver.colocated_steps`) marked."""
+    chain_use, colo_use = ("in use", "solver.colocated_steps = N") if not colocated_steps else (
+        "solver.colocated_steps = 0", f"in use: {colocated_steps} steps a job")
     over = f" ({ro.drawn:,} drawn: DAPO's over-sampling)" if ro.drawn > ro.prompts else ""
     return [
         f"  rollout steps: {ro.steps} (one a round) of {ro.prompts:,} prompts{over}, {_n(ro.samples)} samples, "
         f"{_of(ro.updates, 'update')} a step",
-        f"    chain (built): {duration(ro.chain_step_s)} a step, {duration(ro.chain_fixed_s)} of it queue waits, "
+        f"    chain ({chain_use}): {duration(ro.chain_step_s)} a step, {duration(ro.chain_fixed_s)} of it queue waits, "
         f"start-ups and checkpoint writes; {ro.chain_days:.1f} days, {_hours(ro.chain_gpu_hours)} GPU-hours",
-        f"    colocated job (not built: docs/engines.md): {duration(ro.colocated_step_s)} a step on "
+        f"    colocated job ({colo_use}): {duration(ro.colocated_step_s)} a step on "
         f"{ro.colocated_gpus} GPUs (weights updated in place), {_of(ro.colocated_jobs, 'job')} of "
         f"{duration(ro.colocated_startup_s)} start-up; {ro.colocated_days:.1f} days, "
         f"{_hours(ro.colocated_gpu_hours)} GPU-hours"

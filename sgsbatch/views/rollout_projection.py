@@ -1,5 +1,5 @@
-"""The GRPO family's rollout regime projected two ways (`solver.rollout_prompts` > 0): the chain, as built,
-and a colocated job, not built. Pure arithmetic over a round's projection (views/projection.py), which
+"""The GRPO family's rollout regime projected two ways (`solver.rollout_prompts` > 0): the chain and the
+colocated job (`solver.colocated_steps`), both built. Pure arithmetic over a round's projection (views/projection.py), which
 calls it; `plan` prints both (views/plan.py).
 
 A rollout step is `rollout_prompts` prompts (DAPO: ceil(rollout_prompts x `rollout_oversample`) drawn) x
@@ -9,15 +9,16 @@ with the weights its previous updates made (docs/objectives.md, "Rollout steps")
 * **chain** (built): a rollout step is one round of today's chain of Slurm jobs, so every step pays each
   phase's queue wait and start-up (engine load, trainer and reference load, checkpoint writes): the round's
   projection as is. `fixed_s`: those start-ups and hand-overs on the critical path.
-* **colocated** (not built; docs/engines.md, "Design input: rollout regime"): one job on the train job's GPUs
-  (`slurm.train.gpus` x nodes) alternates generation and training, keeping the engine and the trainer loaded
-  and pushing each update's weights into the engine in place (`weight_update_s`); verification streams to
-  the CPU array as today. A step: generation on all the job's GPUs, verification's tail after it (the last
-  problem's proofs, or the verify array's excess when it cannot keep pace), the scoring passes and the
-  updates, the same checkpoint writes as the chain's train job (weights, and the optimizer state with
-  `train.optimizer = "carry"`: resumable at any step), the weight update. Once per job (each job
-  is at most `slurm.train.time_min`): its queue wait, engine, trainer and reference loads. Its GPUs are held
-  through verification's tail and the checkpoint writes.
+* **colocated** (scheduling/colocated.py): one job on the train job's GPUs (`slurm.train.gpus`, one node)
+  alternates generation and training, keeping the engine loaded and pushing each step's weights into it in
+  place (`weight_update_s`); verification streams to the CPU array as today. A step: generation on all the
+  job's GPUs, verification's tail after it (the last problem's proofs, or the verify array's excess when it
+  cannot keep pace), the trainer's load of the step's weights (and the reference's: as built, the trainer is
+  started again each step in the job), the scoring passes and the updates, the same checkpoint writes as the
+  chain's train job (weights, and the optimizer state with `train.optimizer = "carry"`: resumable at any
+  step), the weight update. Once per job (`solver.colocated_steps` steps, or fewer if the steps outlast
+  `slurm.train.time_min`): its queue wait and the engine's load. Its GPUs are held through verification's
+  tail and the checkpoint writes.
 
 Not modelled: prefill, a rollout batch too small to fill the engine's batch (decoding is then slower than
 the rate), ZeRO-3 gathers for the weight update, and overlapping a step's generation with the previous
@@ -87,11 +88,11 @@ def rollout_plan(cfg: Config, proj: Any, figures: Any, decode: float) -> Rollout
     roles = 1 + int(cfg.conjecturer.enabled and cfg.conjecturer.train)
     ref_load = f["model_load_s"] if s.kl_beta > 0 else 0.0
     ckpt = train.startup_s - roles * f["model_load_s"] - ref_load  # the weights' (and carried optimizer's) writes
-    step = gen_s + tail + train_work + ckpt + f["weight_update_s"]
-    startup = f["queue_wait_s"] + 2 * f["model_load_s"] + ref_load
+    step = gen_s + tail + f["model_load_s"] + ref_load + train_work + ckpt + f["weight_update_s"]
+    startup = f["queue_wait_s"] + f["model_load_s"]  # the job's queue wait and its engine's load
     per_job = max(step, res.time_min * 60 - startup)
     steps = proj.rounds
-    jobs = max(1, math.ceil(steps * step / per_job))
+    jobs = max(1, math.ceil(steps * step / per_job), math.ceil(steps / s.colocated_steps) if s.colocated_steps else 0)
     trained = s.rollout_prompts * s.samples
     return RolloutPlan(
         steps=steps, prompts=s.rollout_prompts, drawn=s.rollout_draw(), samples=solve.items,

@@ -22,6 +22,7 @@ from typing import Any
 from sqlmodel import select
 
 from sgsbatch.canary.record import read_run_record
+from sgsbatch.config.schema import ROLLOUT_JOB
 from sgsbatch.round.disk import disk_usage, free_space, full_disk
 from sgsbatch.round.lifecycle import current_phase
 from sgsbatch.round.metrics import CUMULATIVE_SOLVE_RATE, EVAL_PREFIX
@@ -31,7 +32,7 @@ from sgsbatch.run import environment, lineage, quarantine
 from sgsbatch.run.attempts import error_line
 from sgsbatch.run.handle import RunHandle
 from sgsbatch.run.paths import command
-from sgsbatch.run.shards import failed_reason
+from sgsbatch.run.shards import failed_reason, rollout_shard_of
 from sgsbatch.scheduling import watcher
 from sgsbatch.scheduling.eval_jobs import evaluations
 from sgsbatch.scheduling.executor import executor_for
@@ -200,12 +201,16 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
     if row.state in (RunState.completed, RunState.cancelled, RunState.failed):
         st.phase = None if row.state == RunState.completed else phase
         return st
-    failed = next(((p, reason) for p in h.cfg.phases_of_round(r)
+    failed = next(((r, p, reason) for p in h.cfg.phases_of_round(r)
                    if (reason := failed_reason(h.paths.phase_dir(r, p), h.at(r).shard_count(p)))), None)
+    rollout = rollout_shard_of(h.paths, r) if h.cfg.colocated() else None  # a colocated job covering round r
+    if failed is None and rollout is not None and (reason := rollout.failed_reason()) is not None:
+        failed = (int(rollout.dir.parent.name[1:]), ROLLOUT_JOB, reason)
     if failed:
         st.state, st.stall = "stalled", StallReason.shard_out_of_retries
         # the round as stored (0-based), as in the reason, `logs --round` and what `resume` prints
-        st.message = (f"{one_line(failed[1])}; the whole log: `{command('logs', h.paths, '--round', str(r), '--phase', failed[0])}`; "
+        log = command("logs", h.paths, "--round", str(failed[0]), "--phase", failed[1])
+        st.message = (f"{one_line(failed[2])}; the whole log: `{log}`; "
                       f"fix the cause, then `{command('resume', h.paths)}` (it resubmits round {r}'s unfinished shards)")
         return _blame(h, st)
     if not live:

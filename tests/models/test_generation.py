@@ -168,3 +168,42 @@ def test_abort_drops_the_requests_in_flight(gen: TransformersGenerator) -> None:
     gen.abort()
     assert gen.in_flight() == 0 and gen.step() == []
     assert gen.stats.prompts >= 2 and gen.stats.generate_s >= 0.0
+
+
+def test_weights_updated_in_place_sample_as_a_fresh_generator_on_them(tiny_dir: Path, tmp_path: Path) -> None:
+    """A colocated rollout job's engine (phases/sampling.ResidentEngine) takes each step's weights in place:
+    it then samples, seeded, exactly as a new generator on those weights; lent again on the same weights
+    it is not updated."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from sgsbatch.config.schema import Config
+    from sgsbatch.phases.sampling import ResidentEngine
+
+    other = tmp_path / "other"
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_dir), dtype=torch.float32)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    model.save_pretrained(other)
+    AutoTokenizer.from_pretrained(str(tiny_dir)).save_pretrained(other)
+
+    import dataclasses
+
+    cfg = dataclasses.replace(Config(), generation=dataclasses.replace(Config().generation, backend="transformers"))
+    engine = ResidentEngine()
+    try:
+        first = engine.lend(cfg, "solver", 0, "solve", lambda: tiny_dir, 1)
+        before = first.generate([M1], 3, seed=5, max_tokens=30, temperature=1.0)
+        first.close()  # lent: the engine stays
+        again = engine.lend(cfg, "solver", 1, "solve", lambda: other, 1)
+        after = again.generate([M1], 3, seed=5, max_tokens=30, temperature=1.0)
+        assert len(engine.updates) == 1
+        engine.lend(cfg, "solver", 1, "solve", lambda: other, 1)
+        assert len(engine.updates) == 1  # the same weights: nothing to load
+    finally:
+        engine.close()
+    fresh = TransformersGenerator(other, threads=1).generate([M1], 3, seed=5, max_tokens=30, temperature=1.0)
+    assert after == fresh
+    assert after != before

@@ -120,6 +120,19 @@ def test_the_rollout_keys_refuse_what_cannot_run(tmp_path: Path) -> None:
     assert not semantic_errors(_cfg(tmp_path, "solver.objective=dapo", "solver.rollout_prompts=4",
                                     "solver.rollout_oversample=3"))
 
+    # the colocated job (solver.colocated_steps): a Solver alone in rollout steps, whole proofs, one node, its
+    # engine over all the job's GPUs
+    colo = ("solver.objective=grpo", "solver.rollout_prompts=4", "solver.colocated_steps=2", "conjecturer.enabled=false")
+    assert refused("solver.objective=grpo", "solver.colocated_steps=2", "conjecturer.enabled=false") == "solver.colocated_steps"
+    assert refused(*colo, "conjecturer.enabled=true") == "solver.colocated_steps"
+    assert refused(*colo, "slurm.train.nodes=2") == "solver.colocated_steps"
+    assert refused(*colo, "generation.backend=vllm", "slurm.train.gpus=8", "generation.tensor_parallel_size=1") == \
+        "generation.tensor_parallel_size"
+    assert refused("solver.colocated_steps=-1") == "solver.colocated_steps"
+    assert refused(*colo, "generation.sleep_level=3") == "generation.sleep_level"
+    assert not semantic_errors(_cfg(tmp_path, *colo, "generation.backend=vllm", "slurm.train.gpus=8",
+                                    "generation.tensor_parallel_size=8"))
+
 
 def test_rollout_steps_on_the_chain_and_in_a_colocated_job_worked_by_hand(tmp_path: Path) -> None:
     cfg = load_config(Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml", [
@@ -141,14 +154,26 @@ def test_rollout_steps_on_the_chain_and_in_a_colocated_job_worked_by_hand(tmp_pa
     assert ro.chain_fixed_s == pytest.approx((50 + 100) + (50 + 10) + (50 + 120))  # queue waits + start-ups
     assert ro.chain_gpu_hours == pytest.approx(4 * (2 * 2 * 105 + 4 * 140) / 3600)
     # colocated on the train job's 4 GPUs: generation 80k tokens at 4 x 4,000, verification 80 proofs on
-    # 20 cores at 0.5 (not streaming: after it), training 20 s, checkpoint 20 s, weight update 5 s
-    assert ro.colocated_step_s == pytest.approx(80_000 / 16_000 + 80 / 10 + 20 + 20 + 5)
-    assert ro.colocated_startup_s == pytest.approx(50 + 2 * 100) and ro.colocated_jobs == 1
-    assert ro.colocated_gpu_hours == pytest.approx(4 * (4 * 58 + 250) / 3600)
+    # 20 cores at 0.5 (not streaming: after it), the trainer's load of the step's weights 100 s (as built: the
+    # trainer starts again each step), training 20 s, checkpoint 20 s, weight update 5 s; once a job: its
+    # queue wait and the engine's load
+    assert ro.colocated_step_s == pytest.approx(80_000 / 16_000 + 80 / 10 + 100 + 20 + 20 + 5)
+    assert ro.colocated_startup_s == pytest.approx(50 + 100) and ro.colocated_jobs == 1
+    assert ro.colocated_gpu_hours == pytest.approx(4 * (4 * 158 + 150) / 3600)
     text = plan_text(make_plan(cfg, 100))
     assert "20 targets a round (a rollout batch: solver.rollout_prompts) of 100" in text
-    assert "rollout steps: 4 (one a round) of 20 prompts" in text and "colocated job (not built" in text
+    assert "rollout steps: 4 (one a round) of 20 prompts" in text
+    assert "chain (in use)" in text and "colocated job (solver.colocated_steps = N)" in text
     assert "weight_update_s=5" in text
+    colo = load_config(Path(__file__).resolve().parents[2] / "jobs" / "tiny.toml", [
+        *KNOWN, f"run.runs_dir={tmp_path}", "conjecturer.enabled=false", "solver.objective=grpo",
+        "solver.rollout_prompts=20", "solver.batch_size=40", "projection.weight_update_s=5",
+        "train.old_logprobs=sampler", "slurm.train.time_min=600", "solver.colocated_steps=2"])
+    two = project(colo, 100, published(colo)).rollout
+    assert two is not None and two.colocated_jobs == 2  # 4 steps, 2 a job
+    assert two.colocated_gpu_hours == pytest.approx(4 * (4 * 158 + 2 * 150) / 3600)
+    text = plan_text(make_plan(colo, 100))
+    assert "chain (solver.colocated_steps = 0)" in text and "colocated job (in use: 2 steps a job)" in text
 
 
 def test_dapos_over_sampled_draw_is_generated_but_only_its_batch_trained(tmp_path: Path) -> None:
