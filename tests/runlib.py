@@ -130,3 +130,20 @@ def run_advice(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProc
     """Run an advised command as printed (`sgsbatch` is this checkout's CLI)."""
     assert argv[0] == "sgsbatch", argv
     return sgsbatch(*argv[1:], env=env)
+
+
+def finished_job(shard_dir: Path, wait_s: float = 300.0) -> Any:
+    """The shard of a job that goes on after its run completed (a colocated rollout job: the run's last round
+    ends, then the job hands on, writes its marker and its supervisor records the attempt's end), once that
+    is done; `wait_s` is a safety limit, not a measurement."""
+    import time
+
+    from sgsbatch.run.attempts import attempts
+    from sgsbatch.run.shards import Shard
+
+    shard = Shard(shard_dir, 0)
+    deadline = time.monotonic() + wait_s
+    while not (shard.is_done() and (tried := attempts(shard)) and tried[-1].end is not None):
+        assert time.monotonic() < deadline, f"{shard_dir} did not finish"
+        time.sleep(0.2)
+    return shard

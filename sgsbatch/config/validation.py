@@ -34,7 +34,7 @@ def _short(value: str, n: int = 60) -> str:
 
 
 def bound_errors(cfg: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """(key, message) for every number key outside the range declared with it (config/schema.py `Bound`),
+    """(key, message) for every number key outside the range declared with it (config/declare.py `Bound`),
     walking the config's tables in declaration order."""
     errs: list[tuple[str, str]] = []
     for f in dataclasses.fields(cfg):

@@ -178,23 +178,7 @@ def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[t
     meta: dict[str, dict[str, Any]] = {}
     rewards: dict[str, float] = {}
     if cfg.solver.train:
-        inputs = round_inputs(task.paths, r)
-        unsolved = inputs["unsolved"] if cfg.solver.selection_mode() == "unsolved" else []
-        draw, carry = inputs["solve_targets"], carried(cfg, task.paths, r)
-        dropped = _carry_dropped(cfg, r, carry)
-        if dropped:
-            carry = Carry()
-        examples = solver_examples(cfg, task.paths, results, ei_stored, unsolved, draw, r, carry)
-        save_examples(examples_file(task, "solver"), examples)
-        meta["solver"] = {"examples": len(examples), STEPS_BEFORE: (steps_before or {}).get("solver", 0)}
-        if dropped:
-            meta["solver"]["metrics"] = {M.SOLVER_ROLLOUT_DROPPED: float(dropped)}
-        if cfg.solver.objective in GRPO_FAMILY:  # the group counts, recorded with the round's metrics
-            family = family_groups(cfg, results, draw, r, carry)
-            meta["solver"]["metrics"] = family.metrics | meta["solver"].get("metrics", {})
-            if cfg.solver.resamples():
-                atomic_write_json(rollout_file(task.paths, r), {"gen_batches": carry.gen_batches + 1,
-                                                                "pending": family.pending})
+        meta["solver"] = _prepare_solver(task, results, ei_stored, (steps_before or {}).get("solver", 0))
     if cfg.conjecturer.enabled and cfg.conjecturer.train:
         examples, rewards = conjecturer_examples(cfg, task.paths, r, results)
         save_examples(examples_file(task, "conjecturer"), examples)
@@ -203,6 +187,29 @@ def prepare(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[t
             meta["conjecturer"]["reward_mean"] = sum(rewards.values()) / len(rewards)
     atomic_write_json(rewards_file(task.paths, r), rewards)  # not in prepared.json: `run` passes its keys on
     atomic_write_text(train_dir(task) / PREPARED, json.dumps(meta) + "\n")  # role order kept: Solver first
+
+
+def _prepare_solver(task: Task, results: dict[str, ProblemResult], ei_stored: Iterable[tuple[int, str, int]],
+                    steps_before: int) -> dict[str, Any]:
+    """The Solver's part of `prepare`: its examples written (with DAPO's carried groups, or those dropped
+    counted), the GRPO family's group counts as the round's metrics, the rollout state of DAPO's re-sampling."""
+    cfg, r = task.cfg, task.round
+    inputs = round_inputs(task.paths, r)
+    unsolved = inputs["unsolved"] if cfg.solver.selection_mode() == "unsolved" else []
+    draw, carry = inputs["solve_targets"], carried(cfg, task.paths, r)
+    dropped = _carry_dropped(cfg, r, carry)
+    if dropped:
+        carry = Carry()
+    examples = solver_examples(cfg, task.paths, results, ei_stored, unsolved, draw, r, carry)
+    save_examples(examples_file(task, "solver"), examples)
+    metrics: dict[str, float] = {M.SOLVER_ROLLOUT_DROPPED: float(dropped)} if dropped else {}
+    if cfg.solver.objective in GRPO_FAMILY:  # the group counts, recorded with the round's metrics
+        family = family_groups(cfg, results, draw, r, carry)
+        metrics = family.metrics | metrics
+        if cfg.solver.resamples():
+            atomic_write_json(rollout_file(task.paths, r), {"gen_batches": carry.gen_batches + 1,
+                                                            "pending": family.pending})
+    return {"examples": len(examples), STEPS_BEFORE: steps_before} | ({"metrics": metrics} if metrics else {})
 
 
 def step_recorder(task: Task, role: str) -> Callable[[TrainStep], None]:

@@ -34,7 +34,7 @@ from sgsbatch.round.refusals import tally
 from sgsbatch.round.results import Problem, solve_problems
 from sgsbatch.run.attempts import attempts
 from sgsbatch.run.progress import ProgressLine
-from sgsbatch.run.shards import Shard
+from sgsbatch.run.shards import Shard, rollout_shard_of
 from sgsbatch.verification.verdict import ProofJob
 from sgsbatch.verification.verifier import make_verifier
 
@@ -51,8 +51,11 @@ class SolveFeed:
     `verification.streaming` says now (that key decides when the task is started: an amendment
     must not break a task submitted before it). `records()` returns the new ones."""
 
-    def __init__(self, solve: Shard, keys: set[str]) -> None:
+    def __init__(self, solve: Shard, keys: set[str], owner: Shard | None = None) -> None:
         self.solve, self.remaining = solve, set(keys)
+        # the colocated rollout job's shard when the solve shard is sampled inside that job (no task of its
+        # own): the job's failure and attempts stand for the solve shard's (scheduling/colocated.py)
+        self.owner = owner
         self.offset = 0
         self.followed = False  # it read the item log of a running solve task
 
@@ -63,6 +66,10 @@ class SolveFeed:
             if reason is not None:
                 raise UpstreamFailed(f"solve shard {self.solve.index} ran out of retries ({reason}); this verify "
                                      f"task stops until `sgsbatch resume` runs it again")
+            reason = self.owner.failed_reason() if self.owner is not None else None
+            if reason is not None:
+                raise UpstreamFailed(f"the rollout job sampling solve shard {self.solve.index} ran out of retries "
+                                     f"({reason}); this verify task stops until `sgsbatch resume` runs it again")
             self.followed = True
         out: list[dict[str, Any]] = []
         if self.followed:
@@ -120,7 +127,7 @@ class _Jobs:
         limit = self.task.cfg.verification.stream_yield_s
         if limit <= 0 or not os.environ.get("SLURM_JOB_ID") or self.task.cfg.run.executor == "local":
             return
-        latest = attempts(self.feed.solve)[-1:]
+        latest = attempts(self.feed.owner or self.feed.solve)[-1:]  # a colocated job: its own attempts
         if latest and latest[0].end is not None and time.time() - latest[0].end > limit:
             raise Interrupted(f"round {self.task.round} verify shard {self.task.shard.index}: its solve shard "
                               f"{self.feed.solve.index} has not run for {time.time() - latest[0].end:.0f} s "
@@ -160,7 +167,8 @@ def run(task: Task) -> None:
     progress = ProgressLine(f"r{task.round} verify shard {task.shard.index}", len(problems), len(done),
                             task.cfg.alerts.progress_every_s)
     keys = {p.problem_id for p in problems} - set(done)
-    jobs = _Jobs(task, SolveFeed(solve, keys), {p.problem_id: p for p in problems}, done, progress)
+    owner = rollout_shard_of(task.paths, task.round) if task.cfg.colocated() else None
+    jobs = _Jobs(task, SolveFeed(solve, keys, owner), {p.problem_id: p for p in problems}, done, progress)
     started, counts = time.time(), {"timeout": 0, "error": 0}
     if keys:
         verifier = make_verifier(task.cfg, processes=task.cfg.phase_resources("verify").cpus)

@@ -262,17 +262,19 @@ def time_limit_advice(paths: RunPaths, r: int, phase: str) -> str:
     """The commands that repair a shard out of time: a longer limit for this round (`resume --set`
     resubmits the shard with it), more shards for the rounds not yet started (a change of method)."""
     from sgsbatch.config.loading import from_toml_text
+    from sgsbatch.config.schema import ROLLOUT_JOB
     from sgsbatch.run.amendments import config_at
     from sgsbatch.run.paths import command
 
+    table = "train" if phase == ROLLOUT_JOB else phase  # a colocated rollout job runs on slurm.train
     try:
         cfg = config_at(from_toml_text(paths.config.read_text(encoding="utf-8"), str(paths.config)), paths, r)
     except (OSError, ValueError):
-        return (f"raise slurm.{phase}.time_min with `sgsbatch resume RUN --set slurm.{phase}.time_min=N` (this round), "
+        return (f"raise slurm.{table}.time_min with `sgsbatch resume RUN --set slurm.{table}.time_min=N` (this round), "
                 f"or use more shards (shards.{phase}) for later rounds")
     limit = cfg.phase_resources(phase).time_min
     out = (f"raise its time limit ({limit} min) with "
-           f"`{command('resume', paths, '--set', f'slurm.{phase}.time_min={2 * limit}')}`")
+           f"`{command('resume', paths, '--set', f'slurm.{table}.time_min={2 * limit}')}`")
     if phase in ("conjecture", "solve", "verify", "guide") and r + 1 < cfg.run.rounds:
         n = cfg.shard_count(phase)
         sets = ["--set", f"shards.{phase}={2 * n}"]

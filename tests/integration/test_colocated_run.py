@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runlib import launch_args, outcome, sgsbatch, status  # noqa: E402
+from runlib import finished_job, launch_args, outcome, sgsbatch, status  # noqa: E402
 
 from sgsbatch.run.shards import Shard  # noqa: E402
 
@@ -63,7 +63,7 @@ def test_a_colocated_job_samples_and_trains_as_the_chain_through_a_kill(tmp_path
 
     rounds = tmp_path / "colo" / "rounds"
     assert sorted(p.parent.name for p in rounds.glob("r*/rollout")) == ["r0000"]  # one job ran all three
-    job = Shard(rounds / "r0000" / "rollout", 0)
+    job = finished_job(rounds / "r0000" / "rollout")
     assert job.attempts_file.read_text().count('"start"') == 2  # killed once, resumed at round 1
     records = {rec["round"]: rec for rec in job.read()}
     assert sorted(records) == [0, 1, 2]

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from runlib import launch_args, outcome, sgsbatch, status
+from runlib import finished_job, launch_args, outcome, sgsbatch, status
 
 from sgsbatch.run.attempts import STOPPED, attempts
 from sgsbatch.run.shards import Shard
@@ -68,8 +68,8 @@ def test_colocated_rollout_jobs_run_the_chain_s_rounds_on_slurm_through_a_warnin
     run = tmp_path / "colo"
     assert outcome(run) == outcome(tmp_path / "chain")
 
-    job = Shard(run / "rounds" / "r0000" / "rollout", 0)
-    tried = attempts(job)
+    finished_job(run / "rounds" / "r0002" / "rollout")  # the second job, which ended the run
+    tried = attempts(Shard(run / "rounds" / "r0000" / "rollout", 0))
     assert [a.outcome for a in tried] == [STOPPED, "done"], tried  # stopped on the signal, requeued, finished
     assert "exiting for requeue" in (run / "rounds" / "r0000" / "rollout" / "shard_00000.attempt-1.log").read_text()
     con = sqlite3.connect(run / "state.db")

@@ -254,6 +254,10 @@ def test_the_time_limit_message_names_commands_that_are_accepted(tmp_path: Path)
     assert h.cfg.slurm.solve.time_min == 40 and h.at(0).shards.solve == 2 and h.at(1).shards.solve == 4
     last_round = time_limit_advice(h.paths, 1, "solve")  # no later round: the time limit only
     assert len(_advised(last_round)) == 1
+    rollout = time_limit_advice(h.paths, 0, "rollout")  # a colocated rollout job runs on slurm.train's
+    assert len(_advised(rollout)) == 1 and f"--set slurm.train.time_min={2 * h.cfg.slurm.train.time_min}" in rollout
+    h = _amend_argv(h, _advised(rollout)[0])
+    assert h.cfg.slurm.train.time_min == 2 * make_run(tmp_path, "tl2").cfg.slurm.train.time_min
 
 
 def test_the_disk_alarm_names_a_command_that_is_accepted(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from sgsbatch.verification.leftover import LeftoverLimits, demand, poisoned, usa
 
 SPIN = "while True: pass"
 SLEEP = "import time; time.sleep(60)"
+READY = "import sys; sys.stdout.write('ready\\n'); sys.stdout.flush()\n"  # then the code under test
 HOGS = 7
 
 
@@ -43,9 +44,13 @@ def loaded_cpu() -> Iterator[int]:
 
 
 def _tree(code: str, cpu: int) -> Iterator[int]:
-    proc = _pinned(code, cpu)
+    """The process running `code`, once its interpreter has started (on a loaded CPU Python's own start-up
+    takes long and looks busy: a fixed wait made the sleeper look like a spinner when the machine was busy)."""
+    proc = subprocess.Popen([sys.executable, "-c", READY + code], stdout=subprocess.PIPE,
+                            preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
     try:
-        time.sleep(0.3)
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        time.sleep(0.1)
         yield proc.pid
     finally:
         proc.kill()

@@ -116,6 +116,30 @@ def test_a_failed_solve_shard_ends_the_streaming_task_without_a_verdict_lost(tmp
     assert not task.shard.is_done() and task.shard.failure_count() == 0
 
 
+def test_a_failed_colocated_rollout_job_ends_the_streaming_task(tmp_path: Path) -> None:
+    """A colocated rollout job samples the solve shards in its own process (scheduling/colocated.py): its
+    shard's failure is the solve shard's, for the verify task following it."""
+    colocated = ("conjecturer.enabled=false", "solver.objective=grpo", "solver.rollout_prompts=3",
+                 "solver.colocated_steps=2")
+    deadline = time.monotonic() + 30  # without the rule the task would wait for ever: stop it (Interrupted) instead
+    h, task = _run(tmp_path, "colo", True, lambda: time.monotonic() > deadline, *colocated)
+    solve = Shard(h.paths.phase_dir(0, "solve"), 0)
+    solve.append_item(_solve_record("t0"))
+    job = Shard(h.paths.phase_dir(0, "rollout"), 0)
+    job.dir.mkdir(parents=True)
+
+    def fail_later() -> None:
+        time.sleep(0.5)
+        job.mark_failed("round 0 rollout shard 0 failed 3 times; last: worker killed by signal 9 (SIGKILL)")
+
+    t = threading.Thread(target=fail_later)
+    t.start()
+    with pytest.raises(UpstreamFailed, match="the rollout job sampling solve shard 0 ran out of retries .*SIGKILL"):
+        verify.run(task)
+    t.join()
+    assert [r["key"] for r in task.shard.done_items().values()] == ["t0"]
+
+
 def test_a_stop_request_ends_a_waiting_task(tmp_path: Path) -> None:
     asked = {"stop": False}
     h, task = _run(tmp_path, "stop", streaming=True, should_stop=lambda: asked["stop"])

@@ -104,8 +104,8 @@ def fp32_logits(model: Any, prompt_ids: list[int], token_ids: list[int]) -> Any:
 GENERATING = ("conjecture", "solve", "guide")
 
 
-def check_vllm_run(run_dir: Path, rounds: int) -> dict[str, Any]:
-    """Assert that every generating shard of every round ran on vLLM's engine and that training
+def check_vllm_run(run_dir: Path, rounds: int, phases: tuple[str, ...] = GENERATING) -> dict[str, Any]:
+    """Assert that every generating shard (of `phases`) of every round ran on vLLM's engine and that training
     consumed what it sampled; returns per-phase engine figures (tokens/s, start-up) for the log."""
     import json
 
@@ -113,7 +113,7 @@ def check_vllm_run(run_dir: Path, rounds: int) -> dict[str, Any]:
 
     figures: dict[str, Any] = {}
     for r in range(rounds):
-        for phase in GENERATING:
+        for phase in phases:
             phase_dir = run_dir / "rounds" / f"r{r:04d}" / phase
             metas = [Shard(phase_dir, int(p.name[6:11])).meta() for p in sorted(phase_dir.glob("shard_*.done"))]
             assert metas, f"round {r} {phase}: no finished shard"
