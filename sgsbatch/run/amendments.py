@@ -45,6 +45,9 @@ OPERATIONAL_KEYS = (
     "checkpoints.keep_last", "checkpoints.keep_every", "checkpoints.estimate_gb_per_role",
     "train.collective_timeout_s",
     "verification.streaming", "verification.stream_poll_s", "verification.stream_yield_s",  # when, not what
+    # how rounds are scheduled, the same samples and training either way (scheduling/colocated.py): a running
+    # colocated job ends before its next round once off; the chain hands a round to a job once on
+    "solver.colocated_steps", "generation.sleep_level",
 )
 OPERATIONAL_SECTIONS = ("alerts", "report", "scaling", "projection", "eval")  # eval: what is measured, not trained
 # a change of method -> the phases of a round that read it (None: every phase, the round's partition)

@@ -37,32 +37,35 @@ from sgsbatch.round.lifecycle import prepare_round, round_completed
 from sgsbatch.run.handle import RunHandle, open_run_dir
 from sgsbatch.run.shards import Shard, unfinished
 from sgsbatch.scheduling.chain import train_round
+from sgsbatch.scheduling.eval_jobs import after_round
 from sgsbatch.scheduling.executor import executor_for
 
 VERIFY_POLL_S = 1.0
 
 
 def rollout_job(task: Task) -> None:
-    """Rounds task.round .. task.round + solver.colocated_steps - 1 (fewer at run.rounds), then hand on."""
+    """Rounds task.round .. task.round + solver.colocated_steps - 1 (fewer at run.rounds, or where an amendment
+    turned the colocated job off from a round on: that round is handed to the chain), then hand on."""
     if task.shard.is_done():
         return
     h = open_run_dir(task.paths, task.cfg)
     first, engine = task.round, ResidentEngine()
-    last = min(first + h.cfg.solver.colocated_steps, h.cfg.run.rounds) - 1
-    task.shard.set_total(last - first + 1)
+    end = min(first + h.at(first).solver.colocated_steps, h.cfg.run.rounds)
+    task.shard.set_total(end - first)
     done = task.shard.done_items()
+    k = first
     try:
-        for k in range(first, last + 1):
-            h = h.refreshed()  # `resume --set` may amend later rounds
+        while k < min(end, (h := h.refreshed()).cfg.run.rounds) and h.at(k).colocated():
             if not round_completed(h, k):
                 _step(h, k, task, engine)
             if f"r{k}" not in done:
                 done[f"r{k}"] = task.shard.append_item({"key": f"r{k}", "round": k, "weight_updates_s": list(engine.updates)})
+            k += 1
     finally:
         engine.close()
-    h = h.refreshed()
-    executor_for(h).continue_chain(h, last)  # idempotent: a job already submitted for round last + 1 covers it
-    task.shard.finish([done[f"r{k}"] for k in range(first, last + 1)], {"rounds": last - first + 1})
+    executor_for(h).continue_chain(h, k - 1)  # idempotent: a job already submitted for round k covers it
+    task.shard.set_total(k - first)
+    task.shard.finish([done[f"r{j}"] for j in range(first, k)], {"rounds": k - first})
 
 
 def _step(h: RunHandle, k: int, job: Task, engine: ResidentEngine) -> None:
@@ -72,11 +75,15 @@ def _step(h: RunHandle, k: int, job: Task, engine: ResidentEngine) -> None:
     _record(h, k)
     waiting = _start_verify(h, k, job.should_stop)
     for i in unfinished(paths.phase_dir(k, "solve"), cfg.shard_count("solve")):
-        solve.run(Task(cfg, paths, k, "solve", Shard(paths.phase_dir(k, "solve"), i), job.should_stop, engine=engine))
+        shard = Shard(paths.phase_dir(k, "solve"), i)
+        shard.mark_started()  # as a supervisor marks a task's shard: the phase's span and wall_s/solve
+        solve.run(Task(cfg, paths, k, "solve", shard, job.should_stop, engine=engine))
     _await_verify(h, k, job, waiting)
     engine.release()  # on GPUs the engine's memory goes to the trainer until the next step
-    train_round(Task(cfg, paths, k, "train", Shard(paths.phase_dir(k, "train"), 0), job.should_stop),
-                continue_chain=False)
+    train = Shard(paths.phase_dir(k, "train"), 0)
+    train.mark_started()
+    train_round(Task(cfg, paths, k, "train", train, job.should_stop), continue_chain=False)
+    after_round(h.refreshed(), k)  # eval.every_rounds: its job beside the run, as the chain's train job submits it
 
 
 def _record(h: RunHandle, k: int) -> None:

@@ -20,7 +20,9 @@ with the weights its previous updates made (docs/objectives.md, "Rollout steps")
   `slurm.train.time_min`): its queue wait and the engine's load. Its GPUs are held through verification's
   tail and the checkpoint writes.
 
-Not modelled: prefill, a rollout batch too small to fill the engine's batch (decoding is then slower than
+Not modelled: the colocated job's one engine spans its GPUs by tensor parallelism (generation.tensor_parallel_size =
+slurm.train.gpus), where the chain's solve tasks are engines side by side; its generation is counted at the GPUs'
+full rate, so its side is a lower bound; prefill, a rollout batch too small to fill the engine's batch (decoding is then slower than
 the rate), ZeRO-3 gathers for the weight update, and overlapping a step's generation with the previous
 step's training (one step off-policy: not what the papers do).
 """

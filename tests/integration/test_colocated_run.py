@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import sys
 import threading
 from pathlib import Path
@@ -61,6 +62,11 @@ def test_a_colocated_job_samples_and_trains_as_the_chain_through_a_kill(tmp_path
     assert status(tmp_path, "colo")["state"] == "completed"
     assert outcome(tmp_path / "colo") == outcome(tmp_path / "chain")  # the same samples, verdicts and steps
 
+    con = sqlite3.connect(tmp_path / "colo" / "state.db")
+    walls = {(r, n) for r, n in con.execute("SELECT round, name FROM metrics WHERE name LIKE 'wall_s/%'")}
+    con.close()
+    for r in range(3):  # the phases the job ran in its own process are timed as tasks are
+        assert {(r, "wall_s/solve"), (r, "wall_s/verify"), (r, "wall_s/train"), (r, "wall_s/round")} <= walls, walls
     rounds = tmp_path / "colo" / "rounds"
     assert sorted(p.parent.name for p in rounds.glob("r*/rollout")) == ["r0000"]  # one job ran all three
     job = finished_job(rounds / "r0000" / "rollout")
