@@ -190,7 +190,8 @@ def logprobs_mode(logprobs: str) -> str:
 
 class Lent:
     """A generator lent to one `stream_items` call and kept open afterwards (a colocated rollout job's resident
-    engine, tests and benchmarks that reuse one engine across calls): fresh stats, as a new engine's, and a `close` that does nothing."""
+    engine, tests and benchmarks that reuse one engine across calls): fresh stats, as a new engine's, and a
+    `close` that does nothing."""
 
     def __init__(self, gen: Generator) -> None:
         self.gen = gen

@@ -301,8 +301,8 @@ def resume_locked(h: RunHandle, force: bool) -> str:
             if (phase, i) not in hung:
                 Shard(h.paths.phase_dir(r, phase), i).clear_failures()
     rollout = rollout_shard_of(h.paths, r) if h.cfg.colocated() else None  # the colocated job covering round r
-    if rollout is not None and not rollout.is_done():
-        rollout.clear_failures()
+    if rollout is not None and not rollout[1].is_done():
+        rollout[1].clear_failures()
     try:
         end_round_from_marker(h, r)  # training finished but the round's ending was lost
     except CorruptShard as e:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sgsbatch.backends.generation import BACKENDS, Generation, Generator, Lent, Request, Sample, derive_seed
-from sgsbatch.config.schema import Config
+from sgsbatch.config.schema import Config, GenerationConfig
 from sgsbatch.logic.extraction import Extraction
 from sgsbatch.phases.task import Interrupted, Task
 from sgsbatch.round.checkpoints import weights_for
@@ -98,7 +98,7 @@ class ResidentEngine:
     def __init__(self) -> None:
         self.gen: Any = None
         self.weights: Path | None = None
-        self.settings: Any = None
+        self.settings: GenerationConfig | None = None  # what the engine was built with
         self.updates: list[float] = []  # seconds of each in-place update, in order
         self.asleep = self.discarded = False  # vLLM's sleep mode while the job trains (level 2 discards the weights)
 

@@ -167,8 +167,8 @@ def run(task: Task) -> None:
     progress = ProgressLine(f"r{task.round} verify shard {task.shard.index}", len(problems), len(done),
                             task.cfg.alerts.progress_every_s)
     keys = {p.problem_id for p in problems} - set(done)
-    owner = rollout_shard_of(task.paths, task.round) if task.cfg.colocated() else None
-    jobs = _Jobs(task, SolveFeed(solve, keys, owner), {p.problem_id: p for p in problems}, done, progress)
+    rollout = rollout_shard_of(task.paths, task.round) if task.cfg.colocated() else None
+    jobs = _Jobs(task, SolveFeed(solve, keys, rollout[1] if rollout else None), {p.problem_id: p for p in problems}, done, progress)
     started, counts = time.time(), {"timeout": 0, "error": 0}
     if keys:
         verifier = make_verifier(task.cfg, processes=task.cfg.phase_resources("verify").cpus)

@@ -411,11 +411,11 @@ def read_phase_arrays(phase_dir: Path, count: int) -> list[tuple[dict[str, Any],
     return out
 
 
-def rollout_shard_of(paths: RunPaths, r: int) -> Shard | None:
-    """The colocated rollout job's shard (scheduling/colocated.py) that covers round r: the one of the newest
-    round k <= r that has one (None: no rollout job started by then). Its failure is round r's."""
+def rollout_shard_of(paths: RunPaths, r: int) -> tuple[int, Shard] | None:
+    """The colocated rollout job (scheduling/colocated.py) that covers round r: the round k <= r it started at,
+    the newest with one, and its shard (None: no rollout job started by then). Its failure is round r's."""
     for k in range(r, -1, -1):
         d = paths.phase_dir(k, ROLLOUT_JOB)
         if d.exists():
-            return Shard(d, 0)
+            return k, Shard(d, 0)
     return None

@@ -14,9 +14,9 @@ and trains exactly as the chain does on the same config (each item's seed is its
 weights in place samples as a fresh one: tests/vllm/test_vllm_engine.py). What it saves: each step's
 engine start, the Python/torch imports and the Slurm hand-overs (`plan` shows both; docs/objectives.md).
 
-Not covered: a trainer kept across steps (each step's training loads the round's weights again in this
-process, as a one-rank train job does; several ranks are refused by the config), a Conjecturer or a search
-Solver (refused), verification inside the job (it stays the CPU array; the local executor runs it as
+Not covered: a trainer kept across steps (each step's training loads the round's weights again, in this
+process with one rank, in ranks it starts again each step with several), several nodes, a Conjecturer or a
+search Solver (all three refused by the config), verification inside the job (it stays the CPU array; the local executor runs it as
 local supervisors). The rollout shard's items are the rounds it finished: a job requeued at its time limit
 resumes at its unfinished round, and one that finished no round between two time limits fails (as a shard
 that finished no item). A stop request (SIGUSR2, preemption) stops at the next solve item or optimizer step.
@@ -55,7 +55,7 @@ def rollout_job(task: Task) -> None:
     done = task.shard.done_items()
     k = first
     try:
-        while k < min(end, (h := h.refreshed()).cfg.run.rounds) and h.at(k).colocated():
+        while k < end and (h := h.refreshed()).at(k).colocated():  # run.rounds only grows: end is within it
             if not round_completed(h, k):
                 _step(h, k, task, engine)
             if f"r{k}" not in done:

@@ -131,9 +131,10 @@ def _phase_and_shard(paths: RunPaths, cfg: Config, r: int, phase: str | None,
                      shard: int | None) -> tuple[str, int]:
     """The phase and shard `choose_log` reads in round r (its docstring's defaults), or an error naming the
     valid choices."""
-    phases = [p for p in _log_phases(cfg, paths, r) if _phase_has_files(paths, r, p)]
-    valid = ", ".join(_log_phases(cfg, paths, r)) + (f", {DRIVER}" if (paths.local / "driver.log").exists() else "")
-    if phase is not None and phase not in _log_phases(cfg, paths, r):
+    here = _log_phases(cfg, paths, r)
+    phases = [p for p in here if _phase_has_files(paths, r, p)]
+    valid = ", ".join(here) + (f", {DRIVER}" if (paths.local / "driver.log").exists() else "")
+    if phase is not None and phase not in here:
         raise InputError(f"round {r} has no phase {phase!r}; its phases: {valid}")
     failed = failed_shard(paths, cfg, r, phase) if shard is None else None
     if failed is not None:

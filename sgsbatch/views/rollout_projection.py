@@ -1,6 +1,6 @@
 """The GRPO family's rollout regime projected two ways (`solver.rollout_prompts` > 0): the chain and the
-colocated job (`solver.colocated_steps`), both built. Pure arithmetic over a round's projection (views/projection.py), which
-calls it; `plan` prints both (views/plan.py).
+colocated job (`solver.colocated_steps`), both built. Pure arithmetic over a round's projection
+(views/projection.py), which calls it; `plan` prints both (views/plan.py).
 
 A rollout step is `rollout_prompts` prompts (DAPO: ceil(rollout_prompts x `rollout_oversample`) drawn) x
 `solver.samples`, then ceil(trained sequences / `solver.batch_size`) optimizer updates; every step samples
@@ -20,10 +20,10 @@ with the weights its previous updates made (docs/objectives.md, "Rollout steps")
   `slurm.train.time_min`): its queue wait and the engine's load. Its GPUs are held through verification's
   tail and the checkpoint writes.
 
-Not modelled: the colocated job's one engine spans its GPUs by tensor parallelism (generation.tensor_parallel_size =
-slurm.train.gpus), where the chain's solve tasks are engines side by side; its generation is counted at the GPUs'
-full rate, so its side is a lower bound; prefill, a rollout batch too small to fill the engine's batch (decoding is then slower than
-the rate), ZeRO-3 gathers for the weight update, and overlapping a step's generation with the previous
+Not modelled: the colocated job's one engine spans its GPUs by tensor parallelism
+(generation.tensor_parallel_size = slurm.train.gpus), where the chain's solve tasks are engines side by side;
+its generation is counted at the GPUs' full rate, so its side is a lower bound; prefill, a rollout batch too
+small to fill the engine's batch (decoding is then slower than the rate), ZeRO-3 gathers for the weight update, and overlapping a step's generation with the previous
 step's training (one step off-policy: not what the papers do).
 """
 

@@ -204,8 +204,8 @@ def run_status(h: RunHandle, live: bool = True, detail: bool = True) -> RunStatu
     failed = next(((r, p, reason) for p in h.cfg.phases_of_round(r)
                    if (reason := failed_reason(h.paths.phase_dir(r, p), h.at(r).shard_count(p)))), None)
     rollout = rollout_shard_of(h.paths, r) if h.cfg.colocated() else None  # a colocated job covering round r
-    if failed is None and rollout is not None and (reason := rollout.failed_reason()) is not None:
-        failed = (int(rollout.dir.parent.name[1:]), ROLLOUT_JOB, reason)
+    if failed is None and rollout is not None and (reason := rollout[1].failed_reason()) is not None:
+        failed = (rollout[0], ROLLOUT_JOB, reason)
     if failed:
         st.state, st.stall = "stalled", StallReason.shard_out_of_retries
         # the round as stored (0-based), as in the reason, `logs --round` and what `resume` prints
